@@ -1,0 +1,1 @@
+//! Synthetic data sets (PLACEHOLDER: sources helper).

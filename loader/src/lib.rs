@@ -1,0 +1,3 @@
+//! stoker-loader: the data pipeline that keeps an accelerator fed.
+pub mod gen;
+pub mod source;

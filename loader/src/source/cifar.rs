@@ -1,0 +1,2 @@
+//! cifar (PLACEHOLDER: sources helper).
+pub struct Cifar10;

@@ -1,0 +1,2 @@
+//! ImageFolder: one sub-folder per class (PLACEHOLDER: sources helper).
+pub struct ImageFolder;

@@ -1,0 +1,2 @@
+//! mnist (PLACEHOLDER: sources helper).
+pub struct Mnist;

@@ -1,0 +1,3 @@
+//! packed (PLACEHOLDER: sources helper).
+pub struct PackedReader;
+pub struct PackedWriter;

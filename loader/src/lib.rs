@@ -1,3 +1,52 @@
-//! stoker-loader: the data pipeline that keeps an accelerator fed.
+//! stoker-loader: a deterministic, bounded-memory data pipeline that keeps an
+//! accelerator fed.
+//!
+//! Build a [`Loader`] from a [`Source`], a [`LoaderConfig`] (batch size, [`Mode`],
+//! workers, transform...) and iterate an epoch:
+//!
+//! ```no_run
+//! use stoker_loader::{source, Loader, LoaderConfig, Mode};
+//! use stoker_augment::Pipeline;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let src = source::open("data/train".as_ref(), true)?;
+//! let config = LoaderConfig {
+//!     batch_size: 64,
+//!     mode: Mode::Async,
+//!     transform: Pipeline::parse("rrc:224,flip")?,
+//!     ..LoaderConfig::default()
+//! };
+//! let mut loader = Loader::new(src, config)?;
+//! for epoch in 0..2 {
+//!     for batch in loader.epoch(epoch) {
+//!         let b = batch?;
+//!         let [n, h, w, c] = b.shape();
+//!         assert_eq!(b.images.len(), n * h * w * c); // u8 NHWC
+//!         let _labels: &[u32] = &b.labels;
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Batches are bit-identical in both modes and for any number of workers, because
+//! every random choice is seeded by (seed, epoch, sample index).
+
+mod batch;
+mod error;
 pub mod gen;
+pub mod metrics;
+pub mod pipeline;
+pub mod plan;
+pub mod pool;
+pub mod sampler;
 pub mod source;
+pub mod state;
+pub mod trace;
+
+pub use batch::{Batch, Images};
+pub use error::LoaderError;
+pub use metrics::Metrics;
+pub use pipeline::{Epoch, Loader, LoaderConfig, Mode, OnError};
+pub use sampler::{Sampler, ShardPolicy};
+pub use source::{RecordKind, Source, SourceError};
+pub use state::LoaderState;

@@ -1,0 +1,78 @@
+//! A batch: u8 NHWC images in a pooled buffer, with labels and sample indices.
+
+use std::ops::Deref;
+
+use crate::pool::PooledBuf;
+
+/// Images of one batch, u8 (N, H, W, C). Dereferences to the image bytes; dropping it
+/// returns the buffer to the loader's pool.
+pub struct Images {
+    buf: PooledBuf,
+    len: usize,
+}
+
+impl Images {
+    pub(crate) fn new(buf: PooledBuf, len: usize) -> Self {
+        Images { buf, len }
+    }
+}
+
+impl Deref for Images {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf.as_slice()[..self.len]
+    }
+}
+
+impl Drop for Images {
+    fn drop(&mut self) {
+        self.buf.unmark_consumer();
+    }
+}
+
+impl std::fmt::Debug for Images {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Images({} bytes)", self.len)
+    }
+}
+
+/// One batch of an epoch.
+#[derive(Debug)]
+pub struct Batch {
+    /// u8 pixels, (N, H, W, C), row-major.
+    pub images: Images,
+    /// One label per sample.
+    pub labels: Vec<u32>,
+    /// The source index of each sample.
+    pub indices: Vec<usize>,
+    /// The epoch and the batch's position in it.
+    pub epoch: u64,
+    pub step: usize,
+    /// (height, width, channels) of each image.
+    pub image_shape: (usize, usize, usize),
+}
+
+impl Batch {
+    /// Number of samples (fewer than the batch size only for the last batch, or when
+    /// samples were skipped).
+    pub fn len(&self) -> usize {
+        self.labels.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+    }
+
+    /// (N, H, W, C).
+    pub fn shape(&self) -> [usize; 4] {
+        let (h, w, c) = self.image_shape;
+        [self.len(), h, w, c]
+    }
+
+    /// The pixels of sample `i`.
+    pub fn image(&self, i: usize) -> &[u8] {
+        let (h, w, c) = self.image_shape;
+        let n = h * w * c;
+        &self.images[i * n..(i + 1) * n]
+    }
+}

@@ -1,0 +1,90 @@
+//! Where the time goes: per-stage busy time, consumer wait, bytes, queue occupancy.
+//!
+//! Stages add to shared atomic counters as they work; a [`Metrics`] is a snapshot of
+//! them, and the difference of two snapshots covers the span between.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// Running totals, shared by all stages of one loader.
+#[derive(Default, Debug)]
+pub struct Counters {
+    pub samples: AtomicU64,
+    pub skipped: AtomicU64,
+    pub batches: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub read_ns: AtomicU64,
+    pub work_ns: AtomicU64,
+    pub collate_ns: AtomicU64,
+    pub wait_ns: AtomicU64,
+    pub queue_len_sum: AtomicU64,
+    pub queue_len_samples: AtomicU64,
+}
+
+pub(crate) fn add_time(counter: &AtomicU64, d: Duration) {
+    counter.fetch_add(d.as_nanos() as u64, Relaxed);
+}
+
+/// A snapshot of the counters. Times are seconds summed over threads, so busy time
+/// can exceed wall time when a stage runs on several threads.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Metrics {
+    /// Samples delivered in batches.
+    pub samples: u64,
+    /// Samples skipped under `on_error = skip`.
+    pub skipped: u64,
+    pub batches: u64,
+    pub bytes_read: u64,
+    /// Time spent reading sample bytes from the source.
+    pub read_seconds: f64,
+    /// Time spent decoding and augmenting (in sync mode, on the consumer's thread).
+    pub decode_seconds: f64,
+    /// Time spent ordering finished batches and compacting skipped samples.
+    pub collate_seconds: f64,
+    /// Time the consumer waited for a batch (in sync mode: all of the data time).
+    pub wait_seconds: f64,
+    /// Average number of ready batches in the prefetch queue when the consumer asked.
+    pub mean_queue_len: f64,
+}
+
+impl Counters {
+    pub fn snapshot(&self) -> Metrics {
+        let s = |c: &AtomicU64| c.load(Relaxed) as f64 * 1e-9;
+        let qn = self.queue_len_samples.load(Relaxed);
+        Metrics {
+            samples: self.samples.load(Relaxed),
+            skipped: self.skipped.load(Relaxed),
+            batches: self.batches.load(Relaxed),
+            bytes_read: self.bytes_read.load(Relaxed),
+            read_seconds: s(&self.read_ns),
+            decode_seconds: s(&self.work_ns),
+            collate_seconds: s(&self.collate_ns),
+            wait_seconds: s(&self.wait_ns),
+            mean_queue_len: if qn == 0 {
+                0.0
+            } else {
+                self.queue_len_sum.load(Relaxed) as f64 / qn as f64
+            },
+        }
+    }
+}
+
+impl Metrics {
+    /// What happened between `earlier` and `self`.
+    pub fn since(&self, earlier: &Metrics) -> Metrics {
+        Metrics {
+            samples: self.samples - earlier.samples,
+            skipped: self.skipped - earlier.skipped,
+            batches: self.batches - earlier.batches,
+            bytes_read: self.bytes_read - earlier.bytes_read,
+            read_seconds: self.read_seconds - earlier.read_seconds,
+            decode_seconds: self.decode_seconds - earlier.decode_seconds,
+            collate_seconds: self.collate_seconds - earlier.collate_seconds,
+            wait_seconds: self.wait_seconds - earlier.wait_seconds,
+            // An average over the whole run; not meaningfully differenced.
+            mean_queue_len: self.mean_queue_len,
+        }
+    }
+}

@@ -1,0 +1,388 @@
+//! Async mode: a tokio read stage, a pool of decode workers writing into batch slots,
+//! an in-order collator and a bounded prefetch queue, each on its own thread(s).
+//!
+//! Shutdown: dropping [`Running`] raises a flag, wakes the read stage (a watch
+//! channel) and drops the prefetch queue's receiver; every stage then sees a closed
+//! channel or the flag and returns, and the drop joins them all. Memory is bounded by
+//! the buffer pool: the read stage cannot start a batch without a free buffer.
+
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use stoker_augment::Scratch;
+
+use super::{LoaderConfig, Shared};
+use crate::metrics::add_time;
+use crate::pool::{Pool, PooledBuf};
+use crate::source::RecordKind;
+use crate::{Batch, LoaderError};
+
+/// A batch being filled by several workers at once.
+struct InProgress {
+    seq: u64,
+    epoch: u64,
+    step: usize,
+    indices: Vec<usize>,
+    /// Base of the buffer held in `buf`; each worker writes only its own slot.
+    ptr: *mut u8,
+    slot: usize,
+    buf: Mutex<Option<PooledBuf>>,
+    remaining: AtomicUsize,
+    errors: Mutex<Vec<(usize, LoaderError)>>,
+}
+
+// SAFETY: `ptr` points into the heap buffer owned by `buf`, which is not touched
+// (moved, freed or read) until `remaining` reaches zero. Until then each position is
+// written by exactly one worker (the read stage sends each (batch, position) once),
+// so writes never alias; the AcqRel decrement orders them before the collator's read.
+unsafe impl Send for InProgress {}
+unsafe impl Sync for InProgress {}
+
+impl InProgress {
+    /// # Safety
+    /// Only one caller per `pos`, and only before the last `remaining` decrement.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn slot_mut(&self, pos: usize) -> &mut [u8] {
+        std::slice::from_raw_parts_mut(self.ptr.add(pos * self.slot), self.slot)
+    }
+}
+
+/// One sample read and waiting to be decoded.
+struct WorkItem {
+    job: Arc<InProgress>,
+    pos: usize,
+    read: Result<RecordKind, LoaderError>,
+    bytes: Vec<u8>,
+}
+
+/// What the prefetch queue carries: a batch (or its error) and where it belongs.
+struct Ready {
+    epoch: u64,
+    step: usize,
+    batch: Result<Batch, LoaderError>,
+}
+
+/// A running async pipeline.
+pub(crate) struct Running {
+    ready_rx: Option<crossbeam_channel::Receiver<Ready>>,
+    shutdown: Arc<AtomicBool>,
+    wake_tx: tokio::sync::watch::Sender<bool>,
+    handles: Vec<JoinHandle<()>>,
+    next_expected: (u64, usize),
+    shared: Arc<Shared>,
+    pool: Pool,
+}
+
+impl Running {
+    pub fn start(
+        shared: Arc<Shared>,
+        pool: Pool,
+        cfg: &LoaderConfig,
+        epoch: u64,
+        step: usize,
+    ) -> Running {
+        let shutdown = Arc::new(AtomicBool::new(false));
+        let (wake_tx, wake_rx) = tokio::sync::watch::channel(false);
+        let (work_tx, work_rx) = flume::bounded::<WorkItem>(cfg.io_depth + 2 * cfg.workers);
+        let (recycle_tx, recycle_rx) = flume::bounded::<Vec<u8>>(cfg.io_depth + 3 * cfg.workers);
+        let (done_tx, done_rx) = crossbeam_channel::unbounded::<Arc<InProgress>>();
+        let (ready_tx, ready_rx) = crossbeam_channel::bounded::<Ready>(cfg.prefetch);
+        let mut handles = Vec::new();
+
+        let reader = ReadStage {
+            shared: shared.clone(),
+            pool: pool.clone(),
+            io_depth: cfg.io_depth,
+            last_epoch: cfg.last_epoch,
+            work_tx,
+            recycle_rx,
+            wake_rx,
+        };
+        handles.push(spawn("stoker-read", move || reader.run(epoch, step)));
+        for w in 0..cfg.workers {
+            let (shared, rx, rtx, dtx, stop) = (
+                shared.clone(),
+                work_rx.clone(),
+                recycle_tx.clone(),
+                done_tx.clone(),
+                shutdown.clone(),
+            );
+            handles.push(spawn(&format!("stoker-worker-{w}"), move || {
+                worker(&shared, rx, rtx, dtx, &stop)
+            }));
+        }
+        drop((work_rx, recycle_tx, done_tx));
+        let collator_shared = shared.clone();
+        handles.push(spawn("stoker-collate", move || {
+            collate(&collator_shared, done_rx, ready_tx)
+        }));
+        Running {
+            ready_rx: Some(ready_rx),
+            shutdown,
+            wake_tx,
+            handles,
+            next_expected: (epoch, step),
+            shared,
+            pool,
+        }
+    }
+
+    /// The (epoch, batch) this pipeline will deliver next.
+    pub fn next_expected(&self) -> (u64, usize) {
+        self.next_expected
+    }
+
+    pub fn threads(&self) -> usize {
+        self.handles.iter().filter(|h| !h.is_finished()).count()
+    }
+
+    /// Waits for the next batch, which must be (epoch, step).
+    pub fn next_batch(&mut self, epoch: u64, step: usize) -> Result<Batch, LoaderError> {
+        let Some(rx) = &self.ready_rx else {
+            return Err(LoaderError::Stopped("the pipeline was shut down".into()));
+        };
+        let counters = &self.shared.counters;
+        counters
+            .queue_len_sum
+            .fetch_add(rx.len() as u64, Ordering::Relaxed);
+        counters.queue_len_samples.fetch_add(1, Ordering::Relaxed);
+        // Holding every buffer would starve the producer forever.
+        self.pool.grow_if_starved();
+        let t0 = Instant::now();
+        let got = rx.recv();
+        add_time(&counters.wait_ns, t0.elapsed());
+        if let Some(tr) = &self.shared.trace {
+            tr.span("wait", t0, Some(serde_json::json!({ "step": step })));
+        }
+        let ready = got.map_err(|_| {
+            LoaderError::Stopped("a pipeline thread exited without reporting an error".into())
+        })?;
+        if (ready.epoch, ready.step) != (epoch, step) {
+            return Err(LoaderError::Stopped(format!(
+                "expected epoch {epoch} batch {step}, got epoch {} batch {}",
+                ready.epoch, ready.step
+            )));
+        }
+        let len = self.shared.plan(epoch).len();
+        self.next_expected = if step + 1 < len {
+            (epoch, step + 1)
+        } else {
+            (epoch + 1, 0)
+        };
+        ready.batch
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        let _ = self.wake_tx.send(true);
+        // Batches still queued go back to the pool as the receiver drops them.
+        self.ready_rx = None;
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(f)
+        .unwrap_or_else(|e| panic!("cannot start pipeline thread {name}: {e}"))
+}
+
+/// The read stage: walks the plan epoch after epoch, takes a free buffer for each
+/// batch, and reads its samples with `io_depth` reads in flight.
+struct ReadStage {
+    shared: Arc<Shared>,
+    pool: Pool,
+    io_depth: usize,
+    last_epoch: Option<u64>,
+    work_tx: flume::Sender<WorkItem>,
+    recycle_rx: flume::Receiver<Vec<u8>>,
+    wake_rx: tokio::sync::watch::Receiver<bool>,
+}
+
+impl ReadStage {
+    fn run(self, epoch: u64, step: usize) {
+        let counter = AtomicUsize::new(0);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(self.io_depth)
+            .thread_name_fn(move || {
+                format!("stoker-io-{}", counter.fetch_add(1, Ordering::Relaxed))
+            })
+            .build();
+        let rt = match rt {
+            Ok(rt) => rt,
+            // Without a runtime nothing can be read; the consumer sees the channel
+            // close and reports the pipeline as stopped.
+            Err(_) => return,
+        };
+        rt.block_on(self.dispatch(epoch, step));
+    }
+
+    async fn dispatch(mut self, mut epoch: u64, mut step: usize) {
+        let sem = Arc::new(tokio::sync::Semaphore::new(self.io_depth));
+        let mut seq = 0u64;
+        let slot = self.shared.slot_bytes();
+        let pool = self.pool.clone();
+        loop {
+            if self.last_epoch.is_some_and(|last| epoch > last) {
+                return;
+            }
+            let plan = self.shared.plan(epoch);
+            while step < plan.len() {
+                let Some(mut buf) = self.wait(pool.acquire_async()).await else {
+                    return;
+                };
+                let indices = plan.batch(step).to_vec();
+                let n = indices.len();
+                let job = Arc::new(InProgress {
+                    seq,
+                    epoch,
+                    step,
+                    ptr: buf.as_mut_slice().as_mut_ptr(),
+                    slot,
+                    buf: Mutex::new(Some(buf)),
+                    remaining: AtomicUsize::new(n),
+                    errors: Mutex::new(Vec::new()),
+                    indices,
+                });
+                for pos in 0..n {
+                    let Some(Ok(permit)) = self.wait(sem.clone().acquire_owned()).await else {
+                        return;
+                    };
+                    let mut bytes = self.recycle_rx.try_recv().unwrap_or_default();
+                    let (job, shared, tx) =
+                        (job.clone(), self.shared.clone(), self.work_tx.clone());
+                    tokio::spawn(async move {
+                        let index = job.indices[pos];
+                        let read = tokio::task::spawn_blocking(move || {
+                            let r = shared.read(index, &mut bytes);
+                            (r, bytes)
+                        })
+                        .await;
+                        drop(permit);
+                        let (read, bytes) = match read {
+                            Ok(pair) => pair,
+                            Err(e) => (
+                                Err(LoaderError::Stopped(format!("read task failed: {e}"))),
+                                Vec::new(),
+                            ),
+                        };
+                        // Fails only when the workers are gone (shutdown).
+                        let _ = tx
+                            .send_async(WorkItem {
+                                job,
+                                pos,
+                                read,
+                                bytes,
+                            })
+                            .await;
+                    });
+                }
+                seq += 1;
+                step += 1;
+            }
+            epoch += 1;
+            step = 0;
+        }
+    }
+
+    /// Runs `fut` unless shutdown is signalled first.
+    async fn wait<T>(&mut self, fut: impl std::future::Future<Output = T>) -> Option<T> {
+        if *self.wake_rx.borrow() {
+            return None;
+        }
+        tokio::select! {
+            v = fut => Some(v),
+            _ = self.wake_rx.changed() => None,
+        }
+    }
+}
+
+fn worker(
+    shared: &Shared,
+    rx: flume::Receiver<WorkItem>,
+    recycle: flume::Sender<Vec<u8>>,
+    done: crossbeam_channel::Sender<Arc<InProgress>>,
+    stop: &AtomicBool,
+) {
+    let mut scratch = Scratch::default();
+    while let Ok(item) = rx.recv() {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let WorkItem {
+            job,
+            pos,
+            read,
+            bytes,
+        } = item;
+        let index = job.indices[pos];
+        let res = read.and_then(|kind| {
+            // SAFETY: this worker is the only one given (job, pos).
+            let slot = unsafe { job.slot_mut(pos) };
+            shared.decode(job.epoch, index, kind, &bytes, &mut scratch, slot)
+        });
+        if let Err(e) = res {
+            if let Ok(mut errs) = job.errors.lock() {
+                errs.push((pos, e));
+            }
+        }
+        let _ = recycle.try_send(bytes);
+        if job.remaining.fetch_sub(1, Ordering::AcqRel) == 1 && done.send(job).is_err() {
+            return;
+        }
+    }
+}
+
+fn collate(
+    shared: &Shared,
+    done: crossbeam_channel::Receiver<Arc<InProgress>>,
+    ready: crossbeam_channel::Sender<Ready>,
+) {
+    let mut pending = BTreeMap::new();
+    let mut next = 0u64;
+    while let Ok(job) = done.recv() {
+        pending.insert(job.seq, job);
+        while let Some(job) = pending.remove(&next) {
+            let t0 = Instant::now();
+            let out = catch_unwind(AssertUnwindSafe(|| finish_job(shared, &job)))
+                .unwrap_or_else(|p| Err(LoaderError::from_panic("collating a batch".into(), p)));
+            add_time(&shared.counters.collate_ns, t0.elapsed());
+            if let Some(tr) = &shared.trace {
+                tr.span("collate", t0, Some(serde_json::json!({ "step": job.step })));
+            }
+            let item = Ready {
+                epoch: job.epoch,
+                step: job.step,
+                batch: out,
+            };
+            if ready.send(item).is_err() {
+                return;
+            }
+            next += 1;
+        }
+    }
+}
+
+fn finish_job(shared: &Shared, job: &InProgress) -> Result<Batch, LoaderError> {
+    let buf = job
+        .buf
+        .lock()
+        .ok()
+        .and_then(|mut b| b.take())
+        .ok_or_else(|| LoaderError::Stopped("batch buffer missing".into()))?;
+    let errors = job
+        .errors
+        .lock()
+        .map(|mut e| std::mem::take(&mut *e))
+        .unwrap_or_default();
+    shared.finish(buf, job.epoch, job.step, job.indices.clone(), errors)
+}

@@ -1,0 +1,443 @@
+//! The loader: one switch between synchronous and asynchronous reading over the same
+//! per-sample work.
+//!
+//! ```text
+//! Sampler -> Plan -> Read (tokio, io_depth in flight) --flume--> decode+augment workers
+//!   (write into batch slots) -> collate in order -> prefetch queue -> consumer
+//! ```
+//!
+//! In [`Mode::Sync`] the consumer's own thread reads, decodes and collates each batch
+//! when asked: simple, and the data time is plain to see. In [`Mode::Async`] the stages
+//! run on their own threads and keep `prefetch` batches ready, so batch k+1 is made
+//! while batch k is used; the pipeline runs on into the next epoch so there is no
+//! refill pause. Both produce the same bytes, because every random choice is seeded by
+//! (seed, epoch, index).
+
+mod async_;
+mod sync;
+pub(crate) mod work;
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use stoker_augment::Pipeline;
+
+use crate::metrics::{Counters, Metrics};
+use crate::plan::Plan;
+use crate::pool::Pool;
+use crate::sampler::{Sampler, ShardPolicy};
+use crate::source::Source;
+use crate::state::LoaderState;
+use crate::trace::Trace;
+use crate::{Batch, LoaderError};
+
+/// Synchronous (inline) or asynchronous (prefetching) reading.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Sync,
+    Async,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "sync" => Ok(Mode::Sync),
+            "async" => Ok(Mode::Async),
+            _ => Err(format!("unknown mode '{s}' (expected sync or async)")),
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mode::Sync => "sync",
+            Mode::Async => "async",
+        })
+    }
+}
+
+/// What to do with a sample that cannot be read or decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnError {
+    /// End the epoch with an error naming the sample.
+    Fail,
+    /// Leave the sample out of its batch and count it.
+    Skip,
+}
+
+impl std::str::FromStr for OnError {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fail" => Ok(OnError::Fail),
+            "skip" => Ok(OnError::Skip),
+            _ => Err(format!(
+                "unknown error policy '{s}' (expected fail or skip)"
+            )),
+        }
+    }
+}
+
+/// How to load. `Default` gives async reading with two workers.
+#[derive(Clone, Debug)]
+pub struct LoaderConfig {
+    pub batch_size: usize,
+    pub mode: Mode,
+    /// Decode+augment threads (async mode).
+    pub workers: usize,
+    /// Batches kept ready ahead of the consumer (async mode).
+    pub prefetch: usize,
+    /// Reads in flight (async mode).
+    pub io_depth: usize,
+    /// Seeds the shuffle and every sample's augmentation.
+    pub seed: u64,
+    pub shuffle: bool,
+    pub drop_last: bool,
+    /// This process's shard: rank, world size and how shards are equalised.
+    pub rank: usize,
+    pub world: usize,
+    pub shard_policy: ShardPolicy,
+    pub transform: Pipeline,
+    /// Channels per image: `None` means 3 for encoded images and the record's own
+    /// count for raw ones.
+    pub channels: Option<usize>,
+    pub on_error: OnError,
+    /// Stop preparing batches after this epoch (async mode prefetches into the next
+    /// epoch otherwise).
+    pub last_epoch: Option<u64>,
+    /// Record a Chrome trace of the stages.
+    pub trace: bool,
+}
+
+impl Default for LoaderConfig {
+    fn default() -> Self {
+        LoaderConfig {
+            batch_size: 64,
+            mode: Mode::Async,
+            workers: 2,
+            prefetch: 2,
+            io_depth: 8,
+            seed: 0,
+            shuffle: true,
+            drop_last: false,
+            rank: 0,
+            world: 1,
+            shard_policy: ShardPolicy::Pad,
+            transform: Pipeline::identity(),
+            channels: None,
+            on_error: OnError::Fail,
+            last_epoch: None,
+            trace: false,
+        }
+    }
+}
+
+impl LoaderConfig {
+    pub fn sampler(&self) -> Sampler {
+        Sampler {
+            shuffle: self.shuffle,
+            seed: self.seed,
+            rank: self.rank,
+            world: self.world,
+            shard_policy: self.shard_policy,
+        }
+    }
+}
+
+/// What every stage of one loader shares.
+pub(crate) struct Shared {
+    pub source: Arc<dyn Source>,
+    pub transform: Pipeline,
+    pub sampler: Sampler,
+    pub seed: u64,
+    pub batch_size: usize,
+    pub drop_last: bool,
+    pub on_error: OnError,
+    /// (height, width, channels) of every output image.
+    pub shape: (usize, usize, usize),
+    pub counters: Counters,
+    pub trace: Option<Arc<Trace>>,
+}
+
+impl Shared {
+    pub fn slot_bytes(&self) -> usize {
+        self.shape.0 * self.shape.1 * self.shape.2
+    }
+
+    pub fn plan(&self, epoch: u64) -> Plan {
+        Plan::new(
+            &self.sampler,
+            self.source.len(),
+            epoch,
+            self.batch_size,
+            self.drop_last,
+        )
+    }
+}
+
+/// A data loader over one source. See the crate docs for an example.
+pub struct Loader {
+    shared: Arc<Shared>,
+    config: LoaderConfig,
+    pool: Pool,
+    sync: sync::SyncState,
+    running: Option<async_::Running>,
+}
+
+impl Loader {
+    /// Checks the configuration, looks at the first sample to learn the image size,
+    /// and sizes the buffer pool. Nothing runs until an epoch is asked for.
+    pub fn new(source: Arc<dyn Source>, config: LoaderConfig) -> Result<Loader, LoaderError> {
+        let cfg = &config;
+        if cfg.batch_size == 0 {
+            return Err(LoaderError::Config("batch size must be at least 1".into()));
+        }
+        if cfg.mode == Mode::Async && (cfg.workers == 0 || cfg.prefetch == 0 || cfg.io_depth == 0) {
+            return Err(LoaderError::Config(
+                "async mode needs workers, prefetch and io_depth of at least 1".into(),
+            ));
+        }
+        if let Some(c) = cfg.channels {
+            if c != 1 && c != 3 {
+                return Err(LoaderError::Config(format!(
+                    "channels must be 1 or 3, not {c}"
+                )));
+            }
+        }
+        let sampler = cfg.sampler();
+        sampler.validate().map_err(LoaderError::Config)?;
+        if source.is_empty() {
+            return Err(LoaderError::Config("the data set has no samples".into()));
+        }
+        let per_rank = sampler.shard_len(source.len());
+        if cfg.drop_last && per_rank < cfg.batch_size {
+            return Err(LoaderError::Config(format!(
+                "drop_last with batch size {} leaves no batch: this shard has {per_rank} samples",
+                cfg.batch_size
+            )));
+        }
+        if per_rank == 0 {
+            return Err(LoaderError::Config(format!(
+                "{} samples cannot be shared among {} ranks with drop",
+                source.len(),
+                cfg.world
+            )));
+        }
+        let (w, h, raw_c) = work::probe_shape(source.as_ref(), 0)?;
+        let (ow, oh) = cfg.transform.output_size(w, h);
+        let c = cfg.channels.or(raw_c).unwrap_or(3);
+        let shape = (oh, ow, c);
+        let capacity = match cfg.mode {
+            Mode::Sync => 1,
+            // Ready batches, one per worker being filled, and the consumer's.
+            Mode::Async => cfg.prefetch + cfg.workers + 1,
+        };
+        let pool = Pool::new(capacity, cfg.batch_size * oh * ow * c);
+        let shared = Arc::new(Shared {
+            source,
+            transform: cfg.transform.clone(),
+            sampler,
+            seed: cfg.seed,
+            batch_size: cfg.batch_size,
+            drop_last: cfg.drop_last,
+            on_error: cfg.on_error,
+            shape,
+            counters: Counters::default(),
+            trace: cfg.trace.then(|| Arc::new(Trace::new())),
+        });
+        Ok(Loader {
+            shared,
+            config,
+            pool,
+            sync: sync::SyncState::default(),
+            running: None,
+        })
+    }
+
+    /// The batches of epoch `epoch`, from the first.
+    pub fn epoch(&mut self, epoch: u64) -> Epoch<'_> {
+        self.start(epoch, 0)
+    }
+
+    /// The rest of the epoch that `state` stopped in.
+    pub fn resume(&mut self, state: &LoaderState) -> Result<Epoch<'_>, LoaderError> {
+        let mine = self.state_at(state.epoch, state.next_batch);
+        if *state != mine {
+            return Err(LoaderError::Resume(format!(
+                "the state was saved by a different loader (saved {state:?}, this loader {mine:?})"
+            )));
+        }
+        let len = self.batches_per_epoch();
+        if state.next_batch > len {
+            return Err(LoaderError::Resume(format!(
+                "batch {} is past the end of an epoch of {len} batches",
+                state.next_batch
+            )));
+        }
+        Ok(self.start(state.epoch, state.next_batch))
+    }
+
+    fn start(&mut self, epoch: u64, step: usize) -> Epoch<'_> {
+        let plan = Arc::new(self.shared.plan(epoch));
+        if self.config.mode == Mode::Async {
+            let reuse = matches!(&self.running, Some(r) if r.next_expected() == (epoch, step));
+            if !reuse {
+                // Stop the old pipeline first so its threads do not compete.
+                self.running = None;
+                self.running = Some(async_::Running::start(
+                    self.shared.clone(),
+                    self.pool.clone(),
+                    &self.config,
+                    epoch,
+                    step,
+                ));
+            }
+        }
+        Epoch {
+            loader: self,
+            plan,
+            next: step,
+            failed: false,
+        }
+    }
+
+    fn state_at(&self, epoch: u64, next_batch: usize) -> LoaderState {
+        LoaderState {
+            seed: self.config.seed,
+            epoch,
+            next_batch,
+            batch_size: self.config.batch_size,
+            samples: self.shared.source.len(),
+            rank: self.config.rank,
+            world: self.config.world,
+        }
+    }
+
+    pub fn config(&self) -> &LoaderConfig {
+        &self.config
+    }
+
+    pub fn source(&self) -> &Arc<dyn Source> {
+        &self.shared.source
+    }
+
+    /// Batches in every epoch (the same for all epochs).
+    pub fn batches_per_epoch(&self) -> usize {
+        self.shared.plan(0).len()
+    }
+
+    /// Samples per epoch on this rank (before any are skipped).
+    pub fn samples_per_epoch(&self) -> usize {
+        self.shared.plan(0).samples()
+    }
+
+    /// (height, width, channels) of every image in a batch.
+    pub fn image_shape(&self) -> (usize, usize, usize) {
+        self.shared.shape
+    }
+
+    /// Totals since the loader was made.
+    pub fn metrics(&self) -> Metrics {
+        self.shared.counters.snapshot()
+    }
+
+    /// The most batch-buffer memory the loader will hold: pool capacity times buffer
+    /// size (the consumer holding every buffer at once may add to it; see
+    /// [`Loader::pool_grown`]).
+    pub fn memory_bound_bytes(&self) -> usize {
+        self.pool.capacity() * self.pool.buf_bytes()
+    }
+
+    /// The most batch-buffer memory held at once so far.
+    pub fn peak_buffer_bytes(&self) -> usize {
+        self.pool.peak_bytes()
+    }
+
+    /// Batch buffers allocated so far.
+    pub fn buffers_allocated(&self) -> usize {
+        self.pool.allocated()
+    }
+
+    /// Times the pool grew past its bound because the consumer held every buffer.
+    pub fn pool_grown(&self) -> usize {
+        self.pool.grown()
+    }
+
+    /// The trace recorded so far, when `trace` was set.
+    pub fn trace(&self) -> Option<&Trace> {
+        self.shared.trace.as_deref()
+    }
+
+    /// Number of live pipeline threads (0 in sync mode or before the first epoch).
+    pub fn threads(&self) -> usize {
+        self.running.as_ref().map_or(0, |r| r.threads())
+    }
+}
+
+/// The batches of one epoch, in order. Also reports where it stands, for resume.
+pub struct Epoch<'a> {
+    loader: &'a mut Loader,
+    plan: Arc<Plan>,
+    next: usize,
+    failed: bool,
+}
+
+impl Epoch<'_> {
+    /// Batches in the whole epoch.
+    pub fn len(&self) -> usize {
+        self.plan.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.plan.is_empty()
+    }
+
+    /// The state after the batches delivered so far: resuming it yields the rest.
+    pub fn state(&self) -> LoaderState {
+        self.loader.state_at(self.plan.epoch, self.next)
+    }
+
+    /// The loader's totals so far.
+    pub fn metrics(&self) -> Metrics {
+        self.loader.metrics()
+    }
+}
+
+impl Iterator for Epoch<'_> {
+    type Item = Result<Batch, LoaderError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.next >= self.plan.len() {
+            return None;
+        }
+        let step = self.next;
+        let loader = &mut *self.loader;
+        let out = match loader.config.mode {
+            Mode::Sync => loader
+                .sync
+                .next_batch(&loader.shared, &loader.pool, &self.plan, step),
+            Mode::Async => match loader.running.as_mut() {
+                Some(r) => r.next_batch(self.plan.epoch, step),
+                None => Err(LoaderError::Stopped("no pipeline is running".into())),
+            },
+        };
+        match &out {
+            Ok(_) => self.next += 1,
+            Err(_) => {
+                // The pipeline's position is now unknown: the next epoch starts afresh.
+                self.failed = true;
+                loader.running = None;
+            }
+        }
+        Some(out)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.plan.len().saturating_sub(self.next);
+        (n, Some(n))
+    }
+}

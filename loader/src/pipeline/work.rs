@@ -1,0 +1,200 @@
+//! The per-sample work shared by both modes: read bytes, decode and augment them
+//! straight into the sample's batch slot, and finish a batch.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+use stoker_augment::{decode, ImageView, SampleRng, Scratch};
+
+use super::{OnError, Shared};
+use crate::batch::{Batch, Images};
+use crate::metrics::add_time;
+use crate::pool::{Pool, PooledBuf};
+use crate::source::{RecordKind, SourceError};
+use crate::LoaderError;
+
+/// The reason part of a source error (the sample error names the file already).
+fn reason(e: &SourceError) -> String {
+    match e {
+        SourceError::Io { source, .. } => source.to_string(),
+        SourceError::Format { reason, .. } | SourceError::Record { reason, .. } => reason.clone(),
+    }
+}
+
+impl Shared {
+    pub(crate) fn sample_error(&self, index: usize, reason: String) -> LoaderError {
+        LoaderError::Sample {
+            index,
+            what: self.source.describe(index),
+            reason,
+        }
+    }
+
+    /// Reads sample `index` into `buf`, catching a panicking source.
+    pub(crate) fn read(&self, index: usize, buf: &mut Vec<u8>) -> Result<RecordKind, LoaderError> {
+        let t0 = Instant::now();
+        let out = catch_unwind(AssertUnwindSafe(|| self.source.read(index, buf)));
+        add_time(&self.counters.read_ns, t0.elapsed());
+        if let Some(tr) = &self.trace {
+            tr.span("read", t0, Some(serde_json::json!({ "index": index })));
+        }
+        match out {
+            Ok(Ok(kind)) => {
+                self.counters
+                    .bytes_read
+                    .fetch_add(buf.len() as u64, Relaxed);
+                Ok(kind)
+            }
+            Ok(Err(e)) => Err(self.sample_error(index, reason(&e))),
+            Err(p) => Err(LoaderError::from_panic(
+                format!("reading {}", self.source.describe(index)),
+                p,
+            )),
+        }
+    }
+
+    /// Decodes and augments one sample into its slot, seeded by (seed, epoch, index).
+    pub(crate) fn decode(
+        &self,
+        epoch: u64,
+        index: usize,
+        kind: RecordKind,
+        bytes: &[u8],
+        scratch: &mut Scratch,
+        slot: &mut [u8],
+    ) -> Result<(), LoaderError> {
+        let t0 = Instant::now();
+        let mut rng = SampleRng::new(self.seed, epoch, index as u64);
+        let c = self.shape.2;
+        let out = catch_unwind(AssertUnwindSafe(|| match kind {
+            RecordKind::Encoded => self
+                .transform
+                .run_encoded(bytes, c, &mut rng, scratch, slot)
+                .map_err(|e| e.to_string()),
+            RecordKind::Raw {
+                width,
+                height,
+                channels,
+            } => {
+                if channels as usize != c {
+                    return Err(format!(
+                        "record has {channels} channels but batches have {c}"
+                    ));
+                }
+                let view =
+                    ImageView::new(width as usize, height as usize, c, bytes).ok_or_else(|| {
+                        format!(
+                            "record holds {} bytes, not {width}x{height}x{channels}",
+                            bytes.len()
+                        )
+                    })?;
+                self.transform
+                    .run_image(view, &mut rng, scratch, slot)
+                    .map_err(|e| e.to_string())
+            }
+        }));
+        add_time(&self.counters.work_ns, t0.elapsed());
+        if let Some(tr) = &self.trace {
+            tr.span("decode", t0, Some(serde_json::json!({ "index": index })));
+        }
+        match out {
+            Ok(r) => r.map_err(|reason| self.sample_error(index, reason)),
+            Err(p) => Err(LoaderError::from_panic(
+                format!("decoding {}", self.source.describe(index)),
+                p,
+            )),
+        }
+    }
+
+    /// Turns a filled buffer into a batch: applies the error policy (dropping skipped
+    /// samples by moving later slots down) and updates the counters.
+    pub(crate) fn finish(
+        &self,
+        mut buf: PooledBuf,
+        epoch: u64,
+        step: usize,
+        mut indices: Vec<usize>,
+        mut errors: Vec<(usize, LoaderError)>,
+    ) -> Result<Batch, LoaderError> {
+        errors.sort_by_key(|(pos, _)| *pos);
+        let fatal = errors
+            .iter()
+            .position(|(_, e)| matches!(e, LoaderError::Panic { .. }));
+        if let Some(i) = fatal {
+            return Err(errors.swap_remove(i).1);
+        }
+        if self.on_error == OnError::Fail {
+            if let Some((_, e)) = errors.into_iter().next() {
+                return Err(e);
+            }
+        } else if !errors.is_empty() {
+            let slot = self.slot_bytes();
+            let data = buf.as_mut_slice();
+            let mut bad = errors.iter().map(|(p, _)| *p).peekable();
+            let mut kept = 0;
+            for pos in 0..indices.len() {
+                if bad.peek() == Some(&pos) {
+                    bad.next();
+                    continue;
+                }
+                if kept != pos {
+                    data.copy_within(pos * slot..(pos + 1) * slot, kept * slot);
+                    indices[kept] = indices[pos];
+                }
+                kept += 1;
+            }
+            indices.truncate(kept);
+            self.counters
+                .skipped
+                .fetch_add(errors.len() as u64, Relaxed);
+        }
+        let labels = indices.iter().map(|&i| self.source.label(i)).collect();
+        self.counters
+            .samples
+            .fetch_add(indices.len() as u64, Relaxed);
+        self.counters.batches.fetch_add(1, Relaxed);
+        let len = indices.len() * self.slot_bytes();
+        Pool::mark_consumer(&mut buf);
+        Ok(Batch {
+            images: Images::new(buf, len),
+            labels,
+            indices,
+            epoch,
+            step,
+            image_shape: self.shape,
+        })
+    }
+}
+
+/// The (width, height, channels) of sample `index` before transforms, from its
+/// header or record shape.
+pub(crate) fn probe_shape(
+    shared_source: &dyn crate::Source,
+    index: usize,
+) -> Result<(usize, usize, Option<usize>), LoaderError> {
+    let mut buf = Vec::new();
+    let what = || shared_source.describe(index);
+    let kind = shared_source
+        .read(index, &mut buf)
+        .map_err(|e| LoaderError::Sample {
+            index,
+            what: what(),
+            reason: reason(&e),
+        })?;
+    match kind {
+        RecordKind::Encoded => {
+            let (w, h) = decode::probe(&buf).map_err(|e| LoaderError::Sample {
+                index,
+                what: what(),
+                reason: e.to_string(),
+            })?;
+            Ok((w, h, None))
+        }
+        RecordKind::Raw {
+            width,
+            height,
+            channels,
+        } => Ok((width as usize, height as usize, Some(channels as usize))),
+    }
+}

@@ -32,6 +32,7 @@
 //! every random choice is seeded by (seed, epoch, sample index).
 
 mod batch;
+pub mod digest;
 mod error;
 pub mod gen;
 pub mod metrics;
@@ -44,6 +45,7 @@ pub mod state;
 pub mod trace;
 
 pub use batch::{Batch, Images};
+pub use digest::Digest;
 pub use error::LoaderError;
 pub use metrics::Metrics;
 pub use pipeline::{Epoch, Loader, LoaderConfig, Mode, OnError};

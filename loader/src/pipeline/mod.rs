@@ -186,6 +186,7 @@ pub struct Loader {
     pool: Pool,
     sync: sync::SyncState,
     running: Option<async_::Running>,
+    starts: usize,
 }
 
 impl Loader {
@@ -255,6 +256,7 @@ impl Loader {
             pool,
             sync: sync::SyncState::default(),
             running: None,
+            starts: 0,
         })
     }
 
@@ -288,6 +290,7 @@ impl Loader {
             if !reuse {
                 // Stop the old pipeline first so its threads do not compete.
                 self.running = None;
+                self.starts += 1;
                 self.running = Some(async_::Running::start(
                     self.shared.clone(),
                     self.pool.clone(),
@@ -370,6 +373,13 @@ impl Loader {
     /// The trace recorded so far, when `trace` was set.
     pub fn trace(&self) -> Option<&Trace> {
         self.shared.trace.as_deref()
+    }
+
+    /// How many times an async pipeline was started. Consecutive epochs reuse the
+    /// running one (it is already preparing the next epoch); a resume elsewhere or an
+    /// error starts a new one.
+    pub fn pipeline_starts(&self) -> usize {
+        self.starts
     }
 
     /// Number of live pipeline threads (0 in sync mode or before the first epoch).

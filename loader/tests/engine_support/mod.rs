@@ -1,0 +1,72 @@
+//! In-memory sources for the engine tests: raw pixels made from the index, with
+//! faults (errors, panics) injected at chosen indices.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use stoker_loader::{RecordKind, Source, SourceError};
+
+pub struct RawSource {
+    pub n: usize,
+    pub side: usize,
+    pub classes: Vec<String>,
+    pub fail: Vec<usize>,
+    pub panic: Vec<usize>,
+    pub reads: AtomicUsize,
+}
+
+impl RawSource {
+    pub fn new(n: usize, side: usize) -> RawSource {
+        RawSource {
+            n,
+            side,
+            classes: vec!["a".into(), "b".into(), "c".into()],
+            fail: vec![],
+            panic: vec![],
+            reads: AtomicUsize::new(0),
+        }
+    }
+
+    /// The pixels sample `index` holds, before any transform.
+    pub fn pixels(&self, index: usize) -> Vec<u8> {
+        (0..self.side * self.side * 3)
+            .map(|k| ((index * 7919 + k * 31) % 251) as u8)
+            .collect()
+    }
+}
+
+impl Source for RawSource {
+    fn len(&self) -> usize {
+        self.n
+    }
+    fn classes(&self) -> &[String] {
+        &self.classes
+    }
+    fn label(&self, index: usize) -> u32 {
+        (index % 3) as u32
+    }
+    fn describe(&self, index: usize) -> String {
+        format!("mem record {index}")
+    }
+    fn read(&self, index: usize, buf: &mut Vec<u8>) -> Result<RecordKind, SourceError> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        if self.panic.contains(&index) {
+            panic!("injected panic at {index}");
+        }
+        if self.fail.contains(&index) {
+            return Err(SourceError::Record {
+                what: self.describe(index),
+                reason: "injected failure".into(),
+            });
+        }
+        buf.clear();
+        buf.extend_from_slice(&self.pixels(index));
+        Ok(RecordKind::Raw {
+            width: self.side as u32,
+            height: self.side as u32,
+            channels: 3,
+        })
+    }
+    fn format(&self) -> &'static str {
+        "memory"
+    }
+}

@@ -415,6 +415,11 @@ impl Epoch<'_> {
     pub fn metrics(&self) -> Metrics {
         self.loader.metrics()
     }
+
+    /// The loader's trace, when `trace` was set (to add the consumer's own spans).
+    pub fn trace(&self) -> Option<&Trace> {
+        self.loader.trace()
+    }
 }
 
 impl Iterator for Epoch<'_> {

@@ -1,1 +1,59 @@
-fn main() {}
+//! stoker-load: generate, pack, inspect and benchmark data sets through the loader.
+
+mod bench;
+// mod demo;
+// mod gen;
+mod inspect;
+// mod pack;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "stoker-load",
+    version,
+    about = "Measure and prepare data for the stoker loader"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    // GEN
+    /// Describe a data set: count, classes, image sizes, format checks.
+    Inspect(inspect::Args),
+    /// Measure loader throughput and where the time goes.
+    Bench(bench::Args),
+    // DEMO
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Inspect(a) => inspect::run(a),
+        Command::Bench(a) => bench::run(a),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+/// A progress bar that draws only on a terminal (so logs and tests stay clean).
+pub(crate) fn progress_bar(len: u64, what: &str) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len);
+    let style = indicatif::ProgressStyle::with_template(
+        "{msg:>8} [{bar:40}] {pos}/{len} ({per_sec}, {eta} left)",
+    )
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+    .progress_chars("=> ");
+    bar.set_style(style);
+    bar.set_message(what.to_string());
+    bar
+}

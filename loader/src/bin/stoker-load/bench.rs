@@ -1,0 +1,240 @@
+//! `stoker-load bench DATA`: images/s, MB/s, consumer wait and per-stage busy time.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde::Serialize;
+use stoker_augment::Pipeline;
+use stoker_loader::{source, Digest, Loader, LoaderConfig, Mode, OnError};
+
+#[derive(clap::Args, Clone)]
+pub struct Args {
+    /// An image folder, a packed file, or an MNIST/CIFAR set.
+    pub data: PathBuf,
+    #[arg(long, default_value = "async")]
+    pub mode: Mode,
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    #[arg(long, default_value_t = 2)]
+    pub prefetch: usize,
+    #[arg(long, default_value_t = 8)]
+    pub io_depth: usize,
+    #[arg(long, default_value_t = 64)]
+    pub batch_size: usize,
+    /// Transform spec, e.g. `rrc:224,flip` or `resize:256,center:224`.
+    #[arg(long, default_value = "")]
+    pub transform: String,
+    #[arg(long, default_value_t = 1)]
+    pub epochs: u64,
+    /// Sleep this long per batch, to imitate a training step.
+    #[arg(long, default_value_t = 0.0)]
+    pub compute_ms: f64,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    #[arg(long, default_value = "fail")]
+    pub on_error: OnError,
+    /// Visit samples in order instead of shuffled.
+    #[arg(long)]
+    pub no_shuffle: bool,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Add a hash of every batch's images and labels, to compare runs.
+    #[arg(long)]
+    pub digest: bool,
+    /// Write a Chrome trace (open in Perfetto) of the stages.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Use the test split of an MNIST/CIFAR set.
+    #[arg(long)]
+    pub test: bool,
+}
+
+/// What a bench run measured. Field names are a contract (`--json`).
+#[derive(Serialize, Clone, Debug)]
+pub struct Report {
+    pub mode: Mode,
+    pub workers: usize,
+    pub prefetch: usize,
+    pub io_depth: usize,
+    pub batch_size: usize,
+    pub transform: String,
+    pub epochs: u64,
+    pub samples: u64,
+    pub skipped: u64,
+    pub wall_seconds: f64,
+    pub epoch_seconds: f64,
+    pub images_per_sec: f64,
+    pub mb_per_sec: f64,
+    pub wait_seconds: f64,
+    pub wait_share: f64,
+    pub compute_seconds: f64,
+    pub read_seconds: f64,
+    pub decode_seconds: f64,
+    pub collate_seconds: f64,
+    pub mean_queue_len: f64,
+    pub peak_buffer_bytes: usize,
+    pub memory_bound_bytes: usize,
+    pub peak_rss_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+}
+
+/// Runs the loader over `a.epochs` epochs and measures it.
+pub fn measure(a: &Args) -> anyhow::Result<Report> {
+    let src = source::open(&a.data, !a.test)?;
+    let transform = Pipeline::parse(&a.transform)?;
+    let cfg = LoaderConfig {
+        batch_size: a.batch_size,
+        mode: a.mode,
+        workers: a.workers,
+        prefetch: a.prefetch,
+        io_depth: a.io_depth,
+        seed: a.seed,
+        shuffle: !a.no_shuffle,
+        transform,
+        on_error: a.on_error,
+        last_epoch: Some(a.epochs.saturating_sub(1)),
+        trace: a.trace.is_some(),
+        ..LoaderConfig::default()
+    };
+    let mut loader = Loader::new(src, cfg)?;
+    let compute = Duration::from_secs_f64(a.compute_ms.max(0.0) / 1e3);
+    let mut digest = a.digest.then(Digest::new);
+    let bar = crate::progress_bar(
+        loader.batches_per_epoch() as u64 * a.epochs,
+        &a.mode.to_string(),
+    );
+    let t0 = Instant::now();
+    let mut compute_total = Duration::ZERO;
+    for e in 0..a.epochs {
+        let mut epoch = loader.epoch(e);
+        while let Some(b) = epoch.next() {
+            let b = b.with_context(|| format!("epoch {e}"))?;
+            if let Some(d) = digest.as_mut() {
+                d.update(&b);
+            }
+            if !compute.is_zero() {
+                let c0 = Instant::now();
+                std::thread::sleep(compute);
+                compute_total += c0.elapsed();
+                if let Some(tr) = epoch.trace() {
+                    tr.span("compute", c0, None);
+                }
+            }
+            bar.inc(1);
+        }
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    let m = loader.metrics();
+    if let (Some(path), Some(tr)) = (&a.trace, loader.trace()) {
+        tr.write(path)
+            .with_context(|| format!("writing trace {}", path.display()))?;
+    }
+    Ok(Report {
+        mode: a.mode,
+        workers: if a.mode == Mode::Sync { 0 } else { a.workers },
+        prefetch: a.prefetch,
+        io_depth: a.io_depth,
+        batch_size: a.batch_size,
+        transform: a.transform.clone(),
+        epochs: a.epochs,
+        samples: m.samples,
+        skipped: m.skipped,
+        wall_seconds: wall,
+        epoch_seconds: wall / a.epochs.max(1) as f64,
+        images_per_sec: m.samples as f64 / wall,
+        mb_per_sec: m.bytes_read as f64 / 1e6 / wall,
+        wait_seconds: m.wait_seconds,
+        wait_share: m.wait_seconds / wall,
+        compute_seconds: compute_total.as_secs_f64(),
+        read_seconds: m.read_seconds,
+        decode_seconds: m.decode_seconds,
+        collate_seconds: m.collate_seconds,
+        mean_queue_len: m.mean_queue_len,
+        peak_buffer_bytes: loader.peak_buffer_bytes(),
+        memory_bound_bytes: loader.memory_bound_bytes(),
+        peak_rss_bytes: peak_rss(),
+        digest: digest.map(|d| d.hex()),
+    })
+}
+
+/// The process's peak resident set size (Linux only).
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+pub fn print_table(rows: &[(&str, &Report)]) {
+    println!(
+        "{:<10} {:>9} {:>8} {:>9} {:>8} {:>7} {:>8} {:>9} {:>9} {:>7} {:>10}",
+        "run",
+        "images/s",
+        "MB/s",
+        "epoch s",
+        "wait s",
+        "wait%",
+        "read s",
+        "decode s",
+        "collate s",
+        "queue",
+        "buffers MB"
+    );
+    for (name, r) in rows {
+        println!(
+            "{:<10} {:>9.1} {:>8.1} {:>9.3} {:>8.3} {:>6.1}% {:>8.3} {:>9.3} {:>9.3} {:>7.2} {:>10.1}",
+            name,
+            r.images_per_sec,
+            r.mb_per_sec,
+            r.epoch_seconds,
+            r.wait_seconds,
+            100.0 * r.wait_share,
+            r.read_seconds,
+            r.decode_seconds,
+            r.collate_seconds,
+            r.mean_queue_len,
+            r.peak_buffer_bytes as f64 / 1e6,
+        );
+    }
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let r = measure(&a)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
+    println!(
+        "{}: mode {}, workers {}, batch {}, transform '{}', {} epoch(s), compute {} ms/batch",
+        a.data.display(),
+        r.mode,
+        r.workers,
+        r.batch_size,
+        r.transform,
+        r.epochs,
+        a.compute_ms
+    );
+    print_table(&[(&r.mode.to_string(), &r)]);
+    println!(
+        "{} samples, {} skipped; consumer waited {:.1}% of the time; buffers bounded by {:.1} MB; peak RSS {}",
+        r.samples,
+        r.skipped,
+        100.0 * r.wait_share,
+        r.memory_bound_bytes as f64 / 1e6,
+        r.peak_rss_bytes.map_or("?".into(), |b| format!("{:.1} MB", b as f64 / 1e6)),
+    );
+    if let Some(d) = &r.digest {
+        println!("digest {d}");
+    }
+    if let Some(t) = &a.trace {
+        println!(
+            "trace written to {} (open it in Perfetto or chrome://tracing)",
+            t.display()
+        );
+    }
+    Ok(())
+}

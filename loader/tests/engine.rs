@@ -46,7 +46,10 @@ fn batches_are_identical_across_modes_and_workers() {
     assert_eq!(reference.len(), 2 * 6);
     for workers in [1, 2, 3] {
         let got = digests(src.clone(), config(Mode::Async, workers, spec), 2);
-        assert_eq!(got, reference, "async with {workers} workers differs from sync");
+        assert_eq!(
+            got, reference,
+            "async with {workers} workers differs from sync"
+        );
     }
     // The augmentation really is random: another seed gives other bytes.
     let other = digests(
@@ -151,7 +154,10 @@ fn a_consumer_that_keeps_every_batch_does_not_hang() {
     let mut loader = Loader::new(src, config(Mode::Async, 2, "")).expect("loader");
     let all: Vec<_> = loader.epoch(0).collect::<Result<_, _>>().expect("epoch");
     assert_eq!(all.len(), 13);
-    assert!(loader.pool_grown() > 0, "the pool had to grow to avoid a deadlock");
+    assert!(
+        loader.pool_grown() > 0,
+        "the pool had to grow to avoid a deadlock"
+    );
 }
 
 #[test]
@@ -173,8 +179,14 @@ fn a_bad_sample_fails_with_its_name_or_is_skipped_and_counted() {
             .find_map(|r| r.as_ref().err())
             .expect("an error");
         let msg = err.to_string();
-        assert!(msg.contains("mem record 5") && msg.contains("injected failure"), "{msg}");
-        assert!(results.last().map_or(false, |r| r.is_err()), "the epoch ends at the error");
+        assert!(
+            msg.contains("mem record 5") && msg.contains("injected failure"),
+            "{msg}"
+        );
+        assert!(
+            results.last().map_or(false, |r| r.is_err()),
+            "the epoch ends at the error"
+        );
 
         let mut loader = Loader::new(
             src,
@@ -213,7 +225,10 @@ fn a_panic_in_the_pipeline_ends_the_epoch_with_an_error() {
         let t0 = Instant::now();
         let results: Vec<_> = loader.epoch(0).collect();
         assert!(t0.elapsed() < Duration::from_secs(20));
-        let err = results.iter().find_map(|r| r.as_ref().err()).expect("error");
+        let err = results
+            .iter()
+            .find_map(|r| r.as_ref().err())
+            .expect("error");
         assert!(
             matches!(err, LoaderError::Panic { .. }) && err.to_string().contains("injected panic"),
             "{mode}: {err}"

@@ -1,0 +1,447 @@
+//! The compute seam: every operation the layers need, over buffers that a backend owns.
+//!
+//! A backend owns its memory: a buffer is an opaque `Backend::Buf<T>` (a `Vec` on the CPU,
+//! a device allocation on a GPU), and operations address it through [`In`] and [`Out`], a
+//! buffer plus an element offset. Lengths come from each operation's dimensions, so the
+//! same call maps onto a pointer-plus-offset kernel launch on CUDA.
+//!
+//! Operations are coarse on purpose (one call per layer step: a whole GEMM, a whole
+//! batch norm), so a GPU backend launches few kernels per step and never synchronises
+//! except in `download`.
+//!
+//! Layout convention, shared by every op: activations are channel-major, `[C, N, H, W]`
+//! (a fully connected activation is `[F, N]`), with `N` the actual batch size of the call.
+//! Every per-channel reduction then runs over one contiguous row, and a convolution over
+//! a chunk of images is a single GEMM.
+
+pub mod cpu;
+
+pub use cpu::CpuBackend;
+
+/// Element types a buffer can hold. Sealed: backends implement exactly these.
+pub trait Elem: Copy + Default + Send + Sync + std::fmt::Debug + 'static + sealed::Sealed {}
+impl Elem for f32 {}
+impl Elem for u8 {}
+impl Elem for u32 {}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for u8 {}
+    impl Sealed for u32 {}
+}
+
+/// What a backend operation can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error("{device}: cannot allocate {bytes} bytes: {reason}")]
+    Alloc {
+        device: String,
+        bytes: usize,
+        reason: String,
+    },
+    #[error("{op}: {reason}")]
+    Op { op: &'static str, reason: String },
+    #[error("label {label} of sample {row} is out of range for {classes} classes")]
+    Label {
+        row: usize,
+        label: u32,
+        classes: usize,
+    },
+}
+
+/// Shorthand for results of backend operations.
+pub type BResult<T> = Result<T, BackendError>;
+
+/// A read-only view of a backend buffer from element `off` on.
+pub struct In<'a, B: Backend + ?Sized, T: Elem = f32> {
+    pub buf: &'a B::Buf<T>,
+    pub off: usize,
+}
+
+// Manual impls: deriving would wrongly require `B: Clone`.
+impl<B: Backend + ?Sized, T: Elem> Clone for In<'_, B, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<B: Backend + ?Sized, T: Elem> Copy for In<'_, B, T> {}
+
+impl<'a, B: Backend + ?Sized, T: Elem> In<'a, B, T> {
+    pub fn new(buf: &'a B::Buf<T>) -> Self {
+        Self { buf, off: 0 }
+    }
+    pub fn at(buf: &'a B::Buf<T>, off: usize) -> Self {
+        Self { buf, off }
+    }
+    /// The same buffer, `extra` elements further on.
+    pub fn skip(self, extra: usize) -> Self {
+        Self {
+            buf: self.buf,
+            off: self.off + extra,
+        }
+    }
+}
+
+/// A writable view of a backend buffer from element `off` on.
+pub struct Out<'a, B: Backend + ?Sized, T: Elem = f32> {
+    pub buf: &'a mut B::Buf<T>,
+    pub off: usize,
+}
+
+impl<'a, B: Backend + ?Sized, T: Elem> Out<'a, B, T> {
+    pub fn new(buf: &'a mut B::Buf<T>) -> Self {
+        Self { buf, off: 0 }
+    }
+    pub fn at(buf: &'a mut B::Buf<T>, off: usize) -> Self {
+        Self { buf, off }
+    }
+    /// Reborrow, so one `Out` can be passed to several calls in turn.
+    pub fn re(&mut self) -> Out<'_, B, T> {
+        Out {
+            buf: self.buf,
+            off: self.off,
+        }
+    }
+}
+
+/// A row-major GEMM: `C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C`.
+///
+/// `op(X)` is `X` or its transpose; `lda`, `ldb`, `ldc` are the row strides of the
+/// matrices as stored (so a transposed `A` is stored `[k, m]` with stride `lda`).
+/// `beta == 0` means `C` is overwritten and may hold anything (even NaN) before.
+#[derive(Clone, Copy, Debug)]
+pub struct Gemm {
+    pub ta: bool,
+    pub tb: bool,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub alpha: f32,
+    pub beta: f32,
+    pub lda: usize,
+    pub ldb: usize,
+    pub ldc: usize,
+}
+
+impl Gemm {
+    /// Densely packed operands: strides follow from the shapes and transposes.
+    pub fn dense(ta: bool, tb: bool, m: usize, n: usize, k: usize) -> Self {
+        Self {
+            ta,
+            tb,
+            m,
+            n,
+            k,
+            alpha: 1.0,
+            beta: 0.0,
+            lda: if ta { m } else { k },
+            ldb: if tb { k } else { n },
+            ldc: n,
+        }
+    }
+    pub fn beta(mut self, beta: f32) -> Self {
+        self.beta = beta;
+        self
+    }
+}
+
+/// Geometry of a 2-D convolution over a channel-major batch `[c, n, h, w]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvGeom {
+    /// Input channels.
+    pub c: usize,
+    /// Images in the whole batch (the row stride of the activation is `n * h * w`).
+    pub n: usize,
+    pub h: usize,
+    pub w: usize,
+    pub kh: usize,
+    pub kw: usize,
+    pub stride: usize,
+    pub pad: usize,
+}
+
+impl ConvGeom {
+    pub fn out_h(&self) -> usize {
+        (self.h + 2 * self.pad - self.kh) / self.stride + 1
+    }
+    pub fn out_w(&self) -> usize {
+        (self.w + 2 * self.pad - self.kw) / self.stride + 1
+    }
+    /// Rows of the im2col matrix: one per (input channel, kernel row, kernel column).
+    pub fn col_rows(&self) -> usize {
+        self.c * self.kh * self.kw
+    }
+}
+
+/// Geometry of a max pooling over `planes` independent `h x w` planes (no padding).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolGeom {
+    pub planes: usize,
+    pub h: usize,
+    pub w: usize,
+    pub k: usize,
+    pub stride: usize,
+}
+
+impl PoolGeom {
+    pub fn out_h(&self) -> usize {
+        (self.h - self.k) / self.stride + 1
+    }
+    pub fn out_w(&self) -> usize {
+        (self.w - self.k) / self.stride + 1
+    }
+}
+
+/// Geometry and settings of a batch norm over `[c, n, hw]`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BnGeom {
+    pub c: usize,
+    pub n: usize,
+    pub hw: usize,
+    pub eps: f32,
+    /// Weight of the new batch statistic in the running average (PyTorch's `momentum`).
+    pub momentum: f32,
+    /// Apply ReLU to the output (fused; its backward masks by the output).
+    pub relu: bool,
+}
+
+/// How `datanorm` lays out its f32 output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DataLayout {
+    /// `[c, n, h, w]`: for convolutional models.
+    ChannelMajor,
+    /// `[h * w * c, n]`, feature index `(y * w + x) * c + ch`: for fully connected models.
+    FeatureMajor,
+}
+
+/// Hyper-parameters of one SGD step.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SgdStep {
+    pub lr: f32,
+    pub momentum: f32,
+    pub weight_decay: f32,
+    pub nesterov: bool,
+}
+
+/// Hyper-parameters of one AdamW step; `step` counts from 1 (bias correction).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamWStep {
+    pub lr: f32,
+    pub beta1: f32,
+    pub beta2: f32,
+    pub eps: f32,
+    pub weight_decay: f32,
+    pub step: u64,
+}
+
+/// A compute backend. Every operation is enqueued in order; only `download` (and
+/// `synchronize`) wait for the device.
+///
+/// Determinism contract: for the same inputs an operation gives bit-identical outputs on
+/// every call (fixed work partitioning, fixed reduction order).
+pub trait Backend: Send + Sync {
+    /// A buffer of `T` owned by this backend.
+    type Buf<T: Elem>: Send + Sync;
+
+    /// Human-readable device name, e.g. `cpu (2 threads)`.
+    fn name(&self) -> String;
+
+    /// A zero-filled buffer of `len` elements.
+    fn alloc<T: Elem>(&self, len: usize) -> BResult<Self::Buf<T>>;
+    /// Number of elements of `buf`.
+    fn buf_len<T: Elem>(&self, buf: &Self::Buf<T>) -> usize;
+    /// Copies `src` into `dst` from its offset on.
+    fn upload<T: Elem>(&self, src: &[T], dst: Out<'_, Self, T>) -> BResult<()>;
+    /// Copies `dst.len()` elements from `src` to the host; waits for pending work.
+    fn download<T: Elem>(&self, src: In<'_, Self, T>, dst: &mut [T]) -> BResult<()>;
+    /// Waits until all enqueued work is done (for timing).
+    fn synchronize(&self) -> BResult<()>;
+    /// How many f32 elements an im2col scratch buffer should hold at most: small on a
+    /// CPU (cache), large on a GPU (fewer, bigger GEMMs).
+    fn im2col_budget(&self) -> usize;
+
+    /// `dst[..len] = value`.
+    fn fill(&self, dst: Out<'_, Self>, len: usize, value: f32) -> BResult<()>;
+    /// `y[..len] += x[..len]`.
+    fn add(&self, x: In<'_, Self>, y: Out<'_, Self>, len: usize) -> BResult<()>;
+    /// `y = a + b`, then ReLU if `relu` (the residual join).
+    fn add_act(
+        &self,
+        a: In<'_, Self>,
+        b: In<'_, Self>,
+        y: Out<'_, Self>,
+        len: usize,
+        relu: bool,
+    ) -> BResult<()>;
+
+    /// See [`Gemm`].
+    fn gemm(&self, g: Gemm, a: In<'_, Self>, b: In<'_, Self>, c: Out<'_, Self>) -> BResult<()>;
+
+    /// Writes the im2col matrix `[c*kh*kw, nc*oh*ow]` of images `n0..n0+nc` of `x`.
+    fn im2col(
+        &self,
+        x: In<'_, Self>,
+        g: ConvGeom,
+        n0: usize,
+        nc: usize,
+        col: Out<'_, Self>,
+    ) -> BResult<()>;
+    /// The adjoint of `im2col`: overwrites images `n0..n0+nc` of `dx` with the sums of
+    /// their entries in `col`.
+    fn col2im(
+        &self,
+        col: In<'_, Self>,
+        g: ConvGeom,
+        n0: usize,
+        nc: usize,
+        dx: Out<'_, Self>,
+    ) -> BResult<()>;
+
+    /// In place on `y [rows, cols]`: `y = act(y + bias[row])`.
+    fn bias_act_forward(
+        &self,
+        y: Out<'_, Self>,
+        bias: Option<In<'_, Self>>,
+        rows: usize,
+        cols: usize,
+        relu: bool,
+    ) -> BResult<()>;
+    /// In place on `dy`: mask by `y > 0` if `relu`; then `dbias[row] = sum(dy[row])`.
+    fn bias_act_backward(
+        &self,
+        y: In<'_, Self>,
+        dy: Out<'_, Self>,
+        dbias: Option<Out<'_, Self>>,
+        rows: usize,
+        cols: usize,
+        relu: bool,
+    ) -> BResult<()>;
+
+    /// `y = max(x, 0)`.
+    fn relu_forward(&self, x: In<'_, Self>, y: Out<'_, Self>, len: usize) -> BResult<()>;
+    /// `dx = dy * (y > 0)`.
+    fn relu_backward(
+        &self,
+        y: In<'_, Self>,
+        dy: In<'_, Self>,
+        dx: Out<'_, Self>,
+        len: usize,
+    ) -> BResult<()>;
+
+    /// Max pooling; `argmax` records the winning index within each plane.
+    fn maxpool_forward(
+        &self,
+        x: In<'_, Self>,
+        g: PoolGeom,
+        y: Out<'_, Self>,
+        argmax: Out<'_, Self, u32>,
+    ) -> BResult<()>;
+    /// Overwrites `dx` with `dy` routed to the recorded maxima.
+    fn maxpool_backward(
+        &self,
+        dy: In<'_, Self>,
+        argmax: In<'_, Self, u32>,
+        g: PoolGeom,
+        dx: Out<'_, Self>,
+    ) -> BResult<()>;
+
+    /// `y[p] = mean(x[p, ..hw])` for each of `planes` planes.
+    fn avgpool_forward(
+        &self,
+        x: In<'_, Self>,
+        planes: usize,
+        hw: usize,
+        y: Out<'_, Self>,
+    ) -> BResult<()>;
+    /// `dx[p, i] = dy[p] / hw`.
+    fn avgpool_backward(
+        &self,
+        dy: In<'_, Self>,
+        planes: usize,
+        hw: usize,
+        dx: Out<'_, Self>,
+    ) -> BResult<()>;
+
+    /// Batch norm (then ReLU if `g.relu`). `gamma_beta` is `[gamma(c), beta(c)]`,
+    /// `running` is `[mean(c), var(c)]`. In training mode it normalises by the batch
+    /// statistics, writes them to `saved` as `[mean(c), inv_std(c)]` and updates
+    /// `running` (unbiased variance, as PyTorch); in eval mode it uses `running` and
+    /// leaves `saved` alone.
+    #[allow(clippy::too_many_arguments)]
+    fn batchnorm_forward(
+        &self,
+        x: In<'_, Self>,
+        gamma_beta: In<'_, Self>,
+        running: Out<'_, Self>,
+        saved: Out<'_, Self>,
+        y: Out<'_, Self>,
+        g: BnGeom,
+        train: bool,
+    ) -> BResult<()>;
+    /// Backward of a training-mode batch norm: `dgamma_beta = [dgamma(c), dbeta(c)]`
+    /// (overwritten), `dx` overwritten. `y` is read only when `g.relu`.
+    #[allow(clippy::too_many_arguments)]
+    fn batchnorm_backward(
+        &self,
+        x: In<'_, Self>,
+        y: In<'_, Self>,
+        dy: In<'_, Self>,
+        gamma_beta: In<'_, Self>,
+        saved: In<'_, Self>,
+        dgamma_beta: Out<'_, Self>,
+        dx: Out<'_, Self>,
+        g: BnGeom,
+    ) -> BResult<()>;
+
+    /// u8 NHWC images `[n, h, w, c]` to normalised f32, `(x / 255 - mean[ch]) / std[ch]`.
+    #[allow(clippy::too_many_arguments)]
+    fn datanorm(
+        &self,
+        x: In<'_, Self, u8>,
+        n: usize,
+        h: usize,
+        w: usize,
+        mean: &[f32],
+        std: &[f32],
+        layout: DataLayout,
+        y: Out<'_, Self>,
+    ) -> BResult<()>;
+
+    /// Softmax + cross-entropy over logits `[classes, n]`. Overwrites `stats[0..2]` with
+    /// (sum of losses, number of correct argmax predictions); if `dlogits` is given,
+    /// writes the gradient of the *mean* loss. Nothing is copied to the host.
+    fn softmax_xent(
+        &self,
+        logits: In<'_, Self>,
+        labels: In<'_, Self, u32>,
+        classes: usize,
+        n: usize,
+        dlogits: Option<Out<'_, Self>>,
+        stats: Out<'_, Self>,
+    ) -> BResult<()>;
+
+    /// One fused SGD pass over a flat buffer; elements `0..decay_len` get weight decay.
+    #[allow(clippy::too_many_arguments)]
+    fn sgd_step(
+        &self,
+        params: Out<'_, Self>,
+        grads: In<'_, Self>,
+        momentum: Out<'_, Self>,
+        len: usize,
+        decay_len: usize,
+        h: SgdStep,
+    ) -> BResult<()>;
+    /// One fused AdamW pass over a flat buffer; elements `0..decay_len` get weight decay.
+    #[allow(clippy::too_many_arguments)]
+    fn adamw_step(
+        &self,
+        params: Out<'_, Self>,
+        grads: In<'_, Self>,
+        m: Out<'_, Self>,
+        v: Out<'_, Self>,
+        len: usize,
+        decay_len: usize,
+        h: AdamWStep,
+    ) -> BResult<()>;
+}

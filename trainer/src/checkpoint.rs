@@ -1,0 +1,295 @@
+//! Checkpoints in safetensors: every parameter and batch-norm statistic under its own
+//! name, the optimizer's state as flat tensors, and string metadata (model config,
+//! optimizer, step, and any caller state such as the loader's resume JSON).
+//!
+//! Files are written to a temporary name and renamed, so an interrupted save never
+//! leaves a file that looks whole. Loading checks everything (model kind and shapes,
+//! optimizer kind, dtypes, sizes) before it changes anything, and reports the first
+//! problem as a typed error.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use safetensors::{Dtype, SafeTensorError, SafeTensors, View};
+
+use crate::backend::{Backend, BackendError};
+use crate::model::Model;
+use crate::optim::Optimizer;
+use crate::param::ParamInfo;
+
+/// Metadata keys this module owns; caller keys must not start with this prefix.
+pub const RESERVED_PREFIX: &str = "stoker.";
+const KEY_FORMAT: &str = "stoker.format";
+const KEY_KIND: &str = "stoker.model.kind";
+const KEY_INPUT: &str = "stoker.model.input";
+const KEY_CLASSES: &str = "stoker.model.classes";
+const KEY_OPTIM: &str = "stoker.optimizer";
+const KEY_OPTIM_STEPS: &str = "stoker.optimizer.steps";
+const FORMAT: &str = "stoker-checkpoint-1";
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a valid safetensors file: {source}")]
+    Format {
+        path: PathBuf,
+        source: SafeTensorError,
+    },
+    #[error("{path}: {reason}")]
+    Metadata { path: PathBuf, reason: String },
+    #[error("{path}: checkpoint is for {found}, this run has {expected}")]
+    Mismatch {
+        path: PathBuf,
+        expected: String,
+        found: String,
+    },
+    #[error("{path}: tensor `{name}` is missing")]
+    Missing { path: PathBuf, name: String },
+    #[error(
+        "{path}: tensor `{name}` has shape {found:?} and dtype {dtype}, expected {expected:?} f32"
+    )]
+    Shape {
+        path: PathBuf,
+        name: String,
+        expected: Vec<usize>,
+        found: Vec<usize>,
+        dtype: String,
+    },
+    #[error("caller metadata key `{0}` uses the reserved prefix `stoker.`")]
+    ReservedKey(String),
+    #[error("backend: {0}")]
+    Backend(#[from] BackendError),
+}
+
+/// An f32 tensor as little-endian bytes, for serialisation.
+struct F32Tensor {
+    shape: Vec<usize>,
+    bytes: Vec<u8>,
+}
+
+impl F32Tensor {
+    fn new(shape: Vec<usize>, data: &[f32]) -> Self {
+        let bytes = data.iter().flat_map(|v| v.to_le_bytes()).collect();
+        Self { shape, bytes }
+    }
+}
+
+impl View for &F32Tensor {
+    fn dtype(&self) -> Dtype {
+        Dtype::F32
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(&self.bytes)
+    }
+    fn data_len(&self) -> usize {
+        self.bytes.len()
+    }
+}
+
+fn model_id<B: Backend + Clone + 'static>(model: &Model<B>) -> [(&'static str, String); 3] {
+    let c = model.config();
+    [
+        (KEY_KIND, c.kind.to_string()),
+        (
+            KEY_INPUT,
+            format!("{}x{}x{}", c.input.0, c.input.1, c.input.2),
+        ),
+        (KEY_CLASSES, c.classes.to_string()),
+    ]
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
+    move |source| CheckpointError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Saves `model`'s parameters and statistics, `opt`'s state and `extra` to `path`.
+pub fn save<B: Backend + Clone + 'static>(
+    path: &Path,
+    model: &Model<B>,
+    opt: &Optimizer<B>,
+    extra: &BTreeMap<String, String>,
+) -> Result<(), CheckpointError> {
+    if let Some(k) = extra.keys().find(|k| k.starts_with(RESERVED_PREFIX)) {
+        return Err(CheckpointError::ReservedKey(k.clone()));
+    }
+    let b = model.backend();
+    let params = model.params.to_vec(b)?;
+    let state = model.state.to_vec(b)?;
+    let mut tensors: Vec<(String, F32Tensor)> = Vec::new();
+    let mut add = |prefix: &str, infos: &[ParamInfo], flat: &[f32]| {
+        for e in infos {
+            let data = &flat[e.offset..e.offset + e.len()];
+            tensors.push((
+                format!("{prefix}{}", e.name),
+                F32Tensor::new(e.shape.clone(), data),
+            ));
+        }
+    };
+    add("param.", model.params_info(), &params);
+    add("state.", model.state_info(), &state);
+    for (name, t) in opt.kind().slots().iter().zip(&opt.slots) {
+        tensors.push((
+            format!("optim.{name}"),
+            F32Tensor::new(vec![t.len()], &t.to_vec(b)?),
+        ));
+    }
+    let mut meta: HashMap<String, String> =
+        extra.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    meta.insert(KEY_FORMAT.into(), FORMAT.into());
+    for (k, v) in model_id(model) {
+        meta.insert(k.into(), v);
+    }
+    meta.insert(KEY_OPTIM.into(), opt.kind().name().into());
+    meta.insert(KEY_OPTIM_STEPS.into(), opt.steps().to_string());
+    let bytes = safetensors::serialize(tensors.iter().map(|(n, t)| (n.as_str(), t)), Some(meta))
+        .map_err(|source| CheckpointError::Format {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, &bytes).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io(path))?;
+    Ok(())
+}
+
+/// The metadata of a checkpoint (model kind, input, classes, optimizer, caller keys),
+/// without loading its tensors: lets a caller build the right model first.
+pub fn read_metadata(path: &Path) -> Result<BTreeMap<String, String>, CheckpointError> {
+    let bytes = std::fs::read(path).map_err(io(path))?;
+    let (_, meta) =
+        SafeTensors::read_metadata(&bytes).map_err(|source| CheckpointError::Format {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    Ok(meta
+        .metadata()
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .collect())
+}
+
+/// Restores `model` and `opt` from `path` and returns the caller's metadata. On error
+/// nothing has been changed.
+pub fn load<B: Backend + Clone + 'static>(
+    path: &Path,
+    model: &mut Model<B>,
+    opt: &mut Optimizer<B>,
+) -> Result<BTreeMap<String, String>, CheckpointError> {
+    let p = || path.to_path_buf();
+    let bytes = std::fs::read(path).map_err(io(path))?;
+    let st = SafeTensors::deserialize(&bytes)
+        .map_err(|source| CheckpointError::Format { path: p(), source })?;
+    let (_, header) = SafeTensors::read_metadata(&bytes)
+        .map_err(|source| CheckpointError::Format { path: p(), source })?;
+    let meta: BTreeMap<String, String> = header
+        .metadata()
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let get = |k: &str| {
+        meta.get(k)
+            .cloned()
+            .ok_or_else(|| CheckpointError::Metadata {
+                path: p(),
+                reason: format!("no `{k}` entry: not a stoker checkpoint"),
+            })
+    };
+    if get(KEY_FORMAT)? != FORMAT {
+        return Err(CheckpointError::Metadata {
+            path: p(),
+            reason: format!("unknown format `{}`", get(KEY_FORMAT)?),
+        });
+    }
+    for (k, want) in model_id(model) {
+        let found = get(k)?;
+        if found != want {
+            return Err(CheckpointError::Mismatch {
+                path: p(),
+                expected: format!("{k}={want}"),
+                found: format!("{k}={found}"),
+            });
+        }
+    }
+    let oname = get(KEY_OPTIM)?;
+    if oname != opt.kind().name() {
+        return Err(CheckpointError::Mismatch {
+            path: p(),
+            expected: format!("optimizer {}", opt.kind().name()),
+            found: format!("optimizer {oname}"),
+        });
+    }
+    let steps: u64 = get(KEY_OPTIM_STEPS)?
+        .parse()
+        .map_err(|_| CheckpointError::Metadata {
+            path: p(),
+            reason: format!("`{KEY_OPTIM_STEPS}` is not a number"),
+        })?;
+
+    let read = |name: &str, shape: &[usize], dst: &mut [f32]| -> Result<(), CheckpointError> {
+        let t = st.tensor(name).map_err(|_| CheckpointError::Missing {
+            path: p(),
+            name: name.to_string(),
+        })?;
+        if t.dtype() != Dtype::F32 || t.shape() != shape || t.data().len() != dst.len() * 4 {
+            return Err(CheckpointError::Shape {
+                path: p(),
+                name: name.to_string(),
+                expected: shape.to_vec(),
+                found: t.shape().to_vec(),
+                dtype: format!("{:?}", t.dtype()),
+            });
+        }
+        for (d, c) in dst.iter_mut().zip(t.data().chunks_exact(4)) {
+            *d = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        }
+        Ok(())
+    };
+    let flat =
+        |prefix: &str, infos: &[ParamInfo], total: usize| -> Result<Vec<f32>, CheckpointError> {
+            let mut v = vec![0.0f32; total];
+            for e in infos {
+                read(
+                    &format!("{prefix}{}", e.name),
+                    &e.shape,
+                    &mut v[e.offset..e.offset + e.len()],
+                )?;
+            }
+            Ok(v)
+        };
+    let params = flat("param.", model.params_info(), model.param_count())?;
+    let state = flat("state.", model.state_info(), model.state.len())?;
+    let mut slots = Vec::new();
+    for (name, t) in opt.kind().slots().iter().zip(&opt.slots) {
+        let mut v = vec![0.0f32; t.len()];
+        read(&format!("optim.{name}"), &[t.len()], &mut v)?;
+        slots.push(v);
+    }
+
+    // Everything checked: now change the model and optimizer.
+    let b = model.backend().clone();
+    b.upload(&params, model.params.w())?;
+    b.upload(&state, model.state.w())?;
+    for (t, v) in opt.slots.iter_mut().zip(&slots) {
+        b.upload(v, t.w())?;
+    }
+    opt.steps = steps;
+    Ok(meta
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with(RESERVED_PREFIX))
+        .collect())
+}

@@ -1,0 +1,38 @@
+//! The trainer's error type: every failure a caller can cause, with context.
+
+use crate::backend::BackendError;
+
+/// What building or running a model can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainerError {
+    #[error("backend: {0}")]
+    Backend(#[from] BackendError),
+    #[error("batch of {n} samples exceeds the planned maximum of {max}")]
+    BatchTooLarge { n: usize, max: usize },
+    #[error("empty batch")]
+    EmptyBatch,
+    #[error("{what}: expected {expected} elements, got {got}")]
+    InputLen {
+        what: &'static str,
+        expected: usize,
+        got: usize,
+    },
+    #[error("label {label} of sample {index} is out of range for {classes} classes")]
+    Label {
+        index: usize,
+        label: u32,
+        classes: usize,
+    },
+    #[error("cannot build {what}: {reason}")]
+    Config { what: String, reason: String },
+}
+
+/// Shorthand for trainer results.
+pub type Result<T, E = TrainerError> = std::result::Result<T, E>;
+
+pub(crate) fn config(what: impl Into<String>, reason: impl Into<String>) -> TrainerError {
+    TrainerError::Config {
+        what: what.into(),
+        reason: reason.into(),
+    }
+}

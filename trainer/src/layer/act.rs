@@ -1,0 +1,75 @@
+//! A standalone ReLU, for places no fused op covers.
+
+use crate::backend::{BResult, Backend};
+use crate::layer::{Ctx, Layer, Shape};
+use crate::tensor::Tensor;
+
+pub struct Relu {
+    name: String,
+    shape: Shape,
+}
+
+impl Relu {
+    pub fn new(name: &str, shape: Shape) -> Self {
+        Self {
+            name: name.to_string(),
+            shape,
+        }
+    }
+}
+
+impl<B: Backend> Layer<B> for Relu {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn out_shape(&self) -> Shape {
+        self.shape
+    }
+
+    fn forward(
+        &mut self,
+        cx: &mut Ctx<'_, B>,
+        x: &Tensor<B>,
+        y: &mut Tensor<B>,
+        n: usize,
+        _train: bool,
+    ) -> BResult<()> {
+        cx.b.relu_forward(x.r(), y.w(), n * self.shape.numel())
+    }
+
+    fn backward(
+        &mut self,
+        cx: &mut Ctx<'_, B>,
+        _x: &Tensor<B>,
+        y: &Tensor<B>,
+        dy: &mut Tensor<B>,
+        dx: Option<&mut Tensor<B>>,
+        n: usize,
+    ) -> BResult<()> {
+        match dx {
+            Some(dx) => {
+                cx.b.relu_backward(y.r(), dy.r(), dx.w(), n * self.shape.numel())
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layer::gradcheck;
+
+    #[test]
+    fn backward_matches_finite_differences() {
+        let s = Shape::new(2, 3, 3);
+        // Keep inputs at least 0.1 from the kink, where the derivative is undefined.
+        gradcheck::check(
+            |_| Box::new(Relu::new("relu", s)),
+            s,
+            2,
+            |v| if v >= 0.0 { v + 0.1 } else { v - 0.1 },
+        );
+    }
+}

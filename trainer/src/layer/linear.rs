@@ -1,0 +1,139 @@
+//! Fully connected layer `y = act(W x + b)` on `[features, n]` activations, with the
+//! bias and optional ReLU fused into one pass after the GEMM.
+
+use crate::backend::{BResult, Backend, Gemm};
+use crate::error::{config, Result};
+use crate::layer::{Builder, Ctx, Layer, Shape};
+use crate::param::{Init, ParamId};
+use crate::tensor::Tensor;
+
+pub struct Linear {
+    name: String,
+    inf: usize,
+    outf: usize,
+    relu: bool,
+    w: ParamId,
+    b: ParamId,
+}
+
+impl Linear {
+    /// `input` must be a vector shape. `relu` fuses a ReLU after the bias; its weights
+    /// then start He-normal (gain 2), otherwise LeCun-normal (gain 1).
+    pub fn new<B: Backend>(
+        bld: &mut Builder<'_, B>,
+        name: &str,
+        input: Shape,
+        outf: usize,
+        relu: bool,
+    ) -> Result<Self> {
+        if input.h != 1 || input.w != 1 || input.c == 0 || outf == 0 {
+            return Err(config(
+                name,
+                format!(
+                    "linear needs a non-empty vector input and output, got {input:?} -> {outf}"
+                ),
+            ));
+        }
+        let gain = if relu { 2.0 } else { 1.0 };
+        let w = bld.params.add(
+            &format!("{name}.weight"),
+            &[outf, input.c],
+            Init::Normal {
+                fan_in: input.c,
+                gain,
+            },
+            true,
+        );
+        let b = bld
+            .params
+            .add(&format!("{name}.bias"), &[outf], Init::Zeros, false);
+        Ok(Self {
+            name: name.to_string(),
+            inf: input.c,
+            outf,
+            relu,
+            w,
+            b,
+        })
+    }
+}
+
+impl<B: Backend> Layer<B> for Linear {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn out_shape(&self) -> Shape {
+        Shape::vector(self.outf)
+    }
+
+    fn forward(
+        &mut self,
+        cx: &mut Ctx<'_, B>,
+        x: &Tensor<B>,
+        y: &mut Tensor<B>,
+        n: usize,
+        _train: bool,
+    ) -> BResult<()> {
+        // y[out, n] = W[out, in] x[in, n]
+        let g = Gemm::dense(false, false, self.outf, n, self.inf);
+        cx.b.gemm(g, cx.p(self.w), x.r(), y.w())?;
+        cx.b.bias_act_forward(y.w(), Some(cx.p(self.b)), self.outf, n, self.relu)
+    }
+
+    fn backward(
+        &mut self,
+        cx: &mut Ctx<'_, B>,
+        x: &Tensor<B>,
+        y: &Tensor<B>,
+        dy: &mut Tensor<B>,
+        dx: Option<&mut Tensor<B>>,
+        n: usize,
+    ) -> BResult<()> {
+        let (b, w, bias) = (cx.b, self.w, self.b);
+        // dz = dy * relu'(z), in place; db = row sums of dz.
+        b.bias_act_backward(y.r(), dy.w(), Some(cx.g(bias)), self.outf, n, self.relu)?;
+        // dW[out, in] = dz[out, n] x[in, n]^T
+        let g = Gemm::dense(false, true, self.outf, self.inf, n);
+        b.gemm(g, dy.r(), x.r(), cx.g(w))?;
+        if let Some(dx) = dx {
+            // dx[in, n] = W[out, in]^T dz[out, n]
+            let g = Gemm::dense(true, false, self.inf, n, self.outf);
+            b.gemm(g, cx.p(w), dy.r(), dx.w())?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layer::gradcheck;
+
+    #[test]
+    fn backward_matches_finite_differences() {
+        gradcheck::check(
+            |b| Box::new(Linear::new(b, "fc", Shape::vector(7), 5, false).unwrap()),
+            Shape::vector(7),
+            4,
+            |v| v,
+        );
+    }
+
+    #[test]
+    fn fused_relu_backward_matches_finite_differences() {
+        gradcheck::check(
+            |b| Box::new(Linear::new(b, "fc", Shape::vector(6), 9, true).unwrap()),
+            Shape::vector(6),
+            3,
+            |v| v,
+        );
+    }
+
+    #[test]
+    fn rejects_spatial_input() {
+        let b = crate::backend::CpuBackend::new();
+        let mut bld = Builder::new(&b, 2);
+        assert!(Linear::new(&mut bld, "fc", Shape::new(3, 2, 2), 4, false).is_err());
+    }
+}

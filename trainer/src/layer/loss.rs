@@ -1,0 +1,120 @@
+//! Fused softmax + cross-entropy: one pass gives the loss statistics and the logits'
+//! gradient, which is just `(softmax - onehot) / n`.
+
+use crate::backend::{BResult, Backend, In, Out};
+use crate::tensor::Tensor;
+
+pub struct SoftmaxCrossEntropy {
+    pub classes: usize,
+}
+
+impl SoftmaxCrossEntropy {
+    pub fn new(classes: usize) -> Self {
+        Self { classes }
+    }
+
+    /// Writes `stats = [loss sum, correct count]` on the device and, when `dlogits` is
+    /// given, the gradient of the mean loss. Logits are `[classes, n]`.
+    pub fn forward_backward<B: Backend>(
+        &self,
+        b: &B,
+        logits: &Tensor<B>,
+        labels: In<'_, B, u32>,
+        n: usize,
+        dlogits: Option<&mut Tensor<B>>,
+        stats: Out<'_, B>,
+    ) -> BResult<()> {
+        b.softmax_xent(
+            logits.r(),
+            labels,
+            self.classes,
+            n,
+            dlogits.map(|d| d.w()),
+            stats,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::CpuBackend;
+    use crate::rng::Rng;
+
+    fn loss(z: &[f32], labels: &[u32], classes: usize, n: usize) -> f64 {
+        (0..n)
+            .map(|j| {
+                let col: Vec<f64> = (0..classes).map(|k| z[k * n + j] as f64).collect();
+                let m = col.iter().cloned().fold(f64::MIN, f64::max);
+                let lse = col.iter().map(|v| (v - m).exp()).sum::<f64>().ln() + m;
+                lse - col[labels[j] as usize]
+            })
+            .sum()
+    }
+
+    #[test]
+    fn gradient_matches_finite_differences_and_stats_are_right() {
+        let b = CpuBackend::new();
+        let (classes, n) = (5, 4);
+        let mut rng = Rng::new(9);
+        let z: Vec<f32> = (0..classes * n)
+            .map(|_| 2.0 * rng.normal() as f32)
+            .collect();
+        let labels = [0u32, 3, 4, 1];
+        let mut lb = b.alloc::<u32>(n).unwrap();
+        b.upload(&labels, Out::new(&mut lb)).unwrap();
+        let zt = Tensor::from_slice(&b, &[classes, n], &z).unwrap();
+        let mut dz = Tensor::zeros(&b, &[classes, n]).unwrap();
+        let mut stats = Tensor::zeros(&b, &[2]).unwrap();
+        let l = SoftmaxCrossEntropy::new(classes);
+        l.forward_backward(&b, &zt, In::new(&lb), n, Some(&mut dz), stats.w())
+            .unwrap();
+        let s = stats.to_vec(&b).unwrap();
+        let want = loss(&z, &labels, classes, n);
+        assert!((s[0] as f64 - want).abs() < 1e-4 * want.max(1.0));
+        let correct = (0..n)
+            .filter(|&j| {
+                let arg = (0..classes)
+                    .max_by(|&a, &c| z[a * n + j].total_cmp(&z[c * n + j]))
+                    .unwrap();
+                arg == labels[j] as usize
+            })
+            .count();
+        assert_eq!(s[1] as usize, correct);
+        // Gradient of the mean loss, in f64 central differences.
+        let g = dz.to_vec(&b).unwrap();
+        for i in 0..z.len() {
+            let eps = 1e-3;
+            let mut zp = z.clone();
+            zp[i] += eps;
+            let lp = loss(&zp, &labels, classes, n);
+            zp[i] -= 2.0 * eps;
+            let lm = loss(&zp, &labels, classes, n);
+            let num = (lp - lm) / (2.0 * eps as f64) / n as f64;
+            assert!(
+                (num - g[i] as f64).abs() < 1e-3,
+                "dz[{i}]: {num} vs {}",
+                g[i]
+            );
+        }
+    }
+
+    #[test]
+    fn out_of_range_label_is_an_error() {
+        let b = CpuBackend::new();
+        let mut lb = b.alloc::<u32>(2).unwrap();
+        b.upload(&[0u32, 7], Out::new(&mut lb)).unwrap();
+        let zt = Tensor::zeros(&b, &[3, 2]).unwrap();
+        let mut stats = Tensor::zeros(&b, &[2]).unwrap();
+        let r =
+            SoftmaxCrossEntropy::new(3).forward_backward(&b, &zt, In::new(&lb), 2, None, stats.w());
+        assert!(matches!(
+            r,
+            Err(crate::backend::BackendError::Label {
+                row: 1,
+                label: 7,
+                ..
+            })
+        ));
+    }
+}

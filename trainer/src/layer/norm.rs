@@ -1,0 +1,343 @@
+//! Normalisation: `BatchNorm2d` (batch statistics in training, running ones in eval,
+//! optional fused ReLU) and `DataNorm`, the model's first layer, which turns the
+//! loader's u8 NHWC batch into normalised f32 on the compute device.
+
+use crate::backend::{BResult, Backend, BackendError, BnGeom, DataLayout, In, Out};
+use crate::error::{config, Result};
+use crate::layer::{Builder, Ctx, Layer, Shape};
+use crate::param::{Init, ParamId};
+use crate::tensor::Tensor;
+
+pub struct BatchNorm2d<B: Backend> {
+    name: String,
+    shape: Shape,
+    relu: bool,
+    eps: f32,
+    momentum: f32,
+    gamma: ParamId,
+    beta: ParamId,
+    running_mean: ParamId,
+    running_var: ParamId,
+    /// `[mean(c), inv_std(c)]` of the last training batch.
+    saved: Tensor<B>,
+}
+
+impl<B: Backend> BatchNorm2d<B> {
+    /// PyTorch's defaults: eps 1e-5, momentum 0.1. `relu` fuses a ReLU after it.
+    pub fn new(bld: &mut Builder<'_, B>, name: &str, shape: Shape, relu: bool) -> Result<Self> {
+        if shape.c == 0 {
+            return Err(config(name, "batch norm over zero channels"));
+        }
+        let c = [shape.c];
+        // Registered back to back in the no-decay group: the ops take [gamma, beta] and
+        // [mean, var] as one contiguous span each.
+        let gamma = bld
+            .params
+            .add(&format!("{name}.weight"), &c, Init::Ones, false);
+        let beta = bld
+            .params
+            .add(&format!("{name}.bias"), &c, Init::Zeros, false);
+        let running_mean = bld
+            .state
+            .add(&format!("{name}.running_mean"), &c, Init::Zeros, false);
+        let running_var = bld
+            .state
+            .add(&format!("{name}.running_var"), &c, Init::Ones, false);
+        Ok(Self {
+            name: name.to_string(),
+            shape,
+            relu,
+            eps: 1e-5,
+            momentum: 0.1,
+            gamma,
+            beta,
+            running_mean,
+            running_var,
+            saved: Tensor::zeros(bld.backend, &[2 * shape.c])?,
+        })
+    }
+
+    fn geom(&self, n: usize) -> BnGeom {
+        BnGeom {
+            c: self.shape.c,
+            n,
+            hw: self.shape.hw(),
+            eps: self.eps,
+            momentum: self.momentum,
+            relu: self.relu,
+        }
+    }
+
+    fn check_adjacent(&self, cx: &Ctx<'_, B>) -> BResult<()> {
+        let c = self.shape.c;
+        let ok = cx.reg.offset(self.beta) == cx.reg.offset(self.gamma) + c
+            && cx.state_reg.offset(self.running_var) == cx.state_reg.offset(self.running_mean) + c;
+        if ok {
+            Ok(())
+        } else {
+            Err(BackendError::Op {
+                op: "batchnorm",
+                reason: format!("{}: gamma/beta or running stats not adjacent", self.name),
+            })
+        }
+    }
+}
+
+impl<B: Backend> Layer<B> for BatchNorm2d<B> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn out_shape(&self) -> Shape {
+        self.shape
+    }
+
+    fn forward(
+        &mut self,
+        cx: &mut Ctx<'_, B>,
+        x: &Tensor<B>,
+        y: &mut Tensor<B>,
+        n: usize,
+        train: bool,
+    ) -> BResult<()> {
+        self.check_adjacent(cx)?;
+        let goff = cx.reg.offset(self.gamma);
+        let roff = cx.state_reg.offset(self.running_mean);
+        let g = self.geom(n);
+        cx.b.batchnorm_forward(
+            x.r(),
+            In::at(cx.params, goff),
+            Out::at(cx.state, roff),
+            self.saved.w(),
+            y.w(),
+            g,
+            train,
+        )
+    }
+
+    fn backward(
+        &mut self,
+        cx: &mut Ctx<'_, B>,
+        x: &Tensor<B>,
+        y: &Tensor<B>,
+        dy: &mut Tensor<B>,
+        dx: Option<&mut Tensor<B>>,
+        n: usize,
+    ) -> BResult<()> {
+        let goff = cx.reg.offset(self.gamma);
+        // The parameter gradients need the same pass as dx; with no dx wanted, the
+        // input gradient goes to dy (no longer needed) instead of a scratch buffer.
+        let b = cx.b;
+        let g = self.geom(n);
+        match dx {
+            Some(dx) => b.batchnorm_backward(
+                x.r(),
+                y.r(),
+                dy.r(),
+                In::at(cx.params, goff),
+                self.saved.r(),
+                Out::at(cx.grads, goff),
+                dx.w(),
+                g,
+            ),
+            None => Err(BackendError::Op {
+                op: "batchnorm_backward",
+                reason: format!("{}: input gradient is required", self.name),
+            }),
+        }
+    }
+}
+
+/// u8 NHWC batch -> `(x / 255 - mean) / std` in f32, per channel, on the device.
+pub struct DataNorm {
+    pub h: usize,
+    pub w: usize,
+    pub c: usize,
+    pub mean: Vec<f32>,
+    pub std: Vec<f32>,
+    pub layout: DataLayout,
+}
+
+impl DataNorm {
+    /// `mean` and `std` are per channel, in units of the [0, 1] pixel range.
+    pub fn new(
+        (h, w, c): (usize, usize, usize),
+        mean: &[f32],
+        std: &[f32],
+        layout: DataLayout,
+    ) -> Result<Self> {
+        if mean.len() != c || std.len() != c {
+            return Err(config(
+                "datanorm",
+                format!(
+                    "{c} channels but {} means and {} stds",
+                    mean.len(),
+                    std.len()
+                ),
+            ));
+        }
+        if std.iter().any(|s| !(s.is_finite() && *s > 0.0)) || mean.iter().any(|m| !m.is_finite()) {
+            return Err(config(
+                "datanorm",
+                "std must be positive and finite, mean finite",
+            ));
+        }
+        Ok(Self {
+            h,
+            w,
+            c,
+            mean: mean.to_vec(),
+            std: std.to_vec(),
+            layout,
+        })
+    }
+
+    /// Per-sample output shape.
+    pub fn out_shape(&self) -> Shape {
+        match self.layout {
+            DataLayout::ChannelMajor => Shape::new(self.c, self.h, self.w),
+            DataLayout::FeatureMajor => Shape::vector(self.h * self.w * self.c),
+        }
+    }
+
+    pub fn forward<B: Backend>(
+        &self,
+        b: &B,
+        images: In<'_, B, u8>,
+        n: usize,
+        y: &mut Tensor<B>,
+    ) -> BResult<()> {
+        b.datanorm(
+            images,
+            n,
+            self.h,
+            self.w,
+            &self.mean,
+            &self.std,
+            self.layout,
+            y.w(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::CpuBackend;
+    use crate::layer::gradcheck;
+
+    #[test]
+    fn batchnorm_backward_matches_finite_differences() {
+        let s = Shape::new(3, 2, 3);
+        gradcheck::check(
+            |b| Box::new(BatchNorm2d::new(b, "bn", s, false).unwrap()),
+            s,
+            4,
+            |v| v,
+        );
+    }
+
+    #[test]
+    fn batchnorm_relu_backward_matches_finite_differences() {
+        let s = Shape::new(2, 3, 3);
+        gradcheck::check(
+            |b| Box::new(BatchNorm2d::new(b, "bn", s, true).unwrap()),
+            s,
+            3,
+            |v| v,
+        );
+    }
+
+    #[test]
+    fn batchnorm_running_stats_and_eval_mode() {
+        let b = CpuBackend::new();
+        let s = Shape::new(1, 1, 2);
+        let mut bld = Builder::new(&b, 2);
+        let mut bn = BatchNorm2d::new(&mut bld, "bn", s, false).unwrap();
+        bld.params.finish();
+        bld.state.finish();
+        let p = Tensor::from_slice(&b, &[2], &bld.params.init_values(0)).unwrap();
+        let mut g = Tensor::zeros(&b, &[2]).unwrap();
+        let mut st = Tensor::from_slice(&b, &[2], &bld.state.init_values(0)).unwrap();
+        let x = Tensor::from_slice(&b, &[4], &[1.0, 2.0, 3.0, 4.0]).unwrap();
+        let mut y = Tensor::zeros(&b, &[4]).unwrap();
+        let mut cx = Ctx {
+            b: &b,
+            reg: &bld.params,
+            params: p.buf(),
+            grads: g.buf_mut(),
+            state_reg: &bld.state,
+            state: st.buf_mut(),
+        };
+        bn.forward(&mut cx, &x, &mut y, 2, true).unwrap();
+        let yv = y.to_vec(&b).unwrap();
+        let mean: f32 = yv.iter().sum::<f32>() / 4.0;
+        assert!(mean.abs() < 1e-6);
+        // running = 0.9 * init + 0.1 * batch (unbiased variance 5/3).
+        let sv = st.to_vec(&b).unwrap();
+        assert!((sv[0] - 0.25).abs() < 1e-6, "{sv:?}");
+        assert!((sv[1] - (0.9 + 0.1 * 5.0 / 3.0)).abs() < 1e-6, "{sv:?}");
+        // Eval uses running stats: y = (x - 0.25) / sqrt(var + eps).
+        let mut cx = Ctx {
+            b: &b,
+            reg: &bld.params,
+            params: p.buf(),
+            grads: g.buf_mut(),
+            state_reg: &bld.state,
+            state: st.buf_mut(),
+        };
+        bn.forward(&mut cx, &x, &mut y, 2, false).unwrap();
+        let yv = y.to_vec(&b).unwrap();
+        let want = (1.0 - 0.25) / (sv[1] + 1e-5).sqrt();
+        assert!((yv[0] - want).abs() < 1e-5);
+    }
+
+    #[test]
+    fn datanorm_layouts() {
+        let b = CpuBackend::new();
+        // n=2, h=1, w=2, c=2: NHWC bytes.
+        let img: [u8; 8] = [0, 255, 51, 102, 255, 0, 153, 204];
+        let mut ib = b.alloc::<u8>(8).unwrap();
+        b.upload(&img, Out::new(&mut ib)).unwrap();
+        let (mean, std) = ([0.5, 0.0], [0.5, 2.0]);
+        let f = |v: u8, ch: usize| (v as f32 / 255.0 - mean[ch]) / std[ch];
+        let mut y = Tensor::zeros(&b, &[8]).unwrap();
+        let dn = DataNorm::new((1, 2, 2), &mean, &std, DataLayout::ChannelMajor).unwrap();
+        dn.forward(&b, In::new(&ib), 2, &mut y).unwrap();
+        // [c, n, h*w]
+        let want = [
+            f(0, 0),
+            f(51, 0),
+            f(255, 0),
+            f(153, 0),
+            f(255, 1),
+            f(102, 1),
+            f(0, 1),
+            f(204, 1),
+        ];
+        let got = y.to_vec(&b).unwrap();
+        assert!(
+            got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-6),
+            "{got:?}"
+        );
+        let dn = DataNorm::new((1, 2, 2), &mean, &std, DataLayout::FeatureMajor).unwrap();
+        dn.forward(&b, In::new(&ib), 2, &mut y).unwrap();
+        // [h*w*c, n]
+        let want = [
+            f(0, 0),
+            f(255, 0),
+            f(255, 1),
+            f(0, 1),
+            f(51, 0),
+            f(153, 0),
+            f(102, 1),
+            f(204, 1),
+        ];
+        let got = y.to_vec(&b).unwrap();
+        assert!(
+            got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-6),
+            "{got:?}"
+        );
+        assert!(DataNorm::new((1, 2, 2), &mean, &[0.5, 0.0], DataLayout::ChannelMajor).is_err());
+    }
+}

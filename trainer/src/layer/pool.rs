@@ -1,0 +1,179 @@
+//! Pooling: max pooling (argmax recorded for backward) and global average pooling,
+//! which turns `[c, n, h, w]` into the `[c, n]` vector a linear head takes.
+
+use crate::backend::{BResult, Backend, In, Out, PoolGeom};
+use crate::error::{config, Result};
+use crate::layer::{Builder, Ctx, Layer, Shape};
+use crate::tensor::Tensor;
+
+pub struct MaxPool2d<B: Backend> {
+    name: String,
+    input: Shape,
+    k: usize,
+    stride: usize,
+    argmax: B::Buf<u32>,
+}
+
+impl<B: Backend> MaxPool2d<B> {
+    pub fn new(
+        bld: &mut Builder<'_, B>,
+        name: &str,
+        input: Shape,
+        k: usize,
+        stride: usize,
+    ) -> Result<Self> {
+        if k == 0 || stride == 0 || input.h < k || input.w < k {
+            return Err(config(name, format!("pool {k}/{stride} on {input:?}")));
+        }
+        let mut p = Self {
+            name: name.to_string(),
+            input,
+            k,
+            stride,
+            argmax: bld.backend.alloc(0)?,
+        };
+        p.argmax = bld.backend.alloc(bld.max_batch * p.out_shape_().numel())?;
+        Ok(p)
+    }
+
+    fn geom(&self, n: usize) -> PoolGeom {
+        PoolGeom {
+            planes: self.input.c * n,
+            h: self.input.h,
+            w: self.input.w,
+            k: self.k,
+            stride: self.stride,
+        }
+    }
+
+    fn out_shape_(&self) -> Shape {
+        let g = self.geom(1);
+        Shape::new(self.input.c, g.out_h(), g.out_w())
+    }
+}
+
+impl<B: Backend> Layer<B> for MaxPool2d<B> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn out_shape(&self) -> Shape {
+        self.out_shape_()
+    }
+
+    fn forward(
+        &mut self,
+        cx: &mut Ctx<'_, B>,
+        x: &Tensor<B>,
+        y: &mut Tensor<B>,
+        n: usize,
+        _train: bool,
+    ) -> BResult<()> {
+        let g = self.geom(n);
+        cx.b.maxpool_forward(x.r(), g, y.w(), Out::new(&mut self.argmax))
+    }
+
+    fn backward(
+        &mut self,
+        cx: &mut Ctx<'_, B>,
+        _x: &Tensor<B>,
+        _y: &Tensor<B>,
+        dy: &mut Tensor<B>,
+        dx: Option<&mut Tensor<B>>,
+        n: usize,
+    ) -> BResult<()> {
+        match dx {
+            Some(dx) => {
+                cx.b.maxpool_backward(dy.r(), In::new(&self.argmax), self.geom(n), dx.w())
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+pub struct GlobalAvgPool {
+    name: String,
+    input: Shape,
+}
+
+impl GlobalAvgPool {
+    pub fn new(name: &str, input: Shape) -> Self {
+        Self {
+            name: name.to_string(),
+            input,
+        }
+    }
+}
+
+impl<B: Backend> Layer<B> for GlobalAvgPool {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn out_shape(&self) -> Shape {
+        Shape::vector(self.input.c)
+    }
+
+    fn forward(
+        &mut self,
+        cx: &mut Ctx<'_, B>,
+        x: &Tensor<B>,
+        y: &mut Tensor<B>,
+        n: usize,
+        _train: bool,
+    ) -> BResult<()> {
+        // Planes are (channel, image) in order, so the output is `[c, n]` as it stands.
+        cx.b.avgpool_forward(x.r(), self.input.c * n, self.input.hw(), y.w())
+    }
+
+    fn backward(
+        &mut self,
+        cx: &mut Ctx<'_, B>,
+        _x: &Tensor<B>,
+        _y: &Tensor<B>,
+        dy: &mut Tensor<B>,
+        dx: Option<&mut Tensor<B>>,
+        n: usize,
+    ) -> BResult<()> {
+        match dx {
+            Some(dx) => {
+                cx.b.avgpool_backward(dy.r(), self.input.c * n, self.input.hw(), dx.w())
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layer::gradcheck;
+
+    #[test]
+    fn maxpool_backward_matches_finite_differences() {
+        let s = Shape::new(2, 4, 6);
+        gradcheck::check(
+            |b| Box::new(MaxPool2d::new(b, "pool", s, 2, 2).unwrap()),
+            s,
+            2,
+            |v| v,
+        );
+    }
+
+    #[test]
+    fn overlapping_maxpool_backward_matches_finite_differences() {
+        let s = Shape::new(1, 5, 5);
+        gradcheck::check(
+            |b| Box::new(MaxPool2d::new(b, "pool", s, 3, 2).unwrap()),
+            s,
+            2,
+            |v| v,
+        );
+    }
+
+    #[test]
+    fn avgpool_backward_matches_finite_differences() {
+        let s = Shape::new(3, 3, 4);
+        gradcheck::check(|_| Box::new(GlobalAvgPool::new("gap", s)), s, 2, |v| v);
+    }
+}

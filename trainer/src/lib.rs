@@ -1,0 +1,24 @@
+//! stoker-trainer: a compact trainer whose every layer has an explicit forward and
+//! backward over a [`Backend`] (CPU now; CUDA slots in behind the same trait).
+//!
+//! Reading order: [`backend`] -> [`tensor`] -> [`layer`] -> [`model`] -> [`optim`] ->
+//! [`schedule`] -> [`checkpoint`].
+
+pub mod backend;
+pub mod checkpoint;
+pub mod error;
+pub mod layer;
+pub mod model;
+pub mod optim;
+pub mod param;
+pub mod rng;
+pub mod schedule;
+pub mod tensor;
+
+pub use backend::{Backend, BackendError, CpuBackend};
+pub use checkpoint::CheckpointError;
+pub use error::{Result, TrainerError};
+pub use model::{Model, ModelConfig, ModelKind, Stats};
+pub use optim::{Optimizer, OptimizerKind};
+pub use schedule::Schedule;
+pub use tensor::Tensor;

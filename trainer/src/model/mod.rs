@@ -1,0 +1,476 @@
+//! A model: its layers, its flat parameter / gradient / state buffers, and every
+//! activation buffer, all planned once for a maximum batch and reused by every step.
+//!
+//! A step is `forward_backward` (datanorm -> layers -> fused softmax + cross-entropy ->
+//! layers in reverse) followed by the optimizer's fused update. The loss and accuracy
+//! stay on the device: each step adds its (loss sum, correct count) into an
+//! accumulator there, and the host reads it only when asked (`take_train_stats`), so a
+//! loop that logs every N steps synchronises every N steps.
+
+pub mod convnet;
+pub mod mlp;
+pub mod resnet;
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::backend::{Backend, DataLayout, In, Out};
+use crate::error::{config, Result, TrainerError};
+use crate::layer::{Builder, Ctx, DataNorm, Layer, Shape, SoftmaxCrossEntropy};
+use crate::param::{ParamInfo, Registry};
+use crate::tensor::Tensor;
+
+/// The models this crate builds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ModelKind {
+    /// Two hidden layers (256, 128) with ReLU: MNIST-size inputs.
+    Mlp,
+    /// Three conv3x3-BN-ReLU-maxpool blocks (32, 64, 128 channels), global average
+    /// pool, linear: 32-64 px images.
+    Convnet,
+    /// A small ResNet: stem conv (32) + three basic blocks (32, 64, 128; strides 1, 2,
+    /// 2), global average pool, linear: 32-64 px images.
+    Resnet,
+}
+
+impl ModelKind {
+    pub const ALL: [ModelKind; 3] = [ModelKind::Mlp, ModelKind::Convnet, ModelKind::Resnet];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ModelKind::Mlp => "mlp",
+            ModelKind::Convnet => "convnet",
+            ModelKind::Resnet => "resnet",
+        }
+    }
+}
+
+impl fmt::Display for ModelKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ModelKind {
+    type Err = TrainerError;
+    fn from_str(s: &str) -> Result<Self> {
+        ModelKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| config(s, "unknown model kind (expected mlp, convnet or resnet)"))
+    }
+}
+
+/// Everything that fixes a model's shape and initial weights.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelConfig {
+    pub kind: ModelKind,
+    /// Input images as (height, width, channels), u8 NHWC.
+    pub input: (usize, usize, usize),
+    pub classes: usize,
+    /// Largest batch a call may pass; buffers are planned for it.
+    pub max_batch: usize,
+    /// Seeds weight initialisation.
+    pub seed: u64,
+    /// Per-channel normalisation, in units of the [0, 1] pixel range.
+    pub mean: Vec<f32>,
+    pub std: Vec<f32>,
+}
+
+impl ModelConfig {
+    /// Defaults: seed 0, mean 0.5 and std 0.25 on every channel.
+    pub fn new(
+        kind: ModelKind,
+        input: (usize, usize, usize),
+        classes: usize,
+        max_batch: usize,
+    ) -> Self {
+        Self {
+            kind,
+            input,
+            classes,
+            max_batch,
+            seed: 0,
+            mean: vec![0.5; input.2],
+            std: vec![0.25; input.2],
+        }
+    }
+
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    pub fn normalize(mut self, mean: &[f32], std: &[f32]) -> Self {
+        self.mean = mean.to_vec();
+        self.std = std.to_vec();
+        self
+    }
+}
+
+/// Loss and accuracy over some samples, read back from the device.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stats {
+    /// Mean cross-entropy per sample.
+    pub loss: f32,
+    /// Fraction of samples whose argmax matched the label.
+    pub accuracy: f32,
+    pub samples: u64,
+}
+
+impl Stats {
+    fn from_sums(sums: [f32; 2], samples: u64) -> Self {
+        let d = samples.max(1) as f32;
+        Self {
+            loss: sums[0] / d,
+            accuracy: sums[1] / d,
+            samples,
+        }
+    }
+}
+
+/// A network over backend `B`.
+pub struct Model<B: Backend + 'static> {
+    backend: B,
+    cfg: ModelConfig,
+    pub(crate) reg: Registry,
+    pub(crate) state_reg: Registry,
+    pub(crate) params: Tensor<B>,
+    pub(crate) grads: Tensor<B>,
+    pub(crate) state: Tensor<B>,
+    datanorm: DataNorm,
+    layers: Vec<Box<dyn Layer<B>>>,
+    /// `acts[0]` is the datanorm output, `acts[i + 1]` the output of `layers[i]`.
+    acts: Vec<Tensor<B>>,
+    /// Gradients of `acts` (index 0 unused: nothing needs the input's gradient).
+    dacts: Vec<Tensor<B>>,
+    loss: SoftmaxCrossEntropy,
+    images: B::Buf<u8>,
+    labels: B::Buf<u32>,
+    /// [loss sum, correct] of the last training step.
+    step_stats: Tensor<B>,
+    eval_step: Tensor<B>,
+    /// Running sums since the last `take_*_stats`.
+    train_acc: Tensor<B>,
+    eval_acc: Tensor<B>,
+    train_samples: u64,
+    eval_samples: u64,
+    last_n: usize,
+}
+
+impl<B: Backend + Clone + 'static> Model<B> {
+    /// Builds the model, plans every buffer for `cfg.max_batch`, and initialises the
+    /// weights from `cfg.seed`.
+    pub fn new(backend: &B, cfg: ModelConfig) -> Result<Self> {
+        let (h, w, c) = cfg.input;
+        let what = cfg.kind.as_str();
+        if h == 0 || w == 0 || c == 0 || cfg.classes < 2 || cfg.max_batch == 0 {
+            return Err(config(
+                what,
+                format!(
+                    "input {:?}, {} classes, max batch {}: all must be positive (classes at least 2)",
+                    cfg.input, cfg.classes, cfg.max_batch
+                ),
+            ));
+        }
+        if cfg.classes > u32::MAX as usize {
+            return Err(config(what, "too many classes"));
+        }
+        let layout = match cfg.kind {
+            ModelKind::Mlp => DataLayout::FeatureMajor,
+            ModelKind::Convnet | ModelKind::Resnet => DataLayout::ChannelMajor,
+        };
+        let datanorm = DataNorm::new(cfg.input, &cfg.mean, &cfg.std, layout)?;
+        let mut bld = Builder::new(backend, cfg.max_batch);
+        let input = datanorm.out_shape();
+        let layers = match cfg.kind {
+            ModelKind::Mlp => mlp::build(&mut bld, input, cfg.classes)?,
+            ModelKind::Convnet => convnet::build(&mut bld, input, cfg.classes)?,
+            ModelKind::Resnet => resnet::build(&mut bld, input, cfg.classes)?,
+        };
+        bld.params.finish();
+        bld.state.finish();
+        let Builder {
+            params: reg,
+            state: state_reg,
+            ..
+        } = bld;
+        let last = layers.last().map(|l| l.out_shape()).unwrap_or(input);
+        if last != Shape::vector(cfg.classes) {
+            return Err(config(
+                what,
+                format!("head produces {last:?}, not {} logits", cfg.classes),
+            ));
+        }
+
+        let b = backend;
+        let nmax = cfg.max_batch;
+        let act = |s: Shape| Tensor::zeros(b, &[s.c, nmax, s.h, s.w]);
+        let mut acts = vec![act(input)?];
+        let mut dacts = vec![Tensor::zeros(b, &[0])?];
+        for l in &layers {
+            acts.push(act(l.out_shape())?);
+            dacts.push(act(l.out_shape())?);
+        }
+        let params = Tensor::from_slice(b, &[reg.total()], &reg.init_values(cfg.seed))?;
+        let grads = Tensor::zeros(b, &[reg.total()])?;
+        let state = Tensor::from_slice(b, &[state_reg.total()], &state_reg.init_values(cfg.seed))?;
+        Ok(Self {
+            backend: backend.clone(),
+            loss: SoftmaxCrossEntropy::new(cfg.classes),
+            images: b.alloc(nmax * h * w * c)?,
+            labels: b.alloc(nmax)?,
+            step_stats: Tensor::zeros(b, &[2])?,
+            eval_step: Tensor::zeros(b, &[2])?,
+            train_acc: Tensor::zeros(b, &[2])?,
+            eval_acc: Tensor::zeros(b, &[2])?,
+            train_samples: 0,
+            eval_samples: 0,
+            last_n: 0,
+            cfg,
+            reg,
+            state_reg,
+            params,
+            grads,
+            state,
+            datanorm,
+            layers,
+            acts,
+            dacts,
+        })
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    pub fn kind(&self) -> ModelKind {
+        self.cfg.kind
+    }
+
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// Number of trained parameters.
+    pub fn param_count(&self) -> usize {
+        self.reg.total()
+    }
+
+    /// Name, shape and offset of every trained parameter.
+    pub fn params_info(&self) -> &[ParamInfo] {
+        self.reg.entries()
+    }
+
+    /// Name, shape and offset of every state entry (batch norm running statistics).
+    pub fn state_info(&self) -> &[ParamInfo] {
+        self.state_reg.entries()
+    }
+
+    /// The flat parameter buffer copied to the host (waits for the device).
+    pub fn params_to_host(&self) -> Result<Vec<f32>> {
+        Ok(self.params.to_vec(&self.backend)?)
+    }
+
+    /// The flat gradient buffer of the last step, copied to the host.
+    pub fn grads_to_host(&self) -> Result<Vec<f32>> {
+        Ok(self.grads.to_vec(&self.backend)?)
+    }
+
+    /// One line per layer: name and per-sample output shape; then the parameter count.
+    pub fn summary(&self) -> String {
+        let mut s = format!("{} on {}\n", self.cfg.kind, self.backend.name());
+        let d = self.datanorm.out_shape();
+        s += &format!("  datanorm  -> {}x{}x{}\n", d.c, d.h, d.w);
+        for l in &self.layers {
+            let o = l.out_shape();
+            s += &format!("  {:<9} -> {}x{}x{}\n", l.name(), o.c, o.h, o.w);
+        }
+        s += &format!("  {} parameters", self.param_count());
+        s
+    }
+
+    fn check_batch(&self, n: usize) -> Result<()> {
+        if n == 0 {
+            return Err(TrainerError::EmptyBatch);
+        }
+        if n > self.cfg.max_batch {
+            return Err(TrainerError::BatchTooLarge {
+                n,
+                max: self.cfg.max_batch,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks a host batch and copies it into the model's own input buffers.
+    fn upload_batch(&mut self, images: &[u8], labels: &[u32], n: usize) -> Result<()> {
+        self.check_batch(n)?;
+        let (h, w, c) = self.cfg.input;
+        if images.len() != n * h * w * c {
+            return Err(TrainerError::InputLen {
+                what: "images (n * h * w * c bytes)",
+                expected: n * h * w * c,
+                got: images.len(),
+            });
+        }
+        if labels.len() != n {
+            return Err(TrainerError::InputLen {
+                what: "labels",
+                expected: n,
+                got: labels.len(),
+            });
+        }
+        if let Some((index, &label)) = labels
+            .iter()
+            .enumerate()
+            .find(|(_, &l)| l as usize >= self.cfg.classes)
+        {
+            return Err(TrainerError::Label {
+                index,
+                label,
+                classes: self.cfg.classes,
+            });
+        }
+        self.backend.upload(images, Out::new(&mut self.images))?;
+        self.backend.upload(labels, Out::new(&mut self.labels))?;
+        Ok(())
+    }
+
+    /// One training forward and backward on a host batch: u8 NHWC `images` (`n * h * w
+    /// * c` bytes) and `labels`. Leaves the gradients in the model's gradient buffer and
+    /// the loss on the device.
+    pub fn forward_backward(&mut self, images: &[u8], labels: &[u32], n: usize) -> Result<()> {
+        self.upload_batch(images, labels, n)?;
+        self.run(None, n, true)
+    }
+
+    /// As `forward_backward`, for a batch already on the device (e.g. uploaded by the
+    /// loader). Labels out of range are reported by the backend.
+    pub fn forward_backward_on(
+        &mut self,
+        images: &B::Buf<u8>,
+        labels: &B::Buf<u32>,
+        n: usize,
+    ) -> Result<()> {
+        self.check_batch(n)?;
+        self.run(Some((images, labels)), n, true)
+    }
+
+    /// An eval-mode forward (running batch-norm statistics, no gradients); the loss and
+    /// accuracy accumulate for `take_eval_stats`.
+    pub fn evaluate(&mut self, images: &[u8], labels: &[u32], n: usize) -> Result<()> {
+        self.upload_batch(images, labels, n)?;
+        self.run(None, n, false)
+    }
+
+    /// As `evaluate`, for a batch already on the device.
+    pub fn evaluate_on(
+        &mut self,
+        images: &B::Buf<u8>,
+        labels: &B::Buf<u32>,
+        n: usize,
+    ) -> Result<()> {
+        self.check_batch(n)?;
+        self.run(Some((images, labels)), n, false)
+    }
+
+    fn run(
+        &mut self,
+        ext: Option<(&B::Buf<u8>, &B::Buf<u32>)>,
+        n: usize,
+        train: bool,
+    ) -> Result<()> {
+        let Self {
+            backend: b,
+            reg,
+            state_reg,
+            params,
+            grads,
+            state,
+            datanorm,
+            layers,
+            acts,
+            dacts,
+            loss,
+            images,
+            labels,
+            step_stats,
+            eval_step,
+            train_acc,
+            eval_acc,
+            ..
+        } = self;
+        let (img, lab) = match ext {
+            Some((i, l)) => (In::new(i), In::new(l)),
+            None => (In::new(&*images), In::new(&*labels)),
+        };
+        let mut cx = Ctx {
+            b: &*b,
+            reg: &*reg,
+            params: params.buf(),
+            grads: grads.buf_mut(),
+            state_reg: &*state_reg,
+            state: state.buf_mut(),
+        };
+        datanorm.forward(&*b, img, n, &mut acts[0])?;
+        for (i, layer) in layers.iter_mut().enumerate() {
+            let (lo, hi) = acts.split_at_mut(i + 1);
+            layer.forward(&mut cx, &lo[i], &mut hi[0], n, train)?;
+        }
+        let top = layers.len();
+        if !train {
+            loss.forward_backward(&*b, &acts[top], lab, n, None, eval_step.w())?;
+            b.add(eval_step.r(), eval_acc.w(), 2)?;
+            self.eval_samples += n as u64;
+            return Ok(());
+        }
+        loss.forward_backward(
+            &*b,
+            &acts[top],
+            lab,
+            n,
+            Some(&mut dacts[top]),
+            step_stats.w(),
+        )?;
+        b.add(step_stats.r(), train_acc.w(), 2)?;
+        for (i, layer) in layers.iter_mut().enumerate().rev() {
+            let (lo, hi) = dacts.split_at_mut(i + 1);
+            let dx = if i == 0 { None } else { Some(&mut lo[i]) };
+            layer.backward(&mut cx, &acts[i], &acts[i + 1], &mut hi[0], dx, n)?;
+        }
+        self.train_samples += n as u64;
+        self.last_n = n;
+        Ok(())
+    }
+
+    fn read_sums(&self, t: &Tensor<B>) -> Result<[f32; 2]> {
+        let mut s = [0.0f32; 2];
+        self.backend.download(t.r(), &mut s)?;
+        Ok(s)
+    }
+
+    /// Loss and accuracy of the last training step (waits for the device).
+    pub fn last_step_stats(&self) -> Result<Stats> {
+        Ok(Stats::from_sums(
+            self.read_sums(&self.step_stats)?,
+            self.last_n as u64,
+        ))
+    }
+
+    /// Mean loss and accuracy over the training steps since the last call; resets them.
+    pub fn take_train_stats(&mut self) -> Result<Stats> {
+        let s = Stats::from_sums(self.read_sums(&self.train_acc)?, self.train_samples);
+        self.backend.fill(self.train_acc.w(), 2, 0.0)?;
+        self.train_samples = 0;
+        Ok(s)
+    }
+
+    /// Mean loss and accuracy over the `evaluate` calls since the last call; resets them.
+    pub fn take_eval_stats(&mut self) -> Result<Stats> {
+        let s = Stats::from_sums(self.read_sums(&self.eval_acc)?, self.eval_samples);
+        self.backend.fill(self.eval_acc.w(), 2, 0.0)?;
+        self.eval_samples = 0;
+        Ok(s)
+    }
+}

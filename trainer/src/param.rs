@@ -1,0 +1,157 @@
+//! Named parameters laid out in one flat buffer.
+//!
+//! Layers register their parameters while the model is built; `finish` then assigns
+//! offsets: first every parameter that takes weight decay, then the others, each group
+//! in registration order. The optimizer can therefore decay exactly `0..decay_len` in
+//! its single fused pass, and parameters registered one after the other in a group
+//! (batch norm's gamma and beta) are adjacent.
+
+use crate::rng::Rng;
+
+/// How a parameter (or state entry) starts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Init {
+    Zeros,
+    Ones,
+    /// Normal with standard deviation `sqrt(gain / fan_in)` (He/Kaiming for gain 2).
+    Normal {
+        fan_in: usize,
+        gain: f32,
+    },
+}
+
+/// Index of a registered entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParamId(usize);
+
+/// One named entry of the flat buffer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParamInfo {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub offset: usize,
+    pub decay: bool,
+    pub init: Init,
+}
+
+impl ParamInfo {
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The layout of a flat buffer: every entry's name, shape and offset.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Registry {
+    entries: Vec<ParamInfo>,
+    total: usize,
+    decay_len: usize,
+}
+
+impl Registry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers an entry; its offset is known once `finish` has run.
+    pub fn add(&mut self, name: &str, shape: &[usize], init: Init, decay: bool) -> ParamId {
+        self.entries.push(ParamInfo {
+            name: name.to_string(),
+            shape: shape.to_vec(),
+            offset: 0,
+            decay,
+            init,
+        });
+        ParamId(self.entries.len() - 1)
+    }
+
+    /// Assigns offsets: decayed entries first.
+    pub fn finish(&mut self) {
+        let mut off = 0;
+        for decay in [true, false] {
+            for e in self.entries.iter_mut().filter(|e| e.decay == decay) {
+                e.offset = off;
+                off += e.len();
+            }
+            if decay {
+                self.decay_len = off;
+            }
+        }
+        self.total = off;
+    }
+
+    pub fn offset(&self, id: ParamId) -> usize {
+        self.entries[id.0].offset
+    }
+
+    pub fn info(&self, id: ParamId) -> &ParamInfo {
+        &self.entries[id.0]
+    }
+
+    pub fn entries(&self) -> &[ParamInfo] {
+        &self.entries
+    }
+
+    /// Elements in the flat buffer.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    /// Elements `0..decay_len` take weight decay.
+    pub fn decay_len(&self) -> usize {
+        self.decay_len
+    }
+
+    /// Initial values of the whole flat buffer for `seed`.
+    pub fn init_values(&self, seed: u64) -> Vec<f32> {
+        let mut v = vec![0.0f32; self.total];
+        for (i, e) in self.entries.iter().enumerate() {
+            let dst = &mut v[e.offset..e.offset + e.len()];
+            match e.init {
+                Init::Zeros => dst.fill(0.0),
+                Init::Ones => dst.fill(1.0),
+                Init::Normal { fan_in, gain } => {
+                    let std = (gain as f64 / fan_in.max(1) as f64).sqrt();
+                    let mut rng = Rng::stream(seed, i as u64);
+                    dst.iter_mut()
+                        .for_each(|x| *x = (rng.normal() * std) as f32);
+                }
+            }
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decayed_entries_come_first_and_groups_stay_adjacent() {
+        let mut r = Registry::new();
+        let g = r.add("bn.weight", &[4], Init::Ones, false);
+        let b = r.add("bn.bias", &[4], Init::Zeros, false);
+        let w = r.add(
+            "conv.weight",
+            &[4, 3],
+            Init::Normal {
+                fan_in: 3,
+                gain: 2.0,
+            },
+            true,
+        );
+        r.finish();
+        assert_eq!(r.offset(w), 0);
+        assert_eq!(r.decay_len(), 12);
+        assert_eq!(r.offset(g), 12);
+        assert_eq!(r.offset(b), 16);
+        assert_eq!(r.total(), 20);
+        let v = r.init_values(1);
+        assert_eq!(&v[12..16], &[1.0; 4]);
+        assert_eq!(v, r.init_values(1));
+        assert_ne!(v, r.init_values(2));
+    }
+}

@@ -1,12 +1,382 @@
-//! Decode JPEG and PNG bytes into u8 HWC (PLACEHOLDER: the augment helper replaces this).
+//! Decode JPEG and PNG bytes into u8 HWC with 1 or 3 channels.
+//!
+//! JPEG goes through `zune-jpeg` directly (fast, and it can write into a buffer we
+//! keep); PNG goes through the `image` crate's PNG decoder, also into our buffer.
+//! Colour handling follows what a PyTorch user gets from `PIL.Image.open(f).convert(..)`:
+//! alpha is dropped (not composited), gray is replicated to RGB, RGB becomes gray with
+//! PIL's rounded ITU-R 601-2 luma, and 16-bit samples keep their high byte. EXIF
+//! orientation is not applied (neither does torchvision's `ImageFolder`).
+
+use std::io::Cursor;
+
+use image::{ColorType, ImageDecoder};
+use zune_jpeg::zune_core::bytestream::ZCursor;
+use zune_jpeg::zune_core::colorspace::ColorSpace;
+use zune_jpeg::zune_core::options::DecoderOptions;
+use zune_jpeg::JpegDecoder;
+
 use crate::{AugmentError, Image};
 
+/// The largest image we agree to decode, in pixels: Pillow's decompression-bomb
+/// threshold (2 * `MAX_IMAGE_PIXELS`), so that a forged header cannot make a worker
+/// allocate gigabytes.
+pub const MAX_PIXELS: usize = 178_956_970;
+
+/// The encoded formats we recognise by their first bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Jpeg,
+    Png,
+}
+
+const PNG_MAGIC: [u8; 8] = [0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1a, b'\n'];
+
+/// Which format `bytes` hold, judged by the signature only.
+pub fn sniff(bytes: &[u8]) -> Result<Format, AugmentError> {
+    if bytes.is_empty() {
+        return Err(AugmentError::Empty);
+    }
+    if bytes.starts_with(&[0xff, 0xd8, 0xff]) {
+        return Ok(Format::Jpeg);
+    }
+    if bytes.starts_with(&PNG_MAGIC) {
+        return Ok(Format::Png);
+    }
+    Err(AugmentError::UnknownFormat {
+        head: describe_head(bytes),
+    })
+}
+
+/// The first bytes in hex and as text, so that "this is an HTML page" or "this is a
+/// GIF" is visible at a glance in the error.
+fn describe_head(bytes: &[u8]) -> String {
+    let head = &bytes[..bytes.len().min(8)];
+    let hex: Vec<String> = head.iter().map(|b| format!("{b:02x}")).collect();
+    let text: String = head
+        .iter()
+        .map(|&b| {
+            if b.is_ascii_graphic() || b == b' ' {
+                b as char
+            } else {
+                '.'
+            }
+        })
+        .collect();
+    format!("{} \"{}\"", hex.join(" "), text)
+}
+
+fn check_size(width: usize, height: usize) -> Result<(), AugmentError> {
+    if width == 0 || height == 0 {
+        return Err(AugmentError::ZeroSize { width, height });
+    }
+    if width.saturating_mul(height) > MAX_PIXELS {
+        return Err(AugmentError::TooLarge {
+            width,
+            height,
+            limit: MAX_PIXELS,
+        });
+    }
+    Ok(())
+}
+
+fn check_channels(channels: usize) -> Result<(), AugmentError> {
+    if channels == 1 || channels == 3 {
+        Ok(())
+    } else {
+        Err(AugmentError::Channels(channels))
+    }
+}
+
 /// Width and height from the header alone.
-pub fn probe(_bytes: &[u8]) -> Result<(usize, usize), AugmentError> {
-    todo!("augment helper")
+pub fn probe(bytes: &[u8]) -> Result<(usize, usize), AugmentError> {
+    let (w, h) = match sniff(bytes)? {
+        Format::Jpeg => {
+            let mut dec = JpegDecoder::new_with_options(ZCursor::new(bytes), jpeg_options());
+            dec.decode_headers().map_err(|e| jpeg_error(bytes, e))?;
+            dec.dimensions()
+                .ok_or_else(|| AugmentError::Jpeg("no frame header".into()))?
+        }
+        Format::Png => probe_png(bytes)?,
+    };
+    check_size(w, h)?;
+    Ok((w, h))
+}
+
+/// PNG keeps its size at a fixed offset of the mandatory first chunk, so reading it
+/// needs no decoder at all.
+fn probe_png(bytes: &[u8]) -> Result<(usize, usize), AugmentError> {
+    if bytes.len() < 24 {
+        return Err(AugmentError::Png(format!(
+            "truncated PNG header ({} bytes)",
+            bytes.len()
+        )));
+    }
+    if &bytes[12..16] != b"IHDR" {
+        return Err(AugmentError::Png("first chunk is not IHDR".into()));
+    }
+    let be = |s: &[u8]| u32::from_be_bytes([s[0], s[1], s[2], s[3]]) as usize;
+    Ok((be(&bytes[16..20]), be(&bytes[20..24])))
 }
 
 /// Decode into an owned image with `channels` (1 or 3) channels.
-pub fn decode(_bytes: &[u8], _channels: usize) -> Result<Image, AugmentError> {
-    todo!("augment helper")
+pub fn decode(bytes: &[u8], channels: usize) -> Result<Image, AugmentError> {
+    let mut img = Image::default();
+    decode_into(bytes, channels, &mut img)?;
+    Ok(img)
+}
+
+/// Decode into `out`, reusing the capacity of `out.data`: once it has grown to the
+/// largest image seen, decoding allocates nothing for pixels.
+pub fn decode_into(bytes: &[u8], channels: usize, out: &mut Image) -> Result<(), AugmentError> {
+    check_channels(channels)?;
+    let (w, h, src) = match sniff(bytes)? {
+        Format::Jpeg => decode_jpeg_native(bytes, &mut out.data)?,
+        Format::Png => decode_png_native(bytes, &mut out.data)?,
+    };
+    convert_in_place(&mut out.data, w * h, src, channels);
+    out.width = w;
+    out.height = h;
+    out.channels = channels;
+    Ok(())
+}
+
+/// The pixel layouts a decoder hands us before conversion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Native {
+    L8,
+    La8,
+    Rgb8,
+    Rgba8,
+    L16,
+    La16,
+    Rgb16,
+    Rgba16,
+}
+
+impl Native {
+    fn bytes_per_pixel(self) -> usize {
+        match self {
+            Native::L8 => 1,
+            Native::La8 | Native::L16 => 2,
+            Native::Rgb8 => 3,
+            Native::Rgba8 | Native::La16 => 4,
+            Native::Rgb16 => 6,
+            Native::Rgba16 => 8,
+        }
+    }
+}
+
+fn jpeg_options() -> DecoderOptions {
+    DecoderOptions::default()
+        .set_max_width(1 << 16)
+        .set_max_height(1 << 16)
+        .jpeg_set_out_colorspace(ColorSpace::RGB)
+}
+
+/// A JPEG is complete when its last marker is EOI; only then is a lenient retry safe,
+/// because a lenient decode of a cut file silently fills the missing rows with grey.
+fn ends_with_eoi(bytes: &[u8]) -> bool {
+    let mut end = bytes.len();
+    // Some writers pad after EOI with zeros or newlines.
+    while end > 0 && bytes.len() - end < 64 && matches!(bytes[end - 1], 0 | b'\n' | b'\r') {
+        end -= 1;
+    }
+    end >= 2 && bytes[end - 2] == 0xff && bytes[end - 1] == 0xd9
+}
+
+fn jpeg_error(bytes: &[u8], e: zune_jpeg::errors::DecodeErrors) -> AugmentError {
+    if ends_with_eoi(bytes) {
+        AugmentError::Jpeg(e.to_string())
+    } else {
+        AugmentError::TruncatedJpeg {
+            len: bytes.len(),
+            reason: e.to_string(),
+        }
+    }
+}
+
+/// Decode a JPEG as RGB into `buf`. Gray JPEGs also come out as RGB: PIL's luma of a
+/// replicated gray value is that value, so the 1-channel path loses nothing.
+fn decode_jpeg_native(
+    bytes: &[u8],
+    buf: &mut Vec<u8>,
+) -> Result<(usize, usize, Native), AugmentError> {
+    // Strict first: it is the only mode that reports a cut file instead of padding it.
+    match decode_jpeg_with(bytes, buf, jpeg_options().set_strict_mode(true)) {
+        Ok(r) => Ok(r),
+        // Complete files that break a strict rule (stray bytes between markers, say)
+        // are common in the wild and decode fine leniently, as libjpeg does with a
+        // warning.
+        Err(e) if ends_with_eoi(bytes) => {
+            decode_jpeg_with(bytes, buf, jpeg_options().set_strict_mode(false)).map_err(|_| e)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn decode_jpeg_with(
+    bytes: &[u8],
+    buf: &mut Vec<u8>,
+    options: DecoderOptions,
+) -> Result<(usize, usize, Native), AugmentError> {
+    let mut dec = JpegDecoder::new_with_options(ZCursor::new(bytes), options);
+    dec.decode_headers().map_err(|e| jpeg_error(bytes, e))?;
+    let (w, h) = dec
+        .dimensions()
+        .ok_or_else(|| AugmentError::Jpeg("no frame header".into()))?;
+    check_size(w, h)?;
+    let len = dec
+        .output_buffer_size()
+        .ok_or_else(|| AugmentError::Jpeg("image size overflows".into()))?;
+    if len != w * h * 3 {
+        return Err(AugmentError::Jpeg(format!(
+            "decoder wants {len} bytes for a {w}x{h} RGB image"
+        )));
+    }
+    buf.resize(len, 0);
+    dec.decode_into(buf).map_err(|e| jpeg_error(bytes, e))?;
+    Ok((w, h, Native::Rgb8))
+}
+
+fn decode_png_native(
+    bytes: &[u8],
+    buf: &mut Vec<u8>,
+) -> Result<(usize, usize, Native), AugmentError> {
+    let (pw, ph) = probe_png(bytes)?;
+    check_size(pw, ph)?;
+    let png_err = |e: image::ImageError| AugmentError::Png(e.to_string());
+    let dec = image::codecs::png::PngDecoder::new(Cursor::new(bytes)).map_err(png_err)?;
+    let (w, h) = dec.dimensions();
+    let (w, h) = (w as usize, h as usize);
+    check_size(w, h)?;
+    let native = match dec.color_type() {
+        ColorType::L8 => Native::L8,
+        ColorType::La8 => Native::La8,
+        ColorType::Rgb8 => Native::Rgb8,
+        ColorType::Rgba8 => Native::Rgba8,
+        ColorType::L16 => Native::L16,
+        ColorType::La16 => Native::La16,
+        ColorType::Rgb16 => Native::Rgb16,
+        ColorType::Rgba16 => Native::Rgba16,
+        other => {
+            return Err(AugmentError::Png(format!(
+                "unsupported colour type {other:?}"
+            )))
+        }
+    };
+    let len = w * h * native.bytes_per_pixel();
+    if dec.total_bytes() != len as u64 {
+        return Err(AugmentError::Png(format!(
+            "decoder wants {} bytes for a {w}x{h} {native:?} image",
+            dec.total_bytes()
+        )));
+    }
+    buf.resize(len, 0);
+    dec.read_image(buf).map_err(png_err)?;
+    Ok((w, h, native))
+}
+
+/// PIL's `L` conversion: ITU-R 601-2 weights in 16-bit fixed point, rounded.
+#[inline]
+pub fn luma(r: u8, g: u8, b: u8) -> u8 {
+    ((r as u32 * 19595 + g as u32 * 38470 + b as u32 * 7471 + 0x8000) >> 16) as u8
+}
+
+/// Read pixel `i` of a `native` buffer as (r, g, b, is_gray).
+#[inline]
+fn read_pixel(buf: &[u8], i: usize, native: Native) -> (u8, u8, u8, bool) {
+    let p = &buf[i * native.bytes_per_pixel()..];
+    // 16-bit samples come native-endian from the decoder; keep the high byte as PIL's
+    // 16-to-8-bit unpackers do.
+    let hi = |k: usize| (u16::from_ne_bytes([p[2 * k], p[2 * k + 1]]) >> 8) as u8;
+    match native {
+        Native::L8 | Native::La8 => (p[0], p[0], p[0], true),
+        Native::Rgb8 | Native::Rgba8 => (p[0], p[1], p[2], false),
+        Native::L16 | Native::La16 => {
+            let v = hi(0);
+            (v, v, v, true)
+        }
+        Native::Rgb16 | Native::Rgba16 => (hi(0), hi(1), hi(2), false),
+    }
+}
+
+/// Turn `n` pixels of `native` layout at the start of `buf` into `channels` channels,
+/// in place, and cut `buf` to the result. Shrinking walks forward and growing walks
+/// backward, so no pixel is overwritten before it has been read.
+fn convert_in_place(buf: &mut Vec<u8>, n: usize, native: Native, channels: usize) {
+    let src_bpp = native.bytes_per_pixel();
+    let is_identity = matches!((native, channels), (Native::Rgb8, 3) | (Native::L8, 1));
+    if !is_identity {
+        let write = |buf: &mut [u8], i: usize| {
+            let (r, g, b, gray) = read_pixel(buf, i, native);
+            if channels == 1 {
+                buf[i] = if gray { r } else { luma(r, g, b) };
+            } else {
+                buf[3 * i..3 * i + 3].copy_from_slice(&[r, g, b]);
+            }
+        };
+        if channels <= src_bpp {
+            (0..n).for_each(|i| write(buf, i));
+        } else {
+            buf.resize(n * channels, 0);
+            (0..n).rev().for_each(|i| write(buf, i));
+        }
+    }
+    buf.truncate(n * channels);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn luma_matches_pil_fixed_point() {
+        assert_eq!(luma(255, 255, 255), 255);
+        assert_eq!(luma(0, 0, 0), 0);
+        assert_eq!(luma(255, 0, 0), 76);
+        assert_eq!(luma(0, 255, 0), 150);
+        assert_eq!(luma(0, 0, 255), 29);
+        for v in 0..=255u8 {
+            assert_eq!(luma(v, v, v), v);
+        }
+    }
+
+    #[test]
+    fn gray_grows_to_rgb_in_place() {
+        let mut buf = vec![1, 2, 3];
+        convert_in_place(&mut buf, 3, Native::L8, 3);
+        assert_eq!(buf, [1, 1, 1, 2, 2, 2, 3, 3, 3]);
+    }
+
+    #[test]
+    fn rgba_and_la_drop_alpha() {
+        let mut buf = vec![10, 20, 30, 255, 40, 50, 60, 0];
+        convert_in_place(&mut buf, 2, Native::Rgba8, 3);
+        assert_eq!(buf, [10, 20, 30, 40, 50, 60]);
+        let mut buf = vec![7, 255, 9, 0];
+        convert_in_place(&mut buf, 2, Native::La8, 3);
+        assert_eq!(buf, [7, 7, 7, 9, 9, 9]);
+    }
+
+    #[test]
+    fn sixteen_bit_keeps_high_byte() {
+        let px: Vec<u8> = [0x1234u16, 0xff00, 0x00ff]
+            .iter()
+            .flat_map(|v| v.to_ne_bytes())
+            .collect();
+        let mut buf = px.clone();
+        convert_in_place(&mut buf, 1, Native::Rgb16, 3);
+        assert_eq!(buf, [0x12, 0xff, 0x00]);
+        let mut buf = px;
+        convert_in_place(&mut buf, 1, Native::Rgb16, 1);
+        assert_eq!(buf, [luma(0x12, 0xff, 0)]);
+    }
+
+    #[test]
+    fn sniff_names_what_it_saw() {
+        assert!(matches!(sniff(b""), Err(AugmentError::Empty)));
+        let e = sniff(b"<!DOCTYPE html>").unwrap_err().to_string();
+        assert!(e.contains("not a JPEG or PNG"), "{e}");
+        assert!(e.contains("<!DOCTYP"), "{e}");
+    }
 }

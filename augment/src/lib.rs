@@ -1,17 +1,21 @@
 //! stoker-augment: decode JPEG/PNG and augment images as u8 HWC buffers.
 //!
 //! A [`Pipeline`] is a decode step followed by a list of transforms, usually written
-//! as a spec string such as `rrc:224,flip`. It writes its output straight into a
-//! caller's buffer (a batch slot) and draws every random choice from a
+//! as a spec string such as `rrc:224,flip` (grammar in [`spec`]). It writes its output
+//! straight into a caller's buffer (a batch slot) and draws every random choice from a
 //! [`SampleRng`] that the caller seeds per sample, so results are reproducible.
 
 pub mod decode;
 mod error;
 pub mod image;
+mod pipeline;
 pub mod rng;
 pub mod spec;
+pub mod transform;
 
 pub use error::AugmentError;
 pub use image::{Image, ImageView};
+pub use pipeline::{Pipeline, Scratch};
 pub use rng::SampleRng;
-pub use spec::{Pipeline, Scratch, SpecError};
+pub use spec::SpecError;
+pub use transform::{ResizeTo, Transform};

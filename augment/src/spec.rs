@@ -1,46 +1,620 @@
-//! Pipelines written as spec strings (PLACEHOLDER: the augment helper replaces this).
-use crate::{AugmentError, ImageView, SampleRng};
+//! Pipelines written as spec strings, and their canonical form.
+//!
+//! # Grammar
+//!
+//! ```text
+//! spec      := "" | "none" | transform ("," transform)*
+//! transform := name (":" arg)*
+//! arg       := value | key "=" value
+//! size      := N | WxH                  (positive integers, at most 65536)
+//! range     := a-b                      (numbers; a number may be a fraction, 3/4)
+//! ```
+//!
+//! Names are case-insensitive, spaces around parts are ignored. The transforms:
+//!
+//! | spec | torchvision equivalent |
+//! |------|------------------------|
+//! | `resize:N` / `resize:WxH` | `Resize(N)` (shorter side) / `Resize((H, W))` |
+//! | `center:N` / `center:WxH` | `CenterCrop` |
+//! | `rrc:SIZE[:scale=0.08-1][:ratio=3/4-4/3]` | `RandomResizedCrop` |
+//! | `flip[:p=0.5]` | `RandomHorizontalFlip(p)` |
+//! | `crop:SIZE[:pad=P]` | `RandomCrop(size, padding=P)` (zero padding) |
+//! | `jitter[:V][:b=B][:c=C][:s=S][:h=H]` | `ColorJitter(B, C, S, H)`; `V` sets b, c and s |
+//! | `gray[:p=P]` | `Grayscale(3)`, or `RandomGrayscale(P)` |
+//! | `erase[:p=0.5][:scale=0.02-0.33][:ratio=0.3-3.3]` | `RandomErasing(value=0)` |
+//! | `cutout:N` | Cutout with an N x N zero square |
+//!
+//! Examples: `rrc:224,flip`, `resize:256,center:224`, `crop:32:pad=4,flip`,
+//! `rrc:224:scale=0.35-1,flip,jitter:0.4`. The `Display` of a [`Pipeline`] prints the
+//! canonical spec (defaults left out), which parses back to the same pipeline.
 
-#[derive(Debug, thiserror::Error)]
-#[error("bad transform spec: {0}")]
-pub struct SpecError(pub String);
+use std::fmt;
 
-#[derive(Clone, Debug, Default)]
-pub struct Pipeline {}
+use crate::transform::color::Jitter;
+use crate::transform::erase::Erasing;
+use crate::transform::{ResizeTo, Transform};
+use crate::Pipeline;
 
-#[derive(Default)]
-pub struct Scratch {}
+/// A malformed spec: which part, and what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("bad transform spec: in '{part}': {reason}")]
+pub struct SpecError {
+    pub part: String,
+    pub reason: String,
+}
+
+const KNOWN: &str = "resize, center, rrc, flip, crop, jitter, gray, erase, cutout";
+const MAX_SIZE: usize = 65536;
+/// torchvision's RandomResizedCrop defaults.
+pub const RRC_SCALE: (f64, f64) = (0.08, 1.0);
+pub const RRC_RATIO: (f64, f64) = (3.0 / 4.0, 4.0 / 3.0);
 
 impl Pipeline {
-    pub fn parse(_spec: &str) -> Result<Self, SpecError> {
-        todo!()
+    /// Parse a spec such as `rrc:224,flip` (see the [module docs](crate::spec)).
+    pub fn parse(spec: &str) -> Result<Pipeline, SpecError> {
+        let spec = spec.trim();
+        if spec.is_empty() || spec.eq_ignore_ascii_case("none") {
+            return Ok(Pipeline::identity());
+        }
+        let transforms = spec
+            .split(',')
+            .map(parse_part)
+            .collect::<Result<Vec<_>, _>>()?;
+        Pipeline::new(transforms)
     }
-    pub fn identity() -> Self {
-        Pipeline {}
+}
+
+/// One `name:arg:key=value` part, split up.
+struct Part<'a> {
+    text: &'a str,
+    name: String,
+    positional: Vec<&'a str>,
+    options: Vec<(String, &'a str)>,
+}
+
+impl<'a> Part<'a> {
+    fn err(&self, reason: impl Into<String>) -> SpecError {
+        SpecError {
+            part: self.text.to_string(),
+            reason: reason.into(),
+        }
     }
-    /// (width, height) of the output for an input of (width, height).
-    pub fn output_size(&self, w: usize, h: usize) -> (usize, usize) {
-        (w, h)
+
+    fn split(text: &'a str) -> Result<Self, SpecError> {
+        let mut fields = text.split(':').map(str::trim);
+        let name = fields.next().unwrap_or_default().to_ascii_lowercase();
+        let mut part = Part {
+            text,
+            name,
+            positional: Vec::new(),
+            options: Vec::new(),
+        };
+        if part.name.is_empty() {
+            return Err(part.err("missing transform name"));
+        }
+        for f in fields {
+            if f.is_empty() {
+                return Err(part.err("empty argument (two colons in a row?)"));
+            }
+            match f.split_once('=') {
+                Some((k, v)) => {
+                    let k = k.trim().to_ascii_lowercase();
+                    if part.options.iter().any(|(seen, _)| *seen == k) {
+                        return Err(part.err(format!("option '{k}' given twice")));
+                    }
+                    part.options.push((k, v.trim()));
+                }
+                None => part.positional.push(f),
+            }
+        }
+        Ok(part)
     }
-    /// Decode `bytes` to `channels` channels, transform, write into `out`.
-    pub fn run_encoded(
-        &self,
-        _bytes: &[u8],
-        _channels: usize,
-        _rng: &mut SampleRng,
-        _scratch: &mut Scratch,
-        _out: &mut [u8],
-    ) -> Result<(), AugmentError> {
-        todo!()
+
+    /// Reject options outside `known` and more than `max_positional` plain arguments.
+    fn expect(&self, max_positional: usize, known: &[&str]) -> Result<(), SpecError> {
+        if self.positional.len() > max_positional {
+            let extra = self.positional[max_positional];
+            return Err(self.err(match max_positional {
+                0 => format!("'{}' takes no argument, got '{extra}'", self.name),
+                _ => format!("unexpected extra argument '{extra}'"),
+            }));
+        }
+        for (k, _) in &self.options {
+            if !known.contains(&k.as_str()) {
+                let known = if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                };
+                return Err(self.err(format!(
+                    "unknown option '{k}' for '{}' (known: {known})",
+                    self.name
+                )));
+            }
+        }
+        Ok(())
     }
-    /// Transform already-decoded pixels, write into `out` (same channel count).
-    pub fn run_image(
-        &self,
-        _img: ImageView<'_>,
-        _rng: &mut SampleRng,
-        _scratch: &mut Scratch,
-        _out: &mut [u8],
-    ) -> Result<(), AugmentError> {
-        todo!()
+
+    fn option(&self, key: &str) -> Option<&'a str> {
+        self.options.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+
+    fn size(&self, example: &str) -> Result<(usize, usize, bool), SpecError> {
+        let Some(s) = self.positional.first() else {
+            return Err(self.err(format!("'{}' needs a size, e.g. {example}", self.name)));
+        };
+        parse_size(s).map_err(|r| self.err(r))
+    }
+
+    fn number(&self, key: &str, default: f64) -> Result<f64, SpecError> {
+        match self.option(key) {
+            None => Ok(default),
+            Some(v) => parse_number(v).map_err(|r| self.err(format!("{key}: {r}"))),
+        }
+    }
+
+    fn range(&self, key: &str, default: (f64, f64)) -> Result<(f64, f64), SpecError> {
+        match self.option(key) {
+            None => Ok(default),
+            Some(v) => parse_range(v).map_err(|r| self.err(format!("{key}: {r}"))),
+        }
+    }
+}
+
+/// `N` (square, `true`) or `WxH` (`false`).
+fn parse_size(s: &str) -> Result<(usize, usize, bool), String> {
+    let one = |t: &str| -> Result<usize, String> {
+        let n: usize = t
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{t}' is not a size (want N or WxH, e.g. 224 or 64x48)"))?;
+        if n == 0 {
+            return Err("size must be positive".into());
+        }
+        if n > MAX_SIZE {
+            return Err(format!("size {n} is larger than {MAX_SIZE}"));
+        }
+        Ok(n)
+    };
+    match s.split_once(['x', 'X']) {
+        Some((w, h)) => Ok((one(w)?, one(h)?, false)),
+        None => {
+            let n = one(s)?;
+            Ok((n, n, true))
+        }
+    }
+}
+
+fn parse_number(s: &str) -> Result<f64, String> {
+    let v = match s.split_once('/') {
+        Some((a, b)) => {
+            let a: f64 = a
+                .trim()
+                .parse()
+                .map_err(|_| format!("'{s}' is not a number"))?;
+            let b: f64 = b
+                .trim()
+                .parse()
+                .map_err(|_| format!("'{s}' is not a number"))?;
+            a / b
+        }
+        None => s.parse().map_err(|_| format!("'{s}' is not a number"))?,
+    };
+    if v.is_finite() {
+        Ok(v)
+    } else {
+        Err(format!("'{s}' is not a finite number"))
+    }
+}
+
+fn parse_range(s: &str) -> Result<(f64, f64), String> {
+    let (a, b) = s
+        .split_once('-')
+        .ok_or_else(|| format!("'{s}' is not a range (want lo-hi, e.g. 0.08-1)"))?;
+    let (lo, hi) = (parse_number(a.trim())?, parse_number(b.trim())?);
+    if lo > hi {
+        return Err(format!("range {lo}-{hi} is reversed"));
+    }
+    Ok((lo, hi))
+}
+
+fn parse_part(text: &str) -> Result<Transform, SpecError> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(SpecError {
+            part: String::new(),
+            reason: "empty transform (two commas in a row, or a trailing comma?)".into(),
+        });
+    }
+    let p = Part::split(text)?;
+    let t = match p.name.as_str() {
+        "resize" => {
+            p.expect(1, &[])?;
+            let (w, h, square) = p.size("resize:256 or resize:64x48")?;
+            Transform::Resize(if square {
+                ResizeTo::Shorter(w)
+            } else {
+                ResizeTo::Exact {
+                    width: w,
+                    height: h,
+                }
+            })
+        }
+        "center" | "centercrop" => {
+            p.expect(1, &[])?;
+            let (width, height, _) = p.size("center:224")?;
+            Transform::CenterCrop { width, height }
+        }
+        "rrc" => {
+            p.expect(1, &["scale", "ratio"])?;
+            let (width, height, _) = p.size("rrc:224")?;
+            Transform::RandomResizedCrop {
+                width,
+                height,
+                scale: p.range("scale", RRC_SCALE)?,
+                ratio: p.range("ratio", RRC_RATIO)?,
+            }
+        }
+        "flip" | "hflip" => {
+            p.expect(0, &["p"])?;
+            Transform::HorizontalFlip {
+                p: p.number("p", 0.5)?,
+            }
+        }
+        "crop" => {
+            p.expect(1, &["pad"])?;
+            let (width, height, _) = p.size("crop:32 or crop:32:pad=4")?;
+            let pad = match p.option("pad") {
+                None => 0,
+                Some(v) => v
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|&n| n <= MAX_SIZE)
+                    .ok_or_else(|| p.err(format!("pad: '{v}' is not a pixel count")))?,
+            };
+            Transform::RandomCrop { width, height, pad }
+        }
+        "jitter" => {
+            p.expect(1, &["b", "c", "s", "h"])?;
+            let all = match p.positional.first() {
+                None => 0.0,
+                Some(v) => parse_number(v).map_err(|r| p.err(r))?,
+            };
+            Transform::ColorJitter(Jitter {
+                brightness: p.number("b", all)?,
+                contrast: p.number("c", all)?,
+                saturation: p.number("s", all)?,
+                hue: p.number("h", 0.0)?,
+            })
+        }
+        "gray" | "grayscale" => {
+            p.expect(0, &["p"])?;
+            Transform::Grayscale {
+                p: p.number("p", 1.0)?,
+            }
+        }
+        "erase" => {
+            p.expect(0, &["p", "scale", "ratio"])?;
+            let d = Erasing::default();
+            Transform::RandomErasing(Erasing {
+                p: p.number("p", d.p)?,
+                scale: p.range("scale", d.scale)?,
+                ratio: p.range("ratio", d.ratio)?,
+            })
+        }
+        "cutout" => {
+            p.expect(1, &[])?;
+            let (w, h, square) = p.size("cutout:16")?;
+            if !square {
+                return Err(p.err(format!("cutout takes one side length, got {w}x{h}")));
+            }
+            Transform::Cutout { size: w }
+        }
+        "pad" => {
+            return Err(
+                p.err("unknown transform 'pad': to pad before a random crop write crop:32:pad=4")
+            )
+        }
+        other => {
+            return Err(p.err(format!("unknown transform '{other}' (known: {KNOWN})")));
+        }
+    };
+    validate_as(&t, text)?;
+    Ok(t)
+}
+
+/// Check a transform's parameters (for transforms built in code).
+pub fn validate(t: &Transform) -> Result<(), SpecError> {
+    validate_as(t, &t.to_string())
+}
+
+fn validate_as(t: &Transform, part: &str) -> Result<(), SpecError> {
+    let err = |reason: String| {
+        Err(SpecError {
+            part: part.to_string(),
+            reason,
+        })
+    };
+    let size_ok = |w: usize, h: usize| (1..=MAX_SIZE).contains(&w) && (1..=MAX_SIZE).contains(&h);
+    let prob = |name: &str, p: f64| -> Result<(), SpecError> {
+        if (0.0..=1.0).contains(&p) {
+            Ok(())
+        } else {
+            err(format!("{name} must be within 0..1, got {p}"))
+        }
+    };
+    let positive_range = |name: &str, r: (f64, f64), max: f64| -> Result<(), SpecError> {
+        if r.0 > 0.0 && r.0 <= r.1 && r.1 <= max && r.1.is_finite() {
+            Ok(())
+        } else if max.is_finite() {
+            err(format!(
+                "{name} range {}-{} must satisfy 0 < lo <= hi <= {max}",
+                r.0, r.1
+            ))
+        } else {
+            err(format!(
+                "{name} range {}-{} must satisfy 0 < lo <= hi",
+                r.0, r.1
+            ))
+        }
+    };
+    match *t {
+        Transform::Resize(ResizeTo::Shorter(n)) if !size_ok(n, n) => {
+            err(format!("size must be within 1..={MAX_SIZE}"))
+        }
+        Transform::Resize(ResizeTo::Exact { width, height })
+        | Transform::CenterCrop { width, height }
+        | Transform::RandomCrop { width, height, .. }
+        | Transform::RandomResizedCrop { width, height, .. }
+            if !size_ok(width, height) =>
+        {
+            err(format!("size must be within 1..={MAX_SIZE}"))
+        }
+        Transform::Cutout { size } if !size_ok(size, size) => {
+            err(format!("size must be within 1..={MAX_SIZE}"))
+        }
+        Transform::RandomCrop { pad, .. } if pad > MAX_SIZE => {
+            err(format!("pad must be at most {MAX_SIZE}"))
+        }
+        Transform::RandomResizedCrop { scale, ratio, .. } => {
+            positive_range("scale", scale, 1.0)?;
+            positive_range("ratio", ratio, f64::INFINITY)
+        }
+        Transform::HorizontalFlip { p } | Transform::Grayscale { p } => prob("p", p),
+        Transform::ColorJitter(j) => {
+            for (name, v) in [("b", j.brightness), ("c", j.contrast), ("s", j.saturation)] {
+                if !(v >= 0.0 && v.is_finite()) {
+                    return err(format!("{name} must be a non-negative number, got {v}"));
+                }
+            }
+            if !(0.0..=0.5).contains(&j.hue) {
+                return err(format!("h must be within 0..0.5, got {}", j.hue));
+            }
+            Ok(())
+        }
+        Transform::RandomErasing(e) => {
+            prob("p", e.p)?;
+            positive_range("scale", e.scale, 1.0)?;
+            positive_range("ratio", e.ratio, f64::INFINITY)
+        }
+        _ => Ok(()),
+    }
+}
+
+fn write_size(f: &mut fmt::Formatter<'_>, w: usize, h: usize) -> fmt::Result {
+    if w == h {
+        write!(f, "{w}")
+    } else {
+        write!(f, "{w}x{h}")
+    }
+}
+
+fn write_range(
+    f: &mut fmt::Formatter<'_>,
+    key: &str,
+    r: (f64, f64),
+    default: (f64, f64),
+) -> fmt::Result {
+    if r != default {
+        write!(f, ":{key}={}-{}", r.0, r.1)?;
+    }
+    Ok(())
+}
+
+impl fmt::Display for Transform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Transform::Resize(ResizeTo::Shorter(n)) => write!(f, "resize:{n}"),
+            Transform::Resize(ResizeTo::Exact { width, height }) => {
+                write!(f, "resize:{width}x{height}")
+            }
+            Transform::CenterCrop { width, height } => {
+                f.write_str("center:")?;
+                write_size(f, width, height)
+            }
+            Transform::RandomResizedCrop {
+                width,
+                height,
+                scale,
+                ratio,
+            } => {
+                f.write_str("rrc:")?;
+                write_size(f, width, height)?;
+                write_range(f, "scale", scale, RRC_SCALE)?;
+                write_range(f, "ratio", ratio, RRC_RATIO)
+            }
+            Transform::HorizontalFlip { p } => {
+                f.write_str("flip")?;
+                if p != 0.5 {
+                    write!(f, ":p={p}")?;
+                }
+                Ok(())
+            }
+            Transform::RandomCrop { width, height, pad } => {
+                f.write_str("crop:")?;
+                write_size(f, width, height)?;
+                if pad > 0 {
+                    write!(f, ":pad={pad}")?;
+                }
+                Ok(())
+            }
+            Transform::ColorJitter(j) => {
+                f.write_str("jitter")?;
+                for (k, v) in [
+                    ("b", j.brightness),
+                    ("c", j.contrast),
+                    ("s", j.saturation),
+                    ("h", j.hue),
+                ] {
+                    if v != 0.0 {
+                        write!(f, ":{k}={v}")?;
+                    }
+                }
+                Ok(())
+            }
+            Transform::Grayscale { p } => {
+                f.write_str("gray")?;
+                if p != 1.0 {
+                    write!(f, ":p={p}")?;
+                }
+                Ok(())
+            }
+            Transform::RandomErasing(e) => {
+                let d = Erasing::default();
+                f.write_str("erase")?;
+                if e.p != d.p {
+                    write!(f, ":p={}", e.p)?;
+                }
+                write_range(f, "scale", e.scale, d.scale)?;
+                write_range(f, "ratio", e.ratio, d.ratio)
+            }
+            Transform::Cutout { size } => write!(f, "cutout:{size}"),
+        }
+    }
+}
+
+impl fmt::Display for Pipeline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.transforms.is_empty() {
+            return f.write_str("none");
+        }
+        for (i, t) in self.transforms.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{t}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(spec: &str) -> String {
+        match Pipeline::parse(spec) {
+            Ok(p) => panic!("'{spec}' parsed as {p}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn parses_the_common_specs() {
+        let p = Pipeline::parse("rrc:224,flip").unwrap();
+        assert_eq!(
+            p.transforms(),
+            [
+                Transform::RandomResizedCrop {
+                    width: 224,
+                    height: 224,
+                    scale: RRC_SCALE,
+                    ratio: RRC_RATIO
+                },
+                Transform::HorizontalFlip { p: 0.5 }
+            ]
+        );
+        let p = Pipeline::parse(" Resize:256 , center:224 ").unwrap();
+        assert_eq!(p.output_size(500, 375), (224, 224));
+        assert_eq!(p.to_string(), "resize:256,center:224");
+        let p = Pipeline::parse("resize:64x48").unwrap();
+        assert_eq!(p.output_size(10, 1000), (64, 48));
+        assert!(Pipeline::parse("").unwrap().is_identity());
+        assert!(Pipeline::parse("none").unwrap().is_identity());
+        assert_eq!(Pipeline::identity().to_string(), "none");
+    }
+
+    #[test]
+    fn options_parse() {
+        let p = Pipeline::parse("rrc:224:scale=0.35-1:ratio=3/4-4/3,jitter:0.4:h=0.1").unwrap();
+        assert_eq!(
+            p.to_string(),
+            "rrc:224:scale=0.35-1,jitter:b=0.4:c=0.4:s=0.4:h=0.1"
+        );
+        let p = Pipeline::parse("crop:32:pad=4,flip:p=1,gray:p=0.2,erase:p=0.25,cutout:8").unwrap();
+        assert_eq!(
+            p.to_string(),
+            "crop:32:pad=4,flip:p=1,gray:p=0.2,erase:p=0.25,cutout:8"
+        );
+    }
+
+    #[test]
+    fn canonical_form_round_trips() {
+        for spec in [
+            "rrc:224,flip",
+            "rrc:32x24:scale=0.5-0.9:ratio=0.5-2,flip:p=0.25",
+            "resize:256,center:224",
+            "resize:64x48,center:30x20",
+            "crop:32:pad=4,flip,jitter:b=0.1:h=0.05,gray,erase,cutout:16",
+            "erase:p=1:scale=0.1-0.2:ratio=1-2",
+        ] {
+            let p = Pipeline::parse(spec).unwrap();
+            let again = Pipeline::parse(&p.to_string()).unwrap();
+            assert_eq!(p, again, "{spec} -> {p}");
+        }
+    }
+
+    #[test]
+    fn every_bad_part_names_itself_and_why() {
+        let cases = [
+            ("rcc:224", "unknown transform 'rcc' (known: resize"),
+            ("rrc", "'rrc' needs a size, e.g. rrc:224"),
+            ("resize", "'resize' needs a size"),
+            ("center:0", "size must be positive"),
+            ("rrc:abc", "'abc' is not a size"),
+            ("rrc:224x", "'' is not a size"),
+            ("rrc:99999", "larger than 65536"),
+            ("rrc:224,,flip", "empty transform"),
+            ("rrc:224,", "empty transform"),
+            ("rrc:224::", "empty argument"),
+            ("rrc:224:scale=1-0.5", "reversed"),
+            ("rrc:224:scale=0-1", "0 < lo <= hi <= 1"),
+            ("rrc:224:scale=0.1", "not a range"),
+            ("rrc:224:ratio=x-2", "'x' is not a number"),
+            (
+                "rrc:224:foo=1",
+                "unknown option 'foo' for 'rrc' (known: scale, ratio)",
+            ),
+            ("rrc:224:scale=0.1-1:scale=0.2-1", "given twice"),
+            ("rrc:224:7", "unexpected extra argument '7'"),
+            ("flip:3", "'flip' takes no argument"),
+            ("flip:p=2", "p must be within 0..1"),
+            ("flip:p=nan", "not a finite number"),
+            ("crop:32,pad:4", "write crop:32:pad=4"),
+            ("crop:32:pad=-1", "pad: '-1' is not a pixel count"),
+            ("jitter:h=0.7", "h must be within 0..0.5"),
+            ("jitter:b=-1", "b must be a non-negative number"),
+            ("gray:p=1.5", "p must be within 0..1"),
+            ("erase:scale=0.1-2", "0 < lo <= hi <= 1"),
+            ("cutout", "'cutout' needs a size"),
+            ("cutout:4x8", "one side length"),
+            (":224", "missing transform name"),
+            ("none,flip", "unknown transform 'none'"),
+        ];
+        for (spec, want) in cases {
+            let e = err(spec);
+            assert!(e.contains(want), "'{spec}': got '{e}', want '{want}'");
+        }
+        assert!(err("rcc:224").contains("in 'rcc:224'"));
     }
 }

@@ -1,0 +1,293 @@
+//! Colour transforms in place: ColorJitter (brightness, contrast, saturation, hue) and
+//! grayscale.
+//!
+//! Brightness, contrast and saturation follow PIL's `ImageEnhance` (what torchvision
+//! runs on PIL images): a float blend truncated towards zero and clipped to [0, 255],
+//! with PIL's rounded luma as "gray" and the rounded mean luma as the contrast pivot.
+//! Hue follows torchvision's tensor `adjust_hue` (a float HSV round trip, rounded),
+//! since PIL's 8-bit HSV loses more than the shift itself.
+//!
+//! Random draws, in order: a permutation of the four adjustments (Fisher-Yates, three
+//! draws, always made, as torchvision always draws `randperm(4)`), then one factor for
+//! each *enabled* adjustment in the order brightness, contrast, saturation, hue. The
+//! adjustments are then applied in the drawn order.
+
+use crate::decode::luma;
+use crate::SampleRng;
+
+/// Strengths of a ColorJitter; 0 disables that adjustment.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Jitter {
+    /// Brightness factor drawn from [max(0, 1 - b), 1 + b].
+    pub brightness: f64,
+    /// Contrast factor drawn from [max(0, 1 - c), 1 + c].
+    pub contrast: f64,
+    /// Saturation factor drawn from [max(0, 1 - s), 1 + s].
+    pub saturation: f64,
+    /// Hue shift drawn from [-h, h], in turns; at most 0.5.
+    pub hue: f64,
+}
+
+/// The factors one sample drew, in application order.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct JitterDraw {
+    pub order: [u8; 4],
+    pub brightness: Option<f64>,
+    pub contrast: Option<f64>,
+    pub saturation: Option<f64>,
+    pub hue: Option<f64>,
+}
+
+impl Jitter {
+    pub fn draw(&self, rng: &mut SampleRng) -> JitterDraw {
+        let mut order = [0u8, 1, 2, 3];
+        for i in (1..4).rev() {
+            let j = rng.below(i as u64 + 1) as usize;
+            order.swap(i, j);
+        }
+        let mut factor = |v: f64| (v > 0.0).then(|| rng.uniform((1.0 - v).max(0.0), 1.0 + v));
+        let brightness = factor(self.brightness);
+        let contrast = factor(self.contrast);
+        let saturation = factor(self.saturation);
+        let hue = (self.hue > 0.0).then(|| rng.uniform(-self.hue, self.hue));
+        JitterDraw {
+            order,
+            brightness,
+            contrast,
+            saturation,
+            hue,
+        }
+    }
+}
+
+/// Apply one draw to an HWC image in place.
+pub fn apply_jitter(data: &mut [u8], channels: usize, d: &JitterDraw) {
+    for step in d.order {
+        match step {
+            0 => {
+                if let Some(f) = d.brightness {
+                    brightness(data, f);
+                }
+            }
+            1 => {
+                if let Some(f) = d.contrast {
+                    contrast(data, channels, f);
+                }
+            }
+            2 => {
+                if let Some(f) = d.saturation {
+                    saturation(data, channels, f);
+                }
+            }
+            _ => {
+                if let Some(h) = d.hue {
+                    hue(data, channels, h);
+                }
+            }
+        }
+    }
+}
+
+/// PIL's `Image.blend(a, b, alpha)` for one sample: float, truncated, clipped.
+#[inline]
+fn blend(a: f32, b: f32, alpha: f32) -> u8 {
+    let t = a + alpha * (b - a);
+    if t <= 0.0 {
+        0
+    } else if t >= 255.0 {
+        255
+    } else {
+        t as u8
+    }
+}
+
+/// One 256-entry table per image: the same work whatever the image size.
+fn apply_lut(data: &mut [u8], f: impl Fn(u8) -> u8) {
+    let mut lut = [0u8; 256];
+    for (v, slot) in lut.iter_mut().enumerate() {
+        *slot = f(v as u8);
+    }
+    data.iter_mut().for_each(|v| *v = lut[*v as usize]);
+}
+
+/// torchvision `adjust_brightness`: blend with black.
+pub fn brightness(data: &mut [u8], factor: f64) {
+    let f = factor as f32;
+    apply_lut(data, |v| blend(0.0, v as f32, f));
+}
+
+/// torchvision `adjust_contrast`: blend with the image's mean gray level.
+pub fn contrast(data: &mut [u8], channels: usize, factor: f64) {
+    let n = data.len() / channels.max(1);
+    if n == 0 {
+        return;
+    }
+    let sum: u64 = if channels == 3 {
+        data.chunks_exact(3)
+            .map(|p| luma(p[0], p[1], p[2]) as u64)
+            .sum()
+    } else {
+        data.iter()
+            .step_by(channels.max(1))
+            .map(|&v| v as u64)
+            .sum()
+    };
+    // PIL: int(mean + 0.5).
+    let mean = (sum as f64 / n as f64 + 0.5).floor() as f32;
+    let f = factor as f32;
+    apply_lut(data, |v| blend(mean, v as f32, f));
+}
+
+/// torchvision `adjust_saturation`: blend with the pixel's own gray. A no-op on
+/// gray images, as in torchvision.
+pub fn saturation(data: &mut [u8], channels: usize, factor: f64) {
+    if channels != 3 {
+        return;
+    }
+    let f = factor as f32;
+    for p in data.chunks_exact_mut(3) {
+        let g = luma(p[0], p[1], p[2]) as f32;
+        for v in p.iter_mut() {
+            *v = blend(g, *v as f32, f);
+        }
+    }
+}
+
+/// torchvision `adjust_hue`: rotate the hue by `shift` turns. A no-op on gray images.
+pub fn hue(data: &mut [u8], channels: usize, shift: f64) {
+    if channels != 3 || shift == 0.0 {
+        return;
+    }
+    let shift = shift as f32;
+    for p in data.chunks_exact_mut(3) {
+        let (r, g, b) = (
+            p[0] as f32 / 255.0,
+            p[1] as f32 / 255.0,
+            p[2] as f32 / 255.0,
+        );
+        let max = r.max(g).max(b);
+        let min = r.min(g).min(b);
+        let delta = max - min;
+        if delta == 0.0 {
+            // Gray pixels have no hue to rotate.
+            continue;
+        }
+        let h6 = if max == r {
+            ((g - b) / delta).rem_euclid(6.0)
+        } else if max == g {
+            (b - r) / delta + 2.0
+        } else {
+            (r - g) / delta + 4.0
+        };
+        let h = (h6 / 6.0 + shift).rem_euclid(1.0);
+        let s = delta / max;
+        let v = max;
+        let (r, g, b) = hsv_to_rgb(h, s, v);
+        p[0] = to_u8(r);
+        p[1] = to_u8(g);
+        p[2] = to_u8(b);
+    }
+}
+
+#[inline]
+fn to_u8(x: f32) -> u8 {
+    (x * 255.0).round().clamp(0.0, 255.0) as u8
+}
+
+fn hsv_to_rgb(h: f32, s: f32, v: f32) -> (f32, f32, f32) {
+    let h6 = h * 6.0;
+    let i = h6.floor();
+    let f = h6 - i;
+    let p = v * (1.0 - s);
+    let q = v * (1.0 - s * f);
+    let t = v * (1.0 - s * (1.0 - f));
+    match (i as i32).rem_euclid(6) {
+        0 => (v, t, p),
+        1 => (q, v, p),
+        2 => (p, v, t),
+        3 => (p, q, v),
+        4 => (t, p, v),
+        _ => (v, p, q),
+    }
+}
+
+/// `Grayscale(3)` when `p` >= 1 (no draw), else `RandomGrayscale(p)` (one draw).
+pub fn random_grayscale(rng: &mut SampleRng, p: f64, data: &mut [u8], channels: usize) {
+    let hit = p >= 1.0 || rng.chance(p);
+    if hit {
+        grayscale(data, channels);
+    }
+}
+
+/// torchvision `Grayscale(3)`: every channel becomes PIL's luma. A no-op on 1 channel.
+pub fn grayscale(data: &mut [u8], channels: usize) {
+    if channels != 3 {
+        return;
+    }
+    for p in data.chunks_exact_mut(3) {
+        let g = luma(p[0], p[1], p[2]);
+        p.fill(g);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unit_factors_change_nothing() {
+        let orig: Vec<u8> = (0..=255u8).cycle().take(3 * 300).collect();
+        let mut d = orig.clone();
+        brightness(&mut d, 1.0);
+        contrast(&mut d, 3, 1.0);
+        saturation(&mut d, 3, 1.0);
+        assert_eq!(d, orig);
+    }
+
+    #[test]
+    fn hue_round_trip_is_near_identity() {
+        let orig: Vec<u8> = (0..3 * 500).map(|i| ((i * 37) % 256) as u8).collect();
+        let mut d = orig.clone();
+        hue(&mut d, 3, 1e-7);
+        for (a, b) in d.iter().zip(&orig) {
+            assert!((*a as i32 - *b as i32).abs() <= 1);
+        }
+        // Half a turn maps red to cyan.
+        let mut red = vec![255, 0, 0];
+        hue(&mut red, 3, 0.5);
+        assert_eq!(red, [0, 255, 255]);
+    }
+
+    #[test]
+    fn zero_saturation_is_gray() {
+        let mut d = vec![200, 10, 30, 5, 250, 90];
+        let mut g = d.clone();
+        saturation(&mut d, 3, 0.0);
+        grayscale(&mut g, 3);
+        assert_eq!(d, g);
+        assert!(d.chunks(3).all(|p| p[0] == p[1] && p[1] == p[2]));
+    }
+
+    #[test]
+    fn zero_contrast_is_mean() {
+        let mut d = vec![0, 0, 0, 255, 255, 255];
+        contrast(&mut d, 3, 0.0);
+        assert_eq!(d, [128; 6]);
+    }
+
+    #[test]
+    fn disabled_parts_draw_nothing() {
+        let j = Jitter {
+            brightness: 0.4,
+            ..Default::default()
+        };
+        let mut a = SampleRng::from_seed(3);
+        let d = j.draw(&mut a);
+        assert!(d.brightness.is_some() && d.contrast.is_none() && d.hue.is_none());
+        let f = d.brightness.unwrap_or(0.0);
+        assert!((0.6..1.4).contains(&f));
+        let mut sorted = d.order;
+        sorted.sort();
+        assert_eq!(sorted, [0, 1, 2, 3]);
+    }
+}

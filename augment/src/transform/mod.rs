@@ -1,0 +1,87 @@
+//! The transforms a pipeline is made of, and how each one changes the image size.
+//!
+//! Each variant mirrors a torchvision transform (named in its doc) and draws its random
+//! numbers from the sample's [`SampleRng`](crate::SampleRng) in a fixed, documented
+//! order, so a (seed, epoch, index) triple always yields the same pixels.
+
+pub mod color;
+pub mod crop;
+pub mod erase;
+pub mod flip;
+pub mod normalize;
+pub mod resize;
+
+/// Target of a resize.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ResizeTo {
+    /// The shorter side becomes this long, keeping the aspect ratio
+    /// (torchvision `Resize(n)`).
+    Shorter(usize),
+    /// Exactly this width and height (torchvision `Resize((h, w))`).
+    Exact { width: usize, height: usize },
+}
+
+/// One step of a [`Pipeline`](crate::Pipeline).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Transform {
+    /// torchvision `Resize`, bilinear with antialiasing.
+    Resize(ResizeTo),
+    /// torchvision `CenterCrop`: zero padding where the crop is larger than the image.
+    CenterCrop { width: usize, height: usize },
+    /// torchvision `RandomResizedCrop`, bilinear with antialiasing. Draws, per attempt:
+    /// scale, then log-ratio, then (if the box fits) top, then left.
+    RandomResizedCrop {
+        width: usize,
+        height: usize,
+        scale: (f64, f64),
+        ratio: (f64, f64),
+    },
+    /// torchvision `RandomHorizontalFlip(p)`. Draws one number.
+    HorizontalFlip { p: f64 },
+    /// torchvision `RandomCrop(size, padding=pad)`: zero-pad every side by `pad`, then
+    /// crop at a random place. Draws top, then left.
+    RandomCrop {
+        width: usize,
+        height: usize,
+        pad: usize,
+    },
+    /// torchvision `ColorJitter(brightness, contrast, saturation, hue)`. See
+    /// [`color`] for the draw order.
+    ColorJitter(color::Jitter),
+    /// torchvision `RandomGrayscale(p)` (`Grayscale` when p = 1); the channel count is
+    /// kept. Draws one number unless p = 1.
+    Grayscale { p: f64 },
+    /// torchvision `RandomErasing(p, scale, ratio, value=0)`. See [`erase`].
+    RandomErasing(erase::Erasing),
+    /// Cutout (DeVries & Taylor 2017): a `size` x `size` zero square centred on a
+    /// uniformly drawn pixel, clipped at the borders. Draws centre row, then column.
+    Cutout { size: usize },
+}
+
+impl Transform {
+    /// Whether this step changes the image size (and so needs a fresh buffer).
+    pub fn is_geometric(&self) -> bool {
+        matches!(
+            self,
+            Transform::Resize(_)
+                | Transform::CenterCrop { .. }
+                | Transform::RandomResizedCrop { .. }
+                | Transform::RandomCrop { .. }
+        )
+    }
+
+    /// (width, height) after this step for an input of (width, height).
+    pub fn output_size(&self, w: usize, h: usize) -> (usize, usize) {
+        match *self {
+            Transform::Resize(to) => resize::target_size(to, w, h),
+            Transform::CenterCrop { width, height }
+            | Transform::RandomResizedCrop { width, height, .. }
+            | Transform::RandomCrop { width, height, .. } => (width, height),
+            Transform::HorizontalFlip { .. }
+            | Transform::ColorJitter(_)
+            | Transform::Grayscale { .. }
+            | Transform::RandomErasing(_)
+            | Transform::Cutout { .. } => (w, h),
+        }
+    }
+}

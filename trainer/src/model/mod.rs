@@ -13,6 +13,7 @@ pub mod resnet;
 
 use std::fmt;
 use std::str::FromStr;
+use std::time::Instant;
 
 use crate::backend::{Backend, DataLayout, In, Out};
 use crate::error::{config, Result, TrainerError};
@@ -128,6 +129,9 @@ impl Stats {
         }
     }
 }
+
+/// A batch already on the device: u8 NHWC images and labels.
+type DeviceBatch<'a, B> = (&'a <B as Backend>::Buf<u8>, &'a <B as Backend>::Buf<u32>);
 
 /// A network over backend `B`.
 pub struct Model<B: Backend + 'static> {
@@ -337,12 +341,12 @@ impl<B: Backend + Clone + 'static> Model<B> {
         Ok(())
     }
 
-    /// One training forward and backward on a host batch: u8 NHWC `images` (`n * h * w
-    /// * c` bytes) and `labels`. Leaves the gradients in the model's gradient buffer and
+    /// One training forward and backward on a host batch: u8 NHWC `images`
+    /// (`n * h * w * c` bytes) and `labels`. Leaves the gradients in the model's gradient buffer and
     /// the loss on the device.
     pub fn forward_backward(&mut self, images: &[u8], labels: &[u32], n: usize) -> Result<()> {
         self.upload_batch(images, labels, n)?;
-        self.run(None, n, true)
+        self.run(None, n, true, None)
     }
 
     /// As `forward_backward`, for a batch already on the device (e.g. uploaded by the
@@ -354,14 +358,14 @@ impl<B: Backend + Clone + 'static> Model<B> {
         n: usize,
     ) -> Result<()> {
         self.check_batch(n)?;
-        self.run(Some((images, labels)), n, true)
+        self.run(Some((images, labels)), n, true, None)
     }
 
     /// An eval-mode forward (running batch-norm statistics, no gradients); the loss and
     /// accuracy accumulate for `take_eval_stats`.
     pub fn evaluate(&mut self, images: &[u8], labels: &[u32], n: usize) -> Result<()> {
         self.upload_batch(images, labels, n)?;
-        self.run(None, n, false)
+        self.run(None, n, false, None)
     }
 
     /// As `evaluate`, for a batch already on the device.
@@ -372,14 +376,31 @@ impl<B: Backend + Clone + 'static> Model<B> {
         n: usize,
     ) -> Result<()> {
         self.check_batch(n)?;
-        self.run(Some((images, labels)), n, false)
+        self.run(Some((images, labels)), n, false, None)
+    }
+
+    /// A training step like `forward_backward` that also times each layer's forward and
+    /// backward (synchronising after each, so it is slower than a plain step): returns
+    /// (layer name, forward seconds, backward seconds), with datanorm first and the loss
+    /// last.
+    pub fn profile_step(
+        &mut self,
+        images: &[u8],
+        labels: &[u32],
+        n: usize,
+    ) -> Result<Vec<(String, f64, f64)>> {
+        self.upload_batch(images, labels, n)?;
+        let mut prof = Vec::new();
+        self.run(None, n, true, Some(&mut prof))?;
+        Ok(prof)
     }
 
     fn run(
         &mut self,
-        ext: Option<(&B::Buf<u8>, &B::Buf<u32>)>,
+        ext: Option<DeviceBatch<'_, B>>,
         n: usize,
         train: bool,
+        prof: Option<&mut Vec<(String, f64, f64)>>,
     ) -> Result<()> {
         let Self {
             backend: b,
@@ -413,10 +434,27 @@ impl<B: Backend + Clone + 'static> Model<B> {
             state_reg: &*state_reg,
             state: state.buf_mut(),
         };
+        // Seconds since `t`, after the device has caught up; only when profiling.
+        let lap = |t: &mut Instant, on: bool| -> Result<f64> {
+            if !on {
+                return Ok(0.0);
+            }
+            b.synchronize()?;
+            let dt = t.elapsed().as_secs_f64();
+            *t = Instant::now();
+            Ok(dt)
+        };
+        let on = prof.is_some();
+        let mut t = Instant::now();
+        let mut fwd = Vec::new();
         datanorm.forward(&*b, img, n, &mut acts[0])?;
+        let dn = lap(&mut t, on)?;
         for (i, layer) in layers.iter_mut().enumerate() {
             let (lo, hi) = acts.split_at_mut(i + 1);
             layer.forward(&mut cx, &lo[i], &mut hi[0], n, train)?;
+            if on {
+                fwd.push(lap(&mut t, on)?);
+            }
         }
         let top = layers.len();
         if !train {
@@ -434,10 +472,20 @@ impl<B: Backend + Clone + 'static> Model<B> {
             step_stats.w(),
         )?;
         b.add(step_stats.r(), train_acc.w(), 2)?;
+        let loss_s = lap(&mut t, on)?;
+        let mut bwd = vec![0.0; layers.len()];
         for (i, layer) in layers.iter_mut().enumerate().rev() {
             let (lo, hi) = dacts.split_at_mut(i + 1);
             let dx = if i == 0 { None } else { Some(&mut lo[i]) };
             layer.backward(&mut cx, &acts[i], &acts[i + 1], &mut hi[0], dx, n)?;
+            bwd[i] = lap(&mut t, on)?;
+        }
+        if let Some(p) = prof {
+            p.push(("datanorm".into(), dn, 0.0));
+            for ((l, f), bw) in layers.iter().zip(fwd).zip(bwd) {
+                p.push((l.name().to_string(), f, bw));
+            }
+            p.push(("softmax_xent".into(), loss_s, 0.0));
         }
         self.train_samples += n as u64;
         self.last_n = n;

@@ -332,3 +332,29 @@ fn shape_mismatch_under_the_same_kind_is_a_typed_error() {
         other => panic!("expected a shape error, got {other:?}"),
     }
 }
+
+#[test]
+fn weights_do_not_depend_on_the_thread_count() {
+    let run = |threads| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| {
+                train(
+                    ModelKind::Resnet,
+                    (8, 8, 3),
+                    OptimizerKind::sgd(0.9, 1e-4),
+                    0.01,
+                    10,
+                    8,
+                )
+                .0
+            })
+    };
+    let (one, three) = (run(1), run(3));
+    assert!(one
+        .iter()
+        .zip(&three)
+        .all(|(a, b)| a.to_bits() == b.to_bits()));
+}

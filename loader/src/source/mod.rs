@@ -91,7 +91,73 @@ impl SourceError {
 /// Open whatever `path` holds: a packed file, an ImageFolder directory, or a directory
 /// (or file) of MNIST IDX or CIFAR-10 binary batches. `train` picks the training split
 /// for MNIST/CIFAR sets that hold both.
+///
+/// A directory is MNIST when it holds any MNIST file (`train-images-idx3-ubyte`, …),
+/// else CIFAR-10 when it holds any batch (`data_batch_N.bin`, `test_batch.bin`, also
+/// inside `cifar-10-batches-bin/`), else an ImageFolder. A file is packed when it starts
+/// with the packed magic, MNIST when it is an IDX file (plain or gzipped), CIFAR-10 when
+/// it is a `.bin` batch.
 pub fn open(path: &Path, train: bool) -> Result<Arc<dyn Source>, SourceError> {
-    let _ = (path, train);
-    todo!("sources helper")
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(SourceError::format(path, "no such file or directory"))
+        }
+        Err(e) => return Err(SourceError::io(path, e)),
+    };
+    if meta.is_dir() {
+        if Mnist::detect(path) {
+            return Ok(Arc::new(Mnist::open_dir(path, train)?));
+        }
+        if Cifar10::detect(path) {
+            return Ok(Arc::new(Cifar10::open_dir(path, train)?));
+        }
+        return Ok(Arc::new(ImageFolder::open(path)?));
+    }
+    if meta.len() == 0 {
+        return Err(SourceError::format(path, "empty file"));
+    }
+    let mut head = [0u8; 8];
+    let n = {
+        use std::io::Read;
+        let file = std::fs::File::open(path).map_err(|e| SourceError::io(path, e))?;
+        let mut n = 0;
+        // `take` + read_to_end would allocate; a short loop fills the fixed array.
+        let mut file = file.take(head.len() as u64);
+        while n < head.len() {
+            match file.read(&mut head[n..]) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(SourceError::io(path, e)),
+            }
+        }
+        n
+    };
+    let head = &head[..n];
+    if packed::has_magic(head) {
+        return Ok(Arc::new(PackedReader::open(path)?));
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    // Name first: a CIFAR batch starts with arbitrary pixel bytes, which could
+    // happen to spell an IDX magic.
+    if name.ends_with(".bin") {
+        return Ok(Arc::new(Cifar10::open_file(path)?));
+    }
+    let idx_magic = |m: u32| head.starts_with(&m.to_be_bytes());
+    let gz = head.starts_with(&[0x1f, 0x8b]);
+    if idx_magic(mnist::IMAGES_MAGIC)
+        || idx_magic(mnist::LABELS_MAGIC)
+        || (gz && (name.contains("idx3") || name.contains("idx1")))
+    {
+        return Ok(Arc::new(Mnist::open_file(path)?));
+    }
+    Err(SourceError::format(
+        path,
+        "unknown file format: not a stoker packed file (magic STKPACK1), an MNIST IDX file \
+         or a CIFAR-10 .bin batch; for an image folder give its directory",
+    ))
 }

@@ -513,6 +513,13 @@ fn the_writer_refuses_bad_records() {
         .to_string()
         .contains("label 1"));
     assert!(PackedWriter::create(&out, raw, &[]).is_err());
+    drop(w);
+    // A writer with no records still makes a valid (empty) file.
+    let w = PackedWriter::create(&out, raw, &["a".to_string()]).unwrap();
+    assert!(w.is_empty());
+    w.finish().unwrap();
+    let p = PackedReader::open(&out).unwrap();
+    assert_eq!((p.len(), p.layout(), p.classes().len()), (0, raw, 1));
 }
 
 // ---------------------------------------------------------------- MNIST

@@ -283,3 +283,11 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn pipeline_and_scratch_can_cross_threads() {
+    fn send_sync<T: Clone + Send + Sync + std::fmt::Debug>() {}
+    fn send<T: Send + Default>() {}
+    send_sync::<Pipeline>();
+    send::<Scratch>();
+}

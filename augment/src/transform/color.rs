@@ -154,35 +154,44 @@ pub fn saturation(data: &mut [u8], channels: usize, factor: f64) {
 }
 
 /// torchvision `adjust_hue`: rotate the hue by `shift` turns. A no-op on gray images.
+///
+/// The HSV round trip is done on the 0..255 scale, where v = max and s * v = max - min,
+/// so it needs one division per pixel and no conversion to and from [0, 1].
 pub fn hue(data: &mut [u8], channels: usize, shift: f64) {
     if channels != 3 || shift == 0.0 {
         return;
     }
-    let shift = shift as f32;
+    let shift6 = (shift * 6.0) as f32;
     for p in data.chunks_exact_mut(3) {
-        let (r, g, b) = (
-            p[0] as f32 / 255.0,
-            p[1] as f32 / 255.0,
-            p[2] as f32 / 255.0,
-        );
+        let (r, g, b) = (p[0] as f32, p[1] as f32, p[2] as f32);
         let max = r.max(g).max(b);
-        let min = r.min(g).min(b);
-        let delta = max - min;
+        let delta = max - r.min(g).min(b);
         if delta == 0.0 {
             // Gray pixels have no hue to rotate.
             continue;
         }
+        let inv = 1.0 / delta;
+        // Hue in sixths of a turn, in [-1, 5) before the shift.
         let h6 = if max == r {
-            ((g - b) / delta).rem_euclid(6.0)
+            (g - b) * inv
         } else if max == g {
-            (b - r) / delta + 2.0
+            (b - r) * inv + 2.0
         } else {
-            (r - g) / delta + 4.0
+            (r - g) * inv + 4.0
+        } + shift6;
+        let h6 = h6 - 6.0 * (h6 * (1.0 / 6.0)).floor();
+        let sector = h6.floor();
+        let f = h6 - sector;
+        let (v, lo) = (max, max - delta);
+        let (falling, rising) = (max - delta * f, max - delta * (1.0 - f));
+        let (r, g, b) = match sector as i32 {
+            0 => (v, rising, lo),
+            1 => (falling, v, lo),
+            2 => (lo, v, rising),
+            3 => (lo, falling, v),
+            4 => (rising, lo, v),
+            _ => (v, lo, falling),
         };
-        let h = (h6 / 6.0 + shift).rem_euclid(1.0);
-        let s = delta / max;
-        let v = max;
-        let (r, g, b) = hsv_to_rgb(h, s, v);
         p[0] = to_u8(r);
         p[1] = to_u8(g);
         p[2] = to_u8(b);
@@ -191,24 +200,7 @@ pub fn hue(data: &mut [u8], channels: usize, shift: f64) {
 
 #[inline]
 fn to_u8(x: f32) -> u8 {
-    (x * 255.0).round().clamp(0.0, 255.0) as u8
-}
-
-fn hsv_to_rgb(h: f32, s: f32, v: f32) -> (f32, f32, f32) {
-    let h6 = h * 6.0;
-    let i = h6.floor();
-    let f = h6 - i;
-    let p = v * (1.0 - s);
-    let q = v * (1.0 - s * f);
-    let t = v * (1.0 - s * (1.0 - f));
-    match (i as i32).rem_euclid(6) {
-        0 => (v, t, p),
-        1 => (q, v, p),
-        2 => (p, v, t),
-        3 => (p, q, v),
-        4 => (t, p, v),
-        _ => (v, p, q),
-    }
+    (x + 0.5).clamp(0.0, 255.0) as u8
 }
 
 /// `Grayscale(3)` when `p` >= 1 (no draw), else `RandomGrayscale(p)` (one draw).
@@ -256,6 +248,54 @@ mod tests {
         let mut red = vec![255, 0, 0];
         hue(&mut red, 3, 0.5);
         assert_eq!(red, [0, 255, 255]);
+    }
+
+    /// Textbook HSV on [0, 1] (Python's colorsys), as a reference for the fast path.
+    fn hue_reference(p: [u8; 3], shift: f64) -> [u8; 3] {
+        let [r, g, b] = p.map(|v| v as f64 / 255.0);
+        let (max, min) = (r.max(g).max(b), r.min(g).min(b));
+        if max == min {
+            return p;
+        }
+        let d = max - min;
+        let h = if max == r {
+            ((g - b) / d).rem_euclid(6.0)
+        } else if max == g {
+            (b - r) / d + 2.0
+        } else {
+            (r - g) / d + 4.0
+        } / 6.0;
+        let (h, s, v) = ((h + shift).rem_euclid(1.0), d / max, max);
+        let i = (h * 6.0).floor();
+        let f = h * 6.0 - i;
+        let (pp, q, t) = (v * (1.0 - s), v * (1.0 - s * f), v * (1.0 - s * (1.0 - f)));
+        let (r, g, b) = match i as i32 % 6 {
+            0 => (v, t, pp),
+            1 => (q, v, pp),
+            2 => (pp, v, t),
+            3 => (pp, q, v),
+            4 => (t, pp, v),
+            _ => (v, pp, q),
+        };
+        [r, g, b].map(|x| (x * 255.0).round() as u8)
+    }
+
+    #[test]
+    fn hue_matches_textbook_hsv() {
+        let mut rng = SampleRng::from_seed(11);
+        for _ in 0..20_000 {
+            let px = [0, 1, 2].map(|_| rng.below(256) as u8);
+            let shift = rng.uniform(-0.5, 0.5);
+            let mut got = px.to_vec();
+            hue(&mut got, 3, shift);
+            let want = hue_reference(px, shift);
+            for k in 0..3 {
+                assert!(
+                    got[k].abs_diff(want[k]) <= 1,
+                    "{px:?} {shift}: {got:?} vs {want:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -79,8 +79,8 @@ pub fn rrc_box(
     // let the box leave it or vanish.
     let (w, h) = (w.clamp(1, width.max(1)), h.clamp(1, height.max(1)));
     Rect {
-        left: (width - w) / 2,
-        top: (height - h) / 2,
+        left: width.saturating_sub(w) / 2,
+        top: height.saturating_sub(h) / 2,
         width: w,
         height: h,
     }

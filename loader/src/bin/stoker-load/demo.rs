@@ -32,26 +32,11 @@ pub struct Args {
     json: bool,
 }
 
-/// The cache folder: `$STOKER_CACHE`, else `$XDG_CACHE_HOME/stoker`, else
-/// `~/.cache/stoker`, else `.stoker-cache` here.
-pub fn cache_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("STOKER_CACHE") {
-        return d.into();
-    }
-    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
-        return PathBuf::from(d).join("stoker");
-    }
-    if let Some(h) = std::env::var_os("HOME") {
-        return PathBuf::from(h).join(".cache").join("stoker");
-    }
-    PathBuf::from(".stoker-cache")
-}
-
 pub fn run(a: Args) -> anyhow::Result<()> {
     let dir = a
         .data
         .clone()
-        .unwrap_or_else(|| cache_dir().join(format!("shapes-{}-{}", a.size, a.count)));
+        .unwrap_or_else(|| gen::cache_dir().join(format!("shapes-{}-{}", a.size, a.count)));
     if !dir.exists() {
         eprintln!(
             "making the demo set: {} shapes of {}px in {}",

@@ -1,10 +1,10 @@
 //! stoker-load: generate, pack, inspect and benchmark data sets through the loader.
 
 mod bench;
-// mod demo;
-// mod gen;
+mod demo;
+mod gen;
 mod inspect;
-// mod pack;
+mod pack;
 
 use clap::{Parser, Subcommand};
 
@@ -21,19 +21,26 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    // GEN
+    /// Generate a synthetic data set.
+    Gen(gen::Args),
+    /// Pack an image folder (or MNIST/CIFAR set) into one packed file.
+    Pack(pack::Args),
     /// Describe a data set: count, classes, image sizes, format checks.
     Inspect(inspect::Args),
     /// Measure loader throughput and where the time goes.
     Bench(bench::Args),
-    // DEMO
+    /// Make a demo set if needed and compare sync and async reading side by side.
+    Demo(demo::Args),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Gen(a) => gen::run(a),
+        Command::Pack(a) => pack::run(a),
         Command::Inspect(a) => inspect::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Demo(a) => demo::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

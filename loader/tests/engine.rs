@@ -315,3 +315,24 @@ fn distributed_ranks_split_each_epoch() {
     all.dedup();
     assert_eq!(all.len(), 36, "ranks overlap");
 }
+
+#[test]
+fn the_last_epoch_is_delivered_whole_and_nothing_runs_after_it() {
+    let raw = Arc::new(RawSource::new(200, 8));
+    let src: Arc<dyn Source> = raw.clone();
+    for _ in 0..20 {
+        let cfg = LoaderConfig {
+            last_epoch: Some(1),
+            ..config(Mode::Async, 2, "flip")
+        };
+        let mut loader = Loader::new(src.clone(), cfg).expect("loader");
+        for e in 0..2 {
+            let n: usize = loader.epoch(e).map(|b| b.expect("batch").len()).sum();
+            assert_eq!(n, 200, "epoch {e}");
+        }
+        // The read stage stopped after epoch 1: no batch of epoch 2 is made (one
+        // more read is the loader's look at sample 0 for the image size).
+        let reads = raw.reads.swap(0, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(reads, 401);
+    }
+}

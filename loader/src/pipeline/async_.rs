@@ -233,6 +233,9 @@ impl ReadStage {
         let pool = self.pool.clone();
         loop {
             if self.last_epoch.is_some_and(|last| epoch > last) {
+                // Returning drops the runtime, which would cancel reads still in
+                // flight: wait until every permit (one per read) is back.
+                let _ = self.wait(sem.acquire_many(self.io_depth as u32)).await;
                 return;
             }
             let plan = self.shared.plan(epoch);
@@ -267,7 +270,6 @@ impl ReadStage {
                             (r, bytes)
                         })
                         .await;
-                        drop(permit);
                         let (read, bytes) = match read {
                             Ok(pair) => pair,
                             Err(e) => (
@@ -284,6 +286,9 @@ impl ReadStage {
                                 bytes,
                             })
                             .await;
+                        // Held until the sample is handed on, so that holding every
+                        // permit means no read is in flight.
+                        drop(permit);
                     });
                 }
                 seq += 1;

@@ -31,6 +31,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let mut sizes: BTreeMap<(usize, usize), usize> = BTreeMap::new();
     let (mut bytes, mut bad) = (0u64, Vec::new());
     let mut buf = Vec::new();
+    let mut img = stoker_augment::Image::default();
     let bar = crate::progress_bar(n as u64, "inspect");
     for i in 0..n {
         bar.set_position(i as u64);
@@ -43,7 +44,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             .and_then(|kind| {
                 bytes += buf.len() as u64;
                 match kind {
-                    RecordKind::Encoded => decode::probe(&buf).map_err(|e| e.to_string()),
+                    // A full decode: a header can be whole when the data behind it is not.
+                    RecordKind::Encoded => decode::decode_into(&buf, 3, &mut img)
+                        .map(|()| (img.width, img.height))
+                        .map_err(|e| e.to_string()),
                     RecordKind::Raw { width, height, .. } => Ok((width as usize, height as usize)),
                 }
             });

@@ -25,7 +25,7 @@ enum Command {
     Gen(gen::Args),
     /// Pack an image folder (or MNIST/CIFAR set) into one packed file.
     Pack(pack::Args),
-    /// Describe a data set: count, classes, image sizes, format checks.
+    /// Describe a data set: count, classes, image sizes; decodes every record.
     Inspect(inspect::Args),
     /// Measure loader throughput and where the time goes.
     Bench(bench::Args),

@@ -1,0 +1,237 @@
+//! End-to-end runs of the `stoker-load` binary: the command forms other tools rely on,
+//! digests that agree across modes and between a folder and its packed file, and
+//! clear errors for bad input.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn stoker_load(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stoker-load"))
+        .args(args)
+        .output()
+        .expect("run stoker-load")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = stoker_load(args);
+    assert!(
+        out.status.success(),
+        "stoker-load {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn failing(args: &[&str]) -> String {
+    let out = stoker_load(args);
+    assert!(!out.status.success(), "stoker-load {args:?} should fail");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !err.contains("panicked"),
+        "a panic is not an error message: {err}"
+    );
+    err
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&ok(args)).expect("bench --json prints one JSON object")
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
+
+#[test]
+fn gen_pack_inspect_bench_agree() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let folder = tmp.path().join("shapes");
+    let packed = tmp.path().join("shapes.stk");
+    ok(&[
+        "gen",
+        "shapes",
+        path(&folder),
+        "--count",
+        "60",
+        "--size",
+        "32",
+        "--classes",
+        "4",
+        "--seed",
+        "3",
+    ]);
+    ok(&["pack", path(&folder), path(&packed)]);
+    let inspect = ok(&["inspect", path(&packed)]);
+    assert!(
+        inspect.contains("60 samples") && inspect.contains("4 classes"),
+        "{inspect}"
+    );
+
+    let bench = |data: &Path, mode: &str, workers: &str| {
+        json(&[
+            "bench",
+            path(data),
+            "--mode",
+            mode,
+            "--workers",
+            workers,
+            "--batch-size",
+            "16",
+            "--transform",
+            "rrc:24,flip",
+            "--epochs",
+            "2",
+            "--seed",
+            "9",
+            "--digest",
+            "--json",
+        ])
+    };
+    let reference = bench(&folder, "sync", "1");
+    for key in [
+        "images_per_sec",
+        "epoch_seconds",
+        "wait_seconds",
+        "samples",
+        "skipped",
+        "peak_buffer_bytes",
+        "mode",
+        "workers",
+    ] {
+        assert!(reference.get(key).is_some(), "bench --json lacks {key}");
+    }
+    assert_eq!(reference["samples"], 120);
+    for (data, mode, workers) in [
+        (&folder, "async", "1"),
+        (&folder, "async", "2"),
+        (&packed, "sync", "1"),
+        (&packed, "async", "2"),
+    ] {
+        let r = bench(data, mode, workers);
+        assert_eq!(
+            r["digest"],
+            reference["digest"],
+            "{} {mode} {workers}",
+            data.display()
+        );
+    }
+}
+
+#[test]
+fn compute_ms_is_charged_to_the_consumer_and_a_trace_is_written() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let folder = tmp.path().join("shapes");
+    let trace = tmp.path().join("trace.json");
+    ok(&[
+        "gen",
+        "shapes",
+        path(&folder),
+        "--count",
+        "32",
+        "--size",
+        "32",
+    ]);
+    let r = json(&[
+        "bench",
+        path(&folder),
+        "--batch-size",
+        "8",
+        "--compute-ms",
+        "5",
+        "--json",
+        "--trace",
+        path(&trace),
+    ]);
+    // Four batches at 5 ms each, at least.
+    assert!(r["compute_seconds"].as_f64().expect("number") >= 0.02);
+    let t: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&trace).expect("trace file")).expect("trace JSON");
+    let names: Vec<&str> = t["traceEvents"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    for stage in ["read", "decode", "wait", "compute"] {
+        assert!(names.contains(&stage), "trace lacks {stage} spans");
+    }
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let missing = tmp.path().join("nope");
+    let err = failing(&["bench", path(&missing)]);
+    assert!(err.contains("nope"), "{err}");
+
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    let err = failing(&["inspect", path(&empty)]);
+    assert!(err.contains("empty"), "{err}");
+
+    let folder = tmp.path().join("shapes");
+    ok(&[
+        "gen",
+        "shapes",
+        path(&folder),
+        "--count",
+        "20",
+        "--size",
+        "32",
+        "--classes",
+        "2",
+    ]);
+    // A zero-byte JPEG and a truncated one: fail names the file, skip counts them.
+    let class = std::fs::read_dir(&folder)
+        .expect("ls")
+        .next()
+        .expect("a class")
+        .expect("entry")
+        .path();
+    std::fs::write(class.join("zero.jpg"), b"").expect("write");
+    let some = std::fs::read_dir(&class)
+        .expect("ls")
+        .find_map(|e| {
+            let p = e.ok()?.path();
+            (p.extension()? == "jpg" && p.file_name()? != "zero.jpg").then_some(p)
+        })
+        .expect("a jpeg");
+    let bytes = std::fs::read(&some).expect("read");
+    std::fs::write(class.join("half.jpg"), &bytes[..bytes.len() / 2]).expect("write");
+    let err = failing(&["bench", path(&folder), "--batch-size", "4", "--no-shuffle"]);
+    assert!(
+        err.contains("half.jpg") || err.contains("zero.jpg"),
+        "{err}"
+    );
+    let r = json(&[
+        "bench",
+        path(&folder),
+        "--batch-size",
+        "4",
+        "--on-error",
+        "skip",
+        "--json",
+    ]);
+    assert_eq!(r["skipped"], 2);
+    assert_eq!(r["samples"], 20);
+    let err = failing(&["inspect", path(&folder)]);
+    assert!(err.contains("2 of 22 records"), "{err}");
+
+    // A damaged packed file.
+    let packed = tmp.path().join("p.stk");
+    std::fs::remove_file(class.join("zero.jpg")).expect("rm");
+    std::fs::remove_file(class.join("half.jpg")).expect("rm");
+    ok(&["pack", path(&folder), path(&packed)]);
+    let mut data = std::fs::read(&packed).expect("read");
+    data.truncate(data.len() - 10);
+    std::fs::write(&packed, &data).expect("write");
+    let err = failing(&["bench", path(&packed)]);
+    assert!(err.contains("p.stk"), "{err}");
+
+    // Wrong arguments.
+    let err = failing(&["bench", path(&folder), "--transform", "rcc:224"]);
+    assert!(err.contains("rcc"), "{err}");
+    let err = failing(&["bench", path(&folder), "--mode", "fast"]);
+    assert!(err.contains("fast"), "{err}");
+    let err = failing(&["bench", path(&folder), "--batch-size", "0"]);
+    assert!(err.contains("batch size"), "{err}");
+}

@@ -2,7 +2,7 @@
 //! backward over a [`Backend`] (CPU now; CUDA slots in behind the same trait).
 //!
 //! Reading order: [`backend`] -> [`tensor`] -> [`layer`] -> [`model`] -> [`optim`] ->
-//! [`schedule`] -> [`checkpoint`].
+//! [`schedule`] -> [`checkpoint`] -> [`train`] (the loop) -> [`report`].
 
 pub mod backend;
 pub mod checkpoint;
@@ -11,9 +11,11 @@ pub mod layer;
 pub mod model;
 pub mod optim;
 pub mod param;
+pub mod report;
 pub mod rng;
 pub mod schedule;
 pub mod tensor;
+pub mod train;
 
 pub use backend::{Backend, BackendError, CpuBackend};
 pub use checkpoint::CheckpointError;
@@ -22,3 +24,4 @@ pub use model::{Model, ModelConfig, ModelKind, Stats};
 pub use optim::{Optimizer, OptimizerKind};
 pub use schedule::Schedule;
 pub use tensor::Tensor;
+pub use train::{TrainConfig, TrainError, Trainer};

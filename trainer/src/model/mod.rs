@@ -514,6 +514,20 @@ impl<B: Backend + Clone + 'static> Model<B> {
         Ok(s)
     }
 
+    /// The running training sums not yet taken (`[loss sum, correct]`, samples), read
+    /// without resetting them: a checkpoint stores them so that a resumed run's next
+    /// `take_train_stats` is bit-identical to the uninterrupted run's.
+    pub fn train_accumulator(&self) -> Result<([f32; 2], u64)> {
+        Ok((self.read_sums(&self.train_acc)?, self.train_samples))
+    }
+
+    /// Restores sums saved by [`Model::train_accumulator`].
+    pub fn set_train_accumulator(&mut self, sums: [f32; 2], samples: u64) -> Result<()> {
+        self.backend.upload(&sums, self.train_acc.w())?;
+        self.train_samples = samples;
+        Ok(())
+    }
+
     /// Mean loss and accuracy over the `evaluate` calls since the last call; resets them.
     pub fn take_eval_stats(&mut self) -> Result<Stats> {
         let s = Stats::from_sums(self.read_sums(&self.eval_acc)?, self.eval_samples);

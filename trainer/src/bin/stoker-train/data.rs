@@ -1,0 +1,146 @@
+//! Opening the training and validation data and building their loaders, with the
+//! checks that turn a wrong folder into a clear message before any training starts.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use stoker_augment::Pipeline;
+use stoker_loader::{source, Loader, LoaderConfig, Mode, Source};
+
+/// The opened sources and the transforms that go with them.
+pub struct Data {
+    pub train_path: PathBuf,
+    pub val_path: Option<PathBuf>,
+    pub train: Arc<dyn Source>,
+    pub val: Option<Arc<dyn Source>>,
+    pub transform: Pipeline,
+    /// None: no resizing when the images already match, else resize and centre-crop.
+    pub val_transform: Option<Pipeline>,
+}
+
+/// Loader settings shared by the training and validation loaders.
+pub struct Reading {
+    pub mode: Mode,
+    pub batch_size: usize,
+    pub workers: usize,
+    pub prefetch: usize,
+    pub seed: u64,
+    pub epochs: u64,
+}
+
+fn open(path: &Path, train: bool, what: &str) -> anyhow::Result<Arc<dyn Source>> {
+    let src = source::open(path, train).with_context(|| format!("opening the {what} data"))?;
+    if src.is_empty() {
+        bail!("{}: the {what} data holds no samples", path.display());
+    }
+    if src.classes().len() < 2 {
+        bail!(
+            "{}: the {what} data has {} class(es) ({}); training a classifier needs at least 2",
+            path.display(),
+            src.classes().len(),
+            src.classes().join(", ")
+        );
+    }
+    Ok(src)
+}
+
+impl Data {
+    /// Opens `train` and the validation data: `val` when given, else the test split of
+    /// an MNIST or CIFAR-10 folder, else none.
+    pub fn open(
+        train_path: &Path,
+        val_path: Option<&Path>,
+        transform: &str,
+        val_transform: Option<&str>,
+    ) -> anyhow::Result<Data> {
+        let train = open(train_path, true, "training")?;
+        let (val, val_path) = match val_path {
+            Some(p) => (Some(open(p, false, "validation")?), Some(p.to_path_buf())),
+            None if matches!(train.format(), "mnist" | "cifar10") => {
+                // These formats hold their own test split; use it when it is there.
+                match source::open(train_path, false) {
+                    Ok(s) if !s.is_empty() => (Some(s), Some(train_path.to_path_buf())),
+                    _ => (None, None),
+                }
+            }
+            None => (None, None),
+        };
+        if let Some(v) = &val {
+            if v.classes() != train.classes() {
+                bail!(
+                    "the validation data's classes ({}) differ from the training data's ({})",
+                    v.classes().join(", "),
+                    train.classes().join(", ")
+                );
+            }
+        }
+        let transform = Pipeline::parse(transform).context("--transform")?;
+        let val_transform = val_transform
+            .map(|s| Pipeline::parse(s).context("--val-transform"))
+            .transpose()?;
+        Ok(Data {
+            train_path: train_path.to_path_buf(),
+            val_path,
+            train,
+            val,
+            transform,
+            val_transform,
+        })
+    }
+
+    /// The training loader and, when there is validation data, its loader; checks that
+    /// both deliver images of one shape.
+    pub fn loaders(&self, r: &Reading) -> anyhow::Result<(Loader, Option<Loader>)> {
+        let cfg = LoaderConfig {
+            batch_size: r.batch_size,
+            mode: r.mode,
+            workers: r.workers,
+            prefetch: r.prefetch,
+            seed: r.seed,
+            shuffle: true,
+            transform: self.transform.clone(),
+            // Nothing to prefetch past the last epoch.
+            last_epoch: Some(r.epochs.saturating_sub(1)),
+            ..LoaderConfig::default()
+        };
+        let train = Loader::new(self.train.clone(), cfg.clone())
+            .with_context(|| format!("reading {}", self.train_path.display()))?;
+        let val = match &self.val {
+            Some(src) => {
+                let make = |transform: Pipeline| {
+                    Loader::new(
+                        src.clone(),
+                        LoaderConfig {
+                            shuffle: false,
+                            transform,
+                            last_epoch: Some(0),
+                            ..cfg.clone()
+                        },
+                    )
+                    .context("reading the validation data")
+                };
+                let (h, w, c) = train.image_shape();
+                let mut v = make(self.val_transform.clone().unwrap_or_default())?;
+                if v.image_shape() != train.image_shape() && self.val_transform.is_none() {
+                    // The usual evaluation transform: shorter side to the training size,
+                    // then the centre.
+                    let spec = format!("resize:{},center:{w}x{h}", h.max(w));
+                    v = make(Pipeline::parse(&spec).context("validation transform")?)?;
+                }
+                if v.image_shape() != train.image_shape() {
+                    let (vh, vw, vc) = v.image_shape();
+                    bail!(
+                        "training images come out {h}x{w}x{c} (after '{}'), validation images \
+                         {vh}x{vw}x{vc}: give a --val-transform that makes them {w}x{h}, \
+                         e.g. 'resize:{h},center:{h}'",
+                        self.transform,
+                    );
+                }
+                Some(v)
+            }
+            None => None,
+        };
+        Ok((train, val))
+    }
+}

@@ -1,0 +1,386 @@
+//! `stoker-train`: train a small model on a folder of images (or MNIST / CIFAR-10 /
+//! packed files), reading with the stoker loader in sync or async mode, and show how
+//! much of the time the step waited for data. With no `--data` it makes a demo set of
+//! shapes in the cache folder and trains on it.
+
+mod data;
+mod demo;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use clap::{Parser, ValueEnum};
+use stoker_loader::Mode;
+use stoker_trainer::report::{self, CompareRow, Console, RunInfo};
+use stoker_trainer::train::{History, Stop, TrainConfig, Trainer};
+use stoker_trainer::{
+    Backend, CpuBackend, Model, ModelConfig, ModelKind, Optimizer, OptimizerKind, Schedule,
+};
+
+use data::{Data, Reading};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Device {
+    /// CUDA when usable, else the CPU.
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Opt {
+    Sgd,
+    Adamw,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Arch {
+    Mlp,
+    Convnet,
+    Resnet,
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "stoker-train",
+    version,
+    about = "Train a small model with the stoker loader and show how long the step waits for data.",
+    long_about = "Train a small model with the stoker loader and show how long the step waits \
+                  for data.\n\nWith no --data: make the demo set (10 classes of shapes, 32x32 \
+                  px, 10000 training and 2000 validation images) in the stoker cache folder \
+                  ($STOKER_CACHE, else $XDG_CACHE_HOME/stoker, else ~/.cache/stoker) if it is \
+                  missing, and train the convnet on it."
+)]
+struct Args {
+    /// Training data: an image folder (one sub-folder per class), a packed file, or
+    /// MNIST / CIFAR-10 files. Default: the demo set.
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Validation data (default: the demo's, or the test split of MNIST / CIFAR-10).
+    #[arg(long)]
+    val: Option<PathBuf>,
+    /// Training augmentation, e.g. 'rrc:32,flip' (default: the demo's for the demo
+    /// set, none otherwise).
+    #[arg(long)]
+    transform: Option<String>,
+    /// Validation transform (default: none, or resize + centre crop to the training
+    /// size when the images differ).
+    #[arg(long)]
+    val_transform: Option<String>,
+    #[arg(long, value_enum, default_value_t = Arch::Convnet)]
+    model: Arch,
+    #[arg(long, default_value_t = 6)]
+    epochs: u64,
+    #[arg(long, default_value_t = 128)]
+    batch_size: usize,
+    /// Peak learning rate (default: 0.1 for sgd, 0.003 for adamw), reached after a
+    /// warm-up and followed by a cosine decay.
+    #[arg(long)]
+    lr: Option<f32>,
+    #[arg(long, value_enum, default_value_t = Opt::Sgd)]
+    optimizer: Opt,
+    #[arg(long, default_value_t = 5e-4)]
+    weight_decay: f32,
+    /// sync: the step waits while its batch is read and decoded; async: batches are
+    /// prepared by worker threads ahead of the step (double-buffered).
+    #[arg(long, default_value_t = Mode::Async)]
+    reader: Mode,
+    /// Decode and augment threads (async reader).
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Batches prepared ahead (async reader).
+    #[arg(long, default_value_t = 2)]
+    prefetch: usize,
+    #[arg(long, value_enum, default_value_t = Device::Auto)]
+    device: Device,
+    /// Seeds the weights, the shuffle and the augmentation.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Read the loss back every this many steps (each read waits for the device).
+    #[arg(long, default_value_t = 20)]
+    log_every: u64,
+    /// Stop after this many steps in total (a checkpoint, if asked for, is written).
+    #[arg(long)]
+    max_steps: Option<u64>,
+    /// Write a checkpoint (safetensors: model, optimizer and loader state) after every
+    /// epoch and at the end.
+    #[arg(long)]
+    checkpoint: Option<PathBuf>,
+    /// Continue the run a checkpoint stopped, exactly where it stopped.
+    #[arg(long)]
+    resume: Option<PathBuf>,
+    /// Print one JSON object at the end (progress lines go to stderr).
+    #[arg(long)]
+    json: bool,
+    /// Draw the training curves and the data wait per step into FILE (.svg or .png).
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Train twice, once with each reader, and compare them side by side.
+    #[arg(long)]
+    compare_readers: bool,
+}
+
+fn main() {
+    let args = Args::parse();
+    if let Err(e) = run(args) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(a: Args) -> anyhow::Result<()> {
+    if a.compare_readers && (a.resume.is_some() || a.checkpoint.is_some()) {
+        bail!("--compare-readers runs from scratch: it takes no --checkpoint or --resume");
+    }
+    if a.epochs == 0 || a.batch_size == 0 || a.log_every == 0 {
+        bail!("--epochs, --batch-size and --log-every must be at least 1");
+    }
+    let say = |s: &str| {
+        if a.json {
+            eprintln!("{s}");
+        } else {
+            println!("{s}");
+        }
+    };
+    // The device first: a bad --device should fail before any data is generated.
+    match a.device {
+        Device::Cuda => bail!(
+            "--device cuda: this version of stoker has no CUDA backend yet (use --device cpu \
+             or auto)"
+        ),
+        Device::Auto => say("device: cpu (auto: CUDA backend not built in this version)"),
+        Device::Cpu => say("device: cpu"),
+    }
+    let backend = CpuBackend::new();
+
+    let data = match &a.data {
+        Some(dir) => Data::open(
+            dir,
+            a.val.as_deref(),
+            a.transform.as_deref().unwrap_or("none"),
+            a.val_transform.as_deref(),
+        )?,
+        None => {
+            let (train, val) = demo::ensure()?;
+            Data::open(
+                &train,
+                Some(a.val.as_deref().unwrap_or(&val)),
+                a.transform.as_deref().unwrap_or(demo::TRANSFORM),
+                a.val_transform.as_deref(),
+            )?
+        }
+    };
+    say(&format!(
+        "data: {} ({}, {} images, {} classes), transform '{}'",
+        data.train_path.display(),
+        data.train.format(),
+        data.train.len(),
+        data.train.classes().len(),
+        data.transform
+    ));
+    match (&data.val, &data.val_path) {
+        (Some(v), Some(p)) => say(&format!(
+            "validation: {} ({}, {} images)",
+            p.display(),
+            v.format(),
+            v.len()
+        )),
+        _ => say("validation: none (give --val DIR to measure accuracy on held-out data)"),
+    }
+
+    if a.compare_readers {
+        let mut runs = Vec::new();
+        for mode in [Mode::Sync, Mode::Async] {
+            say(&format!("\n== {mode} reader =="));
+            let (history, info) = train_once(&backend, &a, &data, mode)?;
+            runs.push((mode.to_string(), history, info));
+        }
+        let rows: Vec<CompareRow<'_>> = runs
+            .iter()
+            .map(|(name, h, info)| CompareRow {
+                reader: name,
+                wall_seconds: info.wall_seconds,
+                history: h,
+            })
+            .collect();
+        let table = report::compare_table(&rows);
+        let (sync, asyn) = (&runs[0].2, &runs[1].2);
+        let saved = 1.0 - asyn.wall_seconds / sync.wall_seconds.max(1e-9);
+        // The same batches in the same order: both runs must end with the same loss.
+        let same = runs[0].1.epochs.last().map(|e| e.train_loss)
+            == runs[1].1.epochs.last().map(|e| e.train_loss);
+        if a.json {
+            let doc = serde_json::json!({
+                "sync": report::summary_json(&runs[0].2, &runs[0].1),
+                "async": report::summary_json(&runs[1].2, &runs[1].1),
+                "async_saves_share_of_wall_time": saved,
+                "same_training": same,
+            });
+            println!("{}", serde_json::to_string_pretty(&doc)?);
+        } else {
+            println!("\n{table}");
+            println!(
+                "async reading saved {:.0}% of the wall time; both runs trained identically: {}",
+                100.0 * saved,
+                if same { "yes" } else { "NO" }
+            );
+        }
+        if let Some(path) = &a.plot {
+            let series: Vec<(&str, &History)> =
+                runs.iter().map(|(n, h, _)| (n.as_str(), h)).collect();
+            report::plot(path, &series)?;
+            say(&format!("plot: {}", path.display()));
+        }
+        return Ok(());
+    }
+
+    let (history, info) = train_once(&backend, &a, &data, a.reader)?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report::summary_json(&info, &history))?
+        );
+    } else {
+        println!("{}", report::summary_text(&info, &history));
+    }
+    if let Some(path) = &a.plot {
+        report::plot(path, &[(a.reader.to_string().as_str(), &history)])?;
+        say(&format!("plot: {}", path.display()));
+    }
+    Ok(())
+}
+
+/// One training run with reader `mode`: builds loaders, model and optimizer from the
+/// arguments, resumes when asked, trains, and returns what happened.
+fn train_once<B: Backend + Clone + 'static>(
+    backend: &B,
+    a: &Args,
+    data: &Data,
+    mode: Mode,
+) -> anyhow::Result<(History, RunInfo)> {
+    let reading = Reading {
+        mode,
+        batch_size: a.batch_size,
+        workers: a.workers,
+        prefetch: a.prefetch,
+        seed: a.seed,
+        epochs: a.epochs,
+    };
+    let (train, val) = data.loaders(&reading)?;
+    let kind = match a.model {
+        Arch::Mlp => ModelKind::Mlp,
+        Arch::Convnet => ModelKind::Convnet,
+        Arch::Resnet => ModelKind::Resnet,
+    };
+    let input = train.image_shape();
+    let classes = data.train.classes().len();
+    let model = Model::new(
+        backend,
+        ModelConfig::new(kind, input, classes, a.batch_size).seed(a.seed),
+    )
+    .context("building the model")?;
+    let (opt_kind, lr) = match a.optimizer {
+        Opt::Sgd => (OptimizerKind::sgd(0.9, a.weight_decay), a.lr.unwrap_or(0.1)),
+        Opt::Adamw => (OptimizerKind::adamw(a.weight_decay), a.lr.unwrap_or(3e-3)),
+    };
+    let opt = Optimizer::new(&model, opt_kind)?;
+    let per_epoch = train.batches_per_epoch() as u64;
+    let total = per_epoch * a.epochs;
+    // Warm up over half an epoch (at most a tenth of the run), then cosine to zero.
+    let warmup = (per_epoch / 2).min(total / 10).max(1);
+    let cfg = TrainConfig {
+        epochs: a.epochs,
+        schedule: Schedule::new(lr, warmup, total),
+        log_every: a.log_every,
+        max_steps: a.max_steps,
+        checkpoint: a.checkpoint.clone(),
+    };
+    let say = |s: &str| {
+        if a.json {
+            eprintln!("{s}");
+        } else {
+            println!("{s}");
+        }
+    };
+    say(&format!(
+        "model: {kind}, {} parameters, input {}x{}x{}, {classes} classes, on {}",
+        model.param_count(),
+        input.0,
+        input.1,
+        input.2,
+        backend.name()
+    ));
+    let reader = match mode {
+        Mode::Sync => "sync (read and decode on the training thread)".to_string(),
+        Mode::Async => format!(
+            "async ({} worker(s), {} batches prefetched)",
+            a.workers, a.prefetch
+        ),
+    };
+    say(&format!(
+        "training: {} epochs x {per_epoch} steps of {} images, {} lr {lr} (warm-up {warmup} steps, cosine), reader {reader}",
+        a.epochs,
+        a.batch_size,
+        opt_kind.name()
+    ));
+    let mut trainer = Trainer::new(model, opt, train, val, cfg);
+    if let Some(path) = &a.resume {
+        let changed = resume(&mut trainer, path)?;
+        say(&format!(
+            "resumed from {}: step {}, epoch {}, batch {}",
+            path.display(),
+            trainer.pos.step,
+            trainer.pos.epoch + 1,
+            trainer.pos.loader.map_or(0, |s| s.next_batch)
+        ));
+        if changed {
+            say("note: the learning-rate schedule differs from the checkpoint's (other --epochs, --lr or --batch-size?): the run goes on with this one");
+        }
+        if trainer.pos.epoch >= a.epochs {
+            say(&format!(
+                "the checkpoint has finished all {} epochs: nothing to train",
+                a.epochs
+            ));
+        }
+    }
+
+    let tag = if a.compare_readers {
+        format!("[{mode}] ")
+    } else {
+        String::new()
+    };
+    let mut console = Console::new(a.epochs, a.json, &tag);
+    let t = Instant::now();
+    let stop = trainer.run(&mut console)?;
+    let wall_seconds = t.elapsed().as_secs_f64();
+    if stop == Stop::MaxSteps {
+        say(&format!(
+            "stopped after {} steps (--max-steps)",
+            trainer.pos.step
+        ));
+    }
+    if let Some(path) = &a.checkpoint {
+        say(&format!("checkpoint: {}", path.display()));
+    }
+    let info = RunInfo {
+        model: kind.to_string(),
+        device: backend.name(),
+        reader: mode.to_string(),
+        batch_size: a.batch_size,
+        workers: a.workers,
+        train_data: data.train_path.display().to_string(),
+        val_data: data.val_path.as_ref().map(|p| p.display().to_string()),
+        wall_seconds,
+    };
+    Ok((trainer.history, info))
+}
+
+fn resume<B: Backend + Clone + 'static>(
+    trainer: &mut Trainer<B>,
+    path: &Path,
+) -> anyhow::Result<bool> {
+    trainer
+        .load(path)
+        .with_context(|| format!("cannot resume from {}", path.display()))
+}

@@ -1,0 +1,556 @@
+//! The training loop: epochs of loader batches through forward, backward and the
+//! optimizer step, an evaluation pass per epoch, checkpoints that resume exactly, and
+//! the two timings that matter for the data pipeline: how long each step waited for
+//! its batch, and how long it computed.
+//!
+//! ```text
+//! for epoch:
+//!     for batch in loader:            <- time blocked here is the "data wait"
+//!         forward_backward; optimizer step at lr(step)
+//!         every log_every steps: read the loss back (the only host sync)
+//!     evaluate on the validation loader (timed separately)
+//! ```
+//!
+//! The loop is generic over the [`Backend`], so the CUDA backend slots in unchanged.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use stoker_loader::{Loader, LoaderError, LoaderState};
+
+use crate::backend::Backend;
+use crate::checkpoint::{self, CheckpointError};
+use crate::error::TrainerError;
+use crate::model::{Model, Stats};
+use crate::optim::Optimizer;
+use crate::schedule::Schedule;
+
+/// What the loop can fail with: the data, the model, or a checkpoint.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    #[error("data: {0}")]
+    Loader(#[from] LoaderError),
+    #[error(transparent)]
+    Model(#[from] TrainerError),
+    #[error("checkpoint {0}")]
+    Checkpoint(#[from] CheckpointError),
+    /// A checkpoint that `checkpoint::load` accepted but whose training state is not ours.
+    #[error("checkpoint {path}: {reason}")]
+    Resume { path: String, reason: String },
+}
+
+/// How long to train, at what rate, and how often to look at the loss.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrainConfig {
+    pub epochs: u64,
+    /// Learning rate by optimizer step, counted over the whole run.
+    pub schedule: Schedule,
+    /// Read the loss back to the host every this many steps (and at each epoch's end):
+    /// on a GPU every read is a synchronisation, so it is rare on purpose.
+    pub log_every: u64,
+    /// Stop once this many steps are done in total (counting those before a resume),
+    /// possibly mid-epoch: a checkpoint saved then resumes exactly.
+    pub max_steps: Option<u64>,
+    /// Written after every epoch and when `max_steps` stops the run.
+    pub checkpoint: Option<PathBuf>,
+}
+
+/// The mean training loss and accuracy over the steps since the previous point.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LogPoint {
+    /// Steps done when it was read (1-based: the point after step `step`).
+    pub step: u64,
+    pub epoch: u64,
+    pub loss: f32,
+    pub accuracy: f32,
+    pub lr: f32,
+}
+
+/// Where one step's time went, in seconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepTime {
+    pub step: u64,
+    pub samples: u32,
+    /// Blocked in the loader's `next()`.
+    pub wait: f32,
+    /// Forward, backward and optimizer step (on an asynchronous device: enqueueing them).
+    pub compute: f32,
+}
+
+/// What one epoch did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EpochRecord {
+    pub epoch: u64,
+    /// Mean over the epoch's training samples, as the model saw them (augmented, in
+    /// training mode), accumulated as the epoch went.
+    pub train_loss: f64,
+    pub train_accuracy: f64,
+    pub samples: u64,
+    pub val: Option<Stats>,
+    /// Data wait plus compute over the epoch's steps; excludes evaluation.
+    pub train_seconds: f64,
+    pub wait_seconds: f64,
+    pub eval_seconds: f64,
+}
+
+impl EpochRecord {
+    pub fn images_per_sec(&self) -> f64 {
+        self.samples as f64 / self.train_seconds.max(1e-9)
+    }
+
+    /// Share of the training time spent waiting for data.
+    pub fn wait_share(&self) -> f64 {
+        self.wait_seconds / self.train_seconds.max(1e-9)
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "epoch": self.epoch,
+            "train_loss": self.train_loss,
+            "train_accuracy": self.train_accuracy,
+            "samples": self.samples,
+            "val_loss": self.val.map(|v| v.loss),
+            "val_accuracy": self.val.map(|v| v.accuracy),
+            "val_samples": self.val.map(|v| v.samples),
+            "train_seconds": self.train_seconds,
+            "wait_seconds": self.wait_seconds,
+            "eval_seconds": self.eval_seconds,
+        })
+    }
+
+    fn from_json(v: &Value) -> Option<Self> {
+        let f = |k: &str| v.get(k).and_then(Value::as_f64);
+        let u = |k: &str| v.get(k).and_then(Value::as_u64);
+        let val = match (f("val_loss"), f("val_accuracy"), u("val_samples")) {
+            (Some(loss), Some(acc), Some(samples)) => Some(Stats {
+                loss: loss as f32,
+                accuracy: acc as f32,
+                samples,
+            }),
+            _ => None,
+        };
+        Some(Self {
+            epoch: u("epoch")?,
+            train_loss: f("train_loss")?,
+            train_accuracy: f("train_accuracy")?,
+            samples: u("samples")?,
+            val,
+            train_seconds: f("train_seconds")?,
+            wait_seconds: f("wait_seconds")?,
+            eval_seconds: f("eval_seconds")?,
+        })
+    }
+}
+
+/// Everything the run recorded, for reports and plots.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct History {
+    pub log: Vec<LogPoint>,
+    /// One entry per step taken by this process.
+    pub steps: Vec<StepTime>,
+    /// Every finished epoch, including those before a resume.
+    pub epochs: Vec<EpochRecord>,
+}
+
+/// Where a run stands: saved in checkpoints, so a resumed run continues the same sums.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Position {
+    /// Optimizer steps done; the learning rate of the next is `schedule.lr(step)`.
+    pub step: u64,
+    /// The epoch in progress, or the next one.
+    pub epoch: u64,
+    /// The loader's place: the next batch of `epoch` (None before the first step).
+    pub loader: Option<LoaderState>,
+    /// Running sums of the epoch in progress.
+    pub loss_sum: f64,
+    pub correct: f64,
+    pub samples: u64,
+    pub train_seconds: f64,
+    pub wait_seconds: f64,
+}
+
+/// Why [`Trainer::run`] returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// Every epoch is done.
+    Finished,
+    /// `max_steps` reached; `position()` says where.
+    MaxSteps,
+}
+
+/// Callbacks for progress display. Every method has an empty default.
+pub trait Observer {
+    /// An epoch starts (or resumes at batch `done` of `batches`).
+    fn epoch_start(&mut self, _epoch: u64, _batches: usize, _done: usize) {}
+    /// A step finished; `log` is set when the loss was read back at this step.
+    fn step(&mut self, _time: &StepTime, _log: Option<&LogPoint>) {}
+    /// Training of the epoch is over; evaluation begins.
+    fn eval_start(&mut self, _epoch: u64) {}
+    fn epoch_end(&mut self, _record: &EpochRecord) {}
+}
+
+/// An observer that shows nothing.
+impl Observer for () {}
+
+/// Checkpoint metadata keys of the loop (the model and optimizer keys are
+/// `checkpoint`'s own).
+const KEY_LOADER: &str = "train.loader_state";
+const KEY_POSITION: &str = "train.position";
+const KEY_SCHEDULE: &str = "train.schedule";
+const KEY_EPOCHS: &str = "train.epochs";
+
+/// A model, its optimizer, the training and validation loaders, and the loop's state.
+pub struct Trainer<B: Backend + Clone + 'static> {
+    pub model: Model<B>,
+    pub opt: Optimizer<B>,
+    pub train: Loader,
+    pub val: Option<Loader>,
+    pub cfg: TrainConfig,
+    pub pos: Position,
+    pub history: History,
+    /// Set by `load`: the loader state the next `run` resumes from.
+    resume: Option<LoaderState>,
+}
+
+impl<B: Backend + Clone + 'static> Trainer<B> {
+    pub fn new(
+        model: Model<B>,
+        opt: Optimizer<B>,
+        train: Loader,
+        val: Option<Loader>,
+        cfg: TrainConfig,
+    ) -> Self {
+        Self {
+            model,
+            opt,
+            train,
+            val,
+            cfg,
+            pos: Position::default(),
+            history: History::default(),
+            resume: None,
+        }
+    }
+
+    /// Trains until every epoch is done or `max_steps` is reached.
+    pub fn run(&mut self, obs: &mut dyn Observer) -> Result<Stop, TrainError> {
+        let Self {
+            model,
+            opt,
+            train,
+            val,
+            cfg,
+            pos,
+            history,
+            resume,
+        } = self;
+        let log_every = cfg.log_every.max(1);
+        while pos.epoch < cfg.epochs {
+            // A fresh epoch, or the rest of the one a checkpoint stopped in.
+            let mut batches = match resume.take() {
+                Some(state) => train.resume(&state)?,
+                None => train.epoch(pos.epoch),
+            };
+            pos.loader = Some(batches.state());
+            obs.epoch_start(pos.epoch, batches.len(), batches.state().next_batch);
+            loop {
+                if cfg.max_steps.is_some_and(|m| pos.step >= m) {
+                    if let Some(path) = &cfg.checkpoint {
+                        write_checkpoint(path, model, opt, pos, cfg, history)?;
+                    }
+                    return Ok(Stop::MaxSteps);
+                }
+                let t0 = Instant::now();
+                let Some(batch) = batches.next() else { break };
+                let batch = batch?;
+                let t1 = Instant::now();
+                let n = batch.len();
+                model.forward_backward(&batch.images, &batch.labels, n)?;
+                opt.step(model, cfg.schedule.lr(pos.step))?;
+                // Hand the buffer back to the loader's pool before timing the step.
+                drop(batch);
+                let t2 = Instant::now();
+
+                pos.step += 1;
+                pos.loader = Some(batches.state());
+                let time = StepTime {
+                    step: pos.step,
+                    samples: n as u32,
+                    wait: (t1 - t0).as_secs_f32(),
+                    compute: (t2 - t1).as_secs_f32(),
+                };
+                pos.wait_seconds += (t1 - t0).as_secs_f64();
+                pos.train_seconds += (t2 - t0).as_secs_f64();
+                history.steps.push(time);
+                let logged = if pos.step % log_every == 0 {
+                    take_stats(model, pos, history, cfg)?
+                } else {
+                    None
+                };
+                obs.step(&time, logged.as_ref());
+            }
+            let end_state = batches.state();
+            drop(batches);
+            // The epoch's last partial logging window.
+            take_stats(model, pos, history, cfg)?;
+
+            obs.eval_start(pos.epoch);
+            let t = Instant::now();
+            let val_stats = match val.as_mut() {
+                Some(v) => Some(evaluate(model, v)?),
+                None => None,
+            };
+            let record = EpochRecord {
+                epoch: pos.epoch,
+                train_loss: pos.loss_sum / pos.samples.max(1) as f64,
+                train_accuracy: pos.correct / pos.samples.max(1) as f64,
+                samples: pos.samples,
+                val: val_stats,
+                train_seconds: pos.train_seconds,
+                wait_seconds: pos.wait_seconds,
+                eval_seconds: t.elapsed().as_secs_f64(),
+            };
+            obs.epoch_end(&record);
+            history.epochs.push(record);
+            *pos = Position {
+                step: pos.step,
+                epoch: pos.epoch + 1,
+                loader: Some(LoaderState {
+                    epoch: pos.epoch + 1,
+                    next_batch: 0,
+                    ..end_state
+                }),
+                ..Position::default()
+            };
+            if let Some(path) = &cfg.checkpoint {
+                write_checkpoint(path, model, opt, pos, cfg, history)?;
+            }
+        }
+        Ok(Stop::Finished)
+    }
+
+    /// Loss and accuracy of the current weights on the validation loader.
+    pub fn evaluate(&mut self) -> Result<Option<Stats>, TrainError> {
+        match self.val.as_mut() {
+            Some(v) => Ok(Some(evaluate(&mut self.model, v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Saves model, optimizer, loader position, running sums and schedule to `path`.
+    pub fn save(&self, path: &Path) -> Result<(), TrainError> {
+        write_checkpoint(
+            path,
+            &self.model,
+            &self.opt,
+            &self.pos,
+            &self.cfg,
+            &self.history,
+        )
+    }
+
+    /// Restores a checkpoint written by [`Trainer::save`]: the next `run` continues
+    /// exactly where that run stopped. Returns whether the checkpoint's learning-rate
+    /// schedule differs from this trainer's (then the run goes on with this one's).
+    pub fn load(&mut self, path: &Path) -> Result<bool, TrainError> {
+        let bad = |reason: String| TrainError::Resume {
+            path: path.display().to_string(),
+            reason,
+        };
+        // Read and check the loop's own metadata before anything is changed.
+        let meta = checkpoint::read_metadata(path)?;
+        let get = |k: &str| {
+            meta.get(k)
+                .ok_or_else(|| bad(format!("no `{k}` entry: not written by stoker-train")))
+        };
+        let position: Value = serde_json::from_str(get(KEY_POSITION)?)
+            .map_err(|e| bad(format!("`{KEY_POSITION}`: {e}")))?;
+        let u = |k: &str| {
+            position
+                .get(k)
+                .and_then(Value::as_u64)
+                .ok_or_else(|| bad(format!("`{KEY_POSITION}` has no integer `{k}`")))
+        };
+        let f = |k: &str| {
+            position
+                .get(k)
+                .and_then(Value::as_f64)
+                .ok_or_else(|| bad(format!("`{KEY_POSITION}` has no number `{k}`")))
+        };
+        let bits = position
+            .get("acc_bits")
+            .and_then(Value::as_array)
+            .and_then(|a| match a.as_slice() {
+                [l, c] => Some([l.as_u64()?, c.as_u64()?]),
+                _ => None,
+            })
+            .and_then(|[l, c]| Some([u32::try_from(l).ok()?, u32::try_from(c).ok()?]))
+            .ok_or_else(|| bad(format!("`{KEY_POSITION}` has no valid `acc_bits`")))?;
+        let loader = match meta.get(KEY_LOADER) {
+            Some(s) => {
+                Some(LoaderState::from_json(s).map_err(|e| bad(format!("`{KEY_LOADER}`: {e}")))?)
+            }
+            None => None,
+        };
+        let pos = Position {
+            step: u("step")?,
+            epoch: u("epoch")?,
+            loader,
+            loss_sum: f("loss_sum")?,
+            correct: f("correct")?,
+            samples: u("samples")?,
+            train_seconds: f("train_seconds")?,
+            wait_seconds: f("wait_seconds")?,
+        };
+        if let Some(s) = &loader {
+            if s.epoch != pos.epoch {
+                return Err(bad(format!(
+                    "loader state is in epoch {}, training position in epoch {}",
+                    s.epoch, pos.epoch
+                )));
+            }
+        }
+        let epochs = match meta.get(KEY_EPOCHS) {
+            Some(s) => serde_json::from_str::<Vec<Value>>(s)
+                .ok()
+                .and_then(|v| v.iter().map(EpochRecord::from_json).collect())
+                .ok_or_else(|| bad(format!("`{KEY_EPOCHS}` is not a list of epochs")))?,
+            None => Vec::new(),
+        };
+        let schedule_changed = meta.get(KEY_SCHEDULE).is_some_and(|s| {
+            serde_json::from_str::<Value>(s).ok() != Some(schedule_json(&self.cfg.schedule))
+        });
+
+        checkpoint::load(path, &mut self.model, &mut self.opt)?;
+        self.model.set_train_accumulator(
+            [f32::from_bits(bits[0]), f32::from_bits(bits[1])],
+            u("acc_samples")?,
+        )?;
+        self.resume = pos.loader;
+        self.pos = pos;
+        self.history = History {
+            epochs,
+            ..History::default()
+        };
+        Ok(schedule_changed)
+    }
+}
+
+/// The checkpoint of [`Trainer::save`], from the trainer's parts (the loop holds them
+/// apart).
+fn write_checkpoint<B: Backend + Clone + 'static>(
+    path: &Path,
+    model: &Model<B>,
+    opt: &Optimizer<B>,
+    p: &Position,
+    cfg: &TrainConfig,
+    history: &History,
+) -> Result<(), TrainError> {
+    let (acc, acc_samples) = model.train_accumulator()?;
+    let mut meta = BTreeMap::new();
+    if let Some(state) = &p.loader {
+        meta.insert(KEY_LOADER.to_string(), state.to_json());
+    }
+    let position = json!({
+        "step": p.step,
+        "epoch": p.epoch,
+        "loss_sum": p.loss_sum,
+        "correct": p.correct,
+        "samples": p.samples,
+        "train_seconds": p.train_seconds,
+        "wait_seconds": p.wait_seconds,
+        // f32 bit patterns: the device accumulator must come back exactly.
+        "acc_bits": [acc[0].to_bits(), acc[1].to_bits()],
+        "acc_samples": acc_samples,
+    });
+    meta.insert(KEY_POSITION.to_string(), position.to_string());
+    meta.insert(
+        KEY_SCHEDULE.to_string(),
+        schedule_json(&cfg.schedule).to_string(),
+    );
+    let epochs: Vec<Value> = history.epochs.iter().map(|e| e.to_json()).collect();
+    meta.insert(KEY_EPOCHS.to_string(), Value::from(epochs).to_string());
+    checkpoint::save(path, model, opt, &meta)?;
+    Ok(())
+}
+
+/// Reads the training sums since the last read (one host sync), adds them to the
+/// epoch's, and logs them. None when no step ran since the last read.
+fn take_stats<B: Backend + Clone + 'static>(
+    model: &mut Model<B>,
+    pos: &mut Position,
+    history: &mut History,
+    cfg: &TrainConfig,
+) -> Result<Option<LogPoint>, TrainError> {
+    let s = model.take_train_stats()?;
+    if s.samples == 0 {
+        return Ok(None);
+    }
+    pos.loss_sum += s.loss as f64 * s.samples as f64;
+    pos.correct += s.accuracy as f64 * s.samples as f64;
+    pos.samples += s.samples;
+    let point = LogPoint {
+        step: pos.step,
+        epoch: pos.epoch,
+        loss: s.loss,
+        accuracy: s.accuracy,
+        lr: cfg.schedule.lr(pos.step.saturating_sub(1)),
+    };
+    history.log.push(point);
+    Ok(Some(point))
+}
+
+/// One pass over `loader`'s first epoch in eval mode.
+fn evaluate<B: Backend + Clone + 'static>(
+    model: &mut Model<B>,
+    loader: &mut Loader,
+) -> Result<Stats, TrainError> {
+    for batch in loader.epoch(0) {
+        let b = batch?;
+        model.evaluate(&b.images, &b.labels, b.len())?;
+    }
+    Ok(model.take_eval_stats()?)
+}
+
+fn schedule_json(s: &Schedule) -> Value {
+    json!({"base": s.base, "min": s.min, "warmup": s.warmup, "total": s.total})
+}
+
+/// Totals over a run, for the final summary.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Totals {
+    pub steps: u64,
+    pub images: u64,
+    /// Data wait plus compute over the steps this process took; excludes evaluation.
+    pub train_seconds: f64,
+    pub wait_seconds: f64,
+    pub eval_seconds: f64,
+}
+
+impl Totals {
+    pub fn of(h: &History) -> Self {
+        let mut t = Totals {
+            steps: h.steps.len() as u64,
+            images: 0,
+            train_seconds: 0.0,
+            wait_seconds: 0.0,
+            eval_seconds: h.epochs.iter().fold(0.0, |s, e| s + e.eval_seconds),
+        };
+        for s in &h.steps {
+            t.images += s.samples as u64;
+            t.wait_seconds += s.wait as f64;
+            t.train_seconds += (s.wait + s.compute) as f64;
+        }
+        t
+    }
+
+    pub fn images_per_sec(&self) -> f64 {
+        self.images as f64 / self.train_seconds.max(1e-9)
+    }
+
+    pub fn wait_share(&self) -> f64 {
+        self.wait_seconds / self.train_seconds.max(1e-9)
+    }
+}

@@ -6,6 +6,7 @@
 
 pub mod backend;
 pub mod checkpoint;
+pub mod device;
 pub mod error;
 pub mod layer;
 pub mod model;
@@ -17,8 +18,9 @@ pub mod schedule;
 pub mod tensor;
 pub mod train;
 
-pub use backend::{Backend, BackendError, CpuBackend};
+pub use backend::{Backend, BackendError, CpuBackend, CudaBackend};
 pub use checkpoint::CheckpointError;
+pub use device::{select_device, DevicePref, SelectedDevice};
 pub use error::{Result, TrainerError};
 pub use model::{Model, ModelConfig, ModelKind, Stats};
 pub use optim::{Optimizer, OptimizerKind};

@@ -15,8 +15,10 @@
 //! a chunk of images is a single GEMM.
 
 pub mod cpu;
+pub mod cuda;
 
 pub use cpu::CpuBackend;
+pub use cuda::CudaBackend;
 
 /// Element types a buffer can hold. Sealed: backends implement exactly these.
 pub trait Elem: Copy + Default + Send + Sync + std::fmt::Debug + 'static + sealed::Sealed {}

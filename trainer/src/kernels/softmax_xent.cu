@@ -1,0 +1,56 @@
+// Fused softmax + cross-entropy over logits [classes, n].
+
+// One thread per sample j: the loss -log softmax(z)[t], whether the argmax is t, and
+// (if dz) the gradient of the mean loss. A label out of range cannot return an error
+// from here: it is recorded in *bad (the smallest such row wins, via atomicMax on the
+// complement of (row << 32 | label)) and the host reports it at its next download.
+extern "C" __global__ void xent_rows(const float* z, const u32* labels, u64 classes, u64 n,
+                                     float* dz, int has_dz, float inv_n, float* rows,
+                                     u64* bad) {
+    GRID_STRIDE(j, n) {
+        u32 t = labels[j];
+        if ((u64)t >= classes) {
+            atomicMax(bad, ~((j << 32) | (u64)t));
+            rows[2 * j] = QUIET_NAN;
+            rows[2 * j + 1] = 0.0f;
+            if (has_dz)
+                for (u64 k = 0; k < classes; k++) dz[k * n + j] = 0.0f;
+            continue;
+        }
+        float mx = NEG_INF;
+        u64 arg = 0;
+        for (u64 k = 0; k < classes; k++) {
+            float v = z[k * n + j];
+            if (v > mx) {
+                mx = v;
+                arg = k;
+            }
+        }
+        float sum = 0.0f;
+        for (u64 k = 0; k < classes; k++) sum += expf(z[k * n + j] - mx);
+        rows[2 * j] = logf(sum) + mx - z[(u64)t * n + j];
+        rows[2 * j + 1] = arg == (u64)t ? 1.0f : 0.0f;
+        if (has_dz) {
+            for (u64 k = 0; k < classes; k++) {
+                float p = expf(z[k * n + j] - mx) / sum;
+                dz[k * n + j] = (p - (k == (u64)t ? 1.0f : 0.0f)) * inv_n;
+            }
+        }
+    }
+}
+
+// One block: stats = [sum of losses, number correct], summed in double in a fixed order.
+extern "C" __global__ void xent_sum(const float* rows, u64 n, float* stats) {
+    __shared__ double sh[RED_THREADS];
+    double loss = 0.0, correct = 0.0;
+    for (u64 j = threadIdx.x; j < n; j += RED_THREADS) {
+        loss += (double)rows[2 * j];
+        correct += (double)rows[2 * j + 1];
+    }
+    loss = block_sum(loss, sh);
+    correct = block_sum(correct, sh);
+    if (threadIdx.x == 0) {
+        stats[0] = (float)loss;
+        stats[1] = (float)correct;
+    }
+}

@@ -1,0 +1,911 @@
+//! CUDA backend tests: the probe never panics, the kernels compile, and (on a machine
+//! with a usable GPU) every op, every layer's forward and backward, and a few full
+//! training steps of each model agree with the CPU backend.
+//!
+//! Without a GPU the device tests print `SKIPPED: no usable CUDA device (<reason>)` to
+//! stderr and pass; `cuda_tests_skipped_without_gpu` says so once, visibly, in the
+//! test list (run with `--nocapture` to see the messages).
+//!
+//! Tolerances, and why:
+//! - exact (bit for bit): element-wise ops, im2col/col2im, pooling, datanorm and the
+//!   optimizer steps. The kernels do the CPU's f32 operations in the CPU's order, with
+//!   FMA contraction off and IEEE division and square root (NVRTC's defaults), and the
+//!   sums of col2im / maxpool backward / avgpool run in the CPU's order.
+//! - GEMM: `|gpu - cpu| <= 1e-4 * (sqrt(k) + |cpu|)`. cuBLAS and matrixmultiply sum
+//!   the k products in different orders; with O(1) inputs each order's rounding error
+//!   is a few f32 ulps of partial sums of size ~sqrt(k).
+//! - reductions summed in double in a different order (bias gradient, batch-norm
+//!   statistics and gradients, the loss sum): rtol 1e-5, atol 1e-5; expf/logf of the
+//!   loss differ from Rust's by an ulp or two: rtol 1e-5 on the loss and dlogits.
+//! - layers: rtol 1e-4, atol 1e-4 (one GEMM plus one reduction deep).
+//! - training steps: per-step loss rtol 1e-3; weights after the steps rtol 1e-3 and
+//!   atol 1e-4: GEMM rounding differences grow through the layers and the updates.
+
+use std::sync::OnceLock;
+
+use stoker_trainer::backend::cuda::{self, CudaBackend};
+use stoker_trainer::backend::{
+    AdamWStep, Backend, BnGeom, ConvGeom, DataLayout, Gemm, In, Out, PoolGeom, SgdStep,
+};
+use stoker_trainer::layer::conv::ConvSpec;
+use stoker_trainer::layer::{
+    BatchNorm2d, Builder, Conv2d, Ctx, GlobalAvgPool, Layer, Linear, MaxPool2d, Relu, Shape,
+};
+use stoker_trainer::rng::Rng;
+use stoker_trainer::tensor::Tensor;
+use stoker_trainer::{
+    BackendError, CpuBackend, Model, ModelConfig, ModelKind, Optimizer, OptimizerKind,
+};
+
+/// The shared device backend, or `None` (with the reason printed) without a GPU.
+fn gpu(test: &str) -> Option<CudaBackend> {
+    static B: OnceLock<Result<CudaBackend, String>> = OnceLock::new();
+    let b = B.get_or_init(|| match cuda::probe() {
+        Ok(_) => CudaBackend::new(0).map_err(|e| e.to_string()),
+        Err(why) => Err(why),
+    });
+    match b {
+        Ok(b) => Some(b.clone()),
+        Err(why) => {
+            eprintln!("SKIPPED: no usable CUDA device ({why}) [{test}]");
+            None
+        }
+    }
+}
+
+#[test]
+fn cuda_tests_skipped_without_gpu() {
+    match cuda::probe() {
+        Ok(info) => eprintln!("CUDA device present: {info}; the parity tests run on it"),
+        Err(why) => eprintln!(
+            "SKIPPED: no usable CUDA device ({why}); every CUDA parity test in this file \
+             passes without running"
+        ),
+    }
+}
+
+#[test]
+fn probe_returns_an_error_not_a_panic() {
+    let r = std::panic::catch_unwind(cuda::probe);
+    let r = r.expect("probe must never panic");
+    if let Err(why) = &r {
+        assert!(!why.is_empty());
+        assert!(!why.contains('\n'), "one line: {why}");
+    }
+    // A device that cannot exist is an error on every machine, GPU or not.
+    let r = std::panic::catch_unwind(|| cuda::probe_ordinal(4096)).expect("no panic");
+    assert!(r.is_err());
+    let r = std::panic::catch_unwind(|| CudaBackend::new(4096)).expect("no panic");
+    assert!(r.is_err());
+}
+
+#[test]
+fn backend_creation_without_cuda_is_an_error() {
+    if cuda::probe().is_ok() {
+        eprintln!("(a GPU is present: nothing to check here)");
+        return;
+    }
+    let e = CudaBackend::new(0).expect_err("no GPU: must fail");
+    assert!(e.to_string().contains("cuda:0"), "{e}");
+}
+
+#[test]
+fn kernels_compile_with_nvrtc() {
+    // Needs only libnvrtc, not a GPU: the build machine can run it with the library.
+    for cc in [(9, 0), (8, 0)] {
+        match cuda::compile_kernels(cc) {
+            Ok(ptx) => {
+                let text = ptx.to_src();
+                assert!(text.contains("bn_partial_stats"), "PTX lacks a kernel");
+            }
+            Err(why) if why.contains("not found") => {
+                eprintln!("SKIPPED: cannot compile the kernels here ({why})");
+                return;
+            }
+            Err(why) => panic!("kernels do not compile for {cc:?}: {why}"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Helpers
+
+fn randn(rng: &mut Rng, n: usize) -> Vec<f32> {
+    (0..n).map(|_| rng.normal() as f32).collect()
+}
+
+fn up<B: Backend>(b: &B, v: &[f32]) -> B::Buf<f32> {
+    let mut buf = b.alloc::<f32>(v.len()).unwrap();
+    b.upload(v, Out::new(&mut buf)).unwrap();
+    buf
+}
+
+fn up_t<B: Backend, T: stoker_trainer::backend::Elem>(b: &B, v: &[T]) -> B::Buf<T> {
+    let mut buf = b.alloc::<T>(v.len()).unwrap();
+    b.upload(v, Out::new(&mut buf)).unwrap();
+    buf
+}
+
+fn down<B: Backend>(b: &B, buf: &B::Buf<f32>, n: usize) -> Vec<f32> {
+    let mut v = vec![0.0; n];
+    b.download(In::new(buf), &mut v).unwrap();
+    v
+}
+
+fn down_u32<B: Backend>(b: &B, buf: &B::Buf<u32>, n: usize) -> Vec<u32> {
+    let mut v = vec![0; n];
+    b.download(In::new(buf), &mut v).unwrap();
+    v
+}
+
+#[track_caller]
+fn exact(what: &str, cpu: &[f32], gpu: &[f32]) {
+    assert_eq!(cpu.len(), gpu.len(), "{what}: lengths");
+    for (i, (c, g)) in cpu.iter().zip(gpu).enumerate() {
+        assert!(
+            c.to_bits() == g.to_bits() || (c.is_nan() && g.is_nan()),
+            "{what}[{i}]: cpu {c} gpu {g} (expected bit-identical)"
+        );
+    }
+}
+
+#[track_caller]
+fn close(what: &str, cpu: &[f32], gpu: &[f32], rtol: f32, atol: f32) {
+    assert_eq!(cpu.len(), gpu.len(), "{what}: lengths");
+    let mut worst = (0.0f32, 0usize);
+    for (i, (c, g)) in cpu.iter().zip(gpu).enumerate() {
+        let err = (c - g).abs();
+        let lim = atol + rtol * c.abs();
+        assert!(
+            err <= lim,
+            "{what}[{i}]: cpu {c} gpu {g} (|diff| {err} > {lim})"
+        );
+        if err > worst.0 {
+            worst = (err, i);
+        }
+    }
+    eprintln!("{what}: max |diff| {} at {}", worst.0, worst.1);
+}
+
+// ---------------------------------------------------------------------------------
+// Ops
+
+#[test]
+fn elementwise_ops_are_bit_identical() {
+    let Some(g) = gpu("elementwise") else { return };
+    let c = CpuBackend::new();
+    let mut rng = Rng::new(1);
+    let n = 70_001;
+    let (a, b0) = (randn(&mut rng, n), randn(&mut rng, n));
+    fn run<B: Backend>(be: &B, a: &[f32], b0: &[f32]) -> Vec<Vec<f32>> {
+        let n = a.len();
+        let (ab, bb) = (up(be, a), up(be, b0));
+        let mut out = Vec::new();
+        let mut y = be.alloc::<f32>(n + 3).unwrap();
+        be.fill(Out::at(&mut y, 3), n - 5, 0.25).unwrap();
+        out.push(down(be, &y, n + 3));
+        be.add(In::at(&ab, 2), Out::at(&mut y, 1), n - 2).unwrap();
+        out.push(down(be, &y, n + 3));
+        for relu in [false, true] {
+            be.add_act(In::new(&ab), In::new(&bb), Out::new(&mut y), n, relu)
+                .unwrap();
+            out.push(down(be, &y, n));
+        }
+        be.relu_forward(In::new(&ab), Out::new(&mut y), n).unwrap();
+        out.push(down(be, &y, n));
+        let mut dx = be.alloc::<f32>(n).unwrap();
+        be.relu_backward(In::new(&ab), In::new(&bb), Out::new(&mut dx), n)
+            .unwrap();
+        out.push(down(be, &dx, n));
+        out
+    }
+    for (i, (x, y)) in run(&c, &a, &b0).iter().zip(run(&g, &a, &b0)).enumerate() {
+        exact(&format!("elementwise op {i}"), x, &y);
+    }
+}
+
+#[test]
+fn gemm_matches_in_every_transpose_and_stride() {
+    let Some(g) = gpu("gemm") else { return };
+    let c = CpuBackend::new();
+    let mut rng = Rng::new(2);
+    for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+        for (m, n, k) in [(33, 47, 65), (128, 300, 288), (1, 5, 1), (7, 1, 513)] {
+            for beta in [0.0, 1.0] {
+                let mut gm = Gemm::dense(ta, tb, m, n, k).beta(beta);
+                gm.alpha = 0.75;
+                // Padded strides and offsets, as the conv layer's chunked GEMMs use.
+                gm.lda += 3;
+                gm.ldb += 2;
+                gm.ldc += 5;
+                let (ar, br) = (if ta { k } else { m }, if tb { n } else { k });
+                let a = randn(&mut rng, 4 + ar * gm.lda);
+                let b = randn(&mut rng, 1 + br * gm.ldb);
+                let c0 = randn(&mut rng, 2 + m * gm.ldc);
+                let f_cpu = |a: &[f32], b: &[f32], c0: &[f32]| {
+                    let (ab, bb, mut cb) = (up(&c, a), up(&c, b), up(&c, c0));
+                    c.gemm(gm, In::at(&ab, 4), In::at(&bb, 1), Out::at(&mut cb, 2))
+                        .unwrap();
+                    down(&c, &cb, c0.len())
+                };
+                let f_gpu = |a: &[f32], b: &[f32], c0: &[f32]| {
+                    let (ab, bb, mut cb) = (up(&g, a), up(&g, b), up(&g, c0));
+                    g.gemm(gm, In::at(&ab, 4), In::at(&bb, 1), Out::at(&mut cb, 2))
+                        .unwrap();
+                    down(&g, &cb, c0.len())
+                };
+                let (x, y) = (f_cpu(&a, &b, &c0), f_gpu(&a, &b, &c0));
+                let tol = 1e-4 * (k as f32).sqrt();
+                close(
+                    &format!("gemm ta={ta} tb={tb} {m}x{n}x{k} beta={beta}"),
+                    &x,
+                    &y,
+                    1e-4,
+                    tol,
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn im2col_and_col2im_are_bit_identical() {
+    let Some(g) = gpu("im2col") else { return };
+    let c = CpuBackend::new();
+    let mut rng = Rng::new(3);
+    for (stride, pad, k) in [(1, 1, 3), (2, 1, 3), (2, 0, 1), (1, 0, 2), (3, 2, 5)] {
+        let geo = ConvGeom {
+            c: 3,
+            n: 5,
+            h: 9,
+            w: 7,
+            kh: k,
+            kw: k,
+            stride,
+            pad,
+        };
+        let x = randn(&mut rng, geo.c * geo.n * geo.h * geo.w);
+        let nc = 3;
+        let cols = geo.col_rows() * nc * geo.out_h() * geo.out_w();
+        let colv = randn(&mut rng, cols);
+        fn run<B: Backend>(be: &B, geo: ConvGeom, x: &[f32], colv: &[f32]) -> [Vec<f32>; 2] {
+            let (n0, nc) = (1, 3);
+            let xb = up(be, x);
+            let mut col = be.alloc::<f32>(colv.len()).unwrap();
+            be.im2col(In::new(&xb), geo, n0, nc, Out::new(&mut col))
+                .unwrap();
+            let a = down(be, &col, colv.len());
+            let cb = up(be, colv);
+            // dx starts as x: col2im must overwrite images n0..n0+nc and keep the rest.
+            let mut dx = up(be, x);
+            be.col2im(In::new(&cb), geo, n0, nc, Out::new(&mut dx))
+                .unwrap();
+            [a, down(be, &dx, x.len())]
+        }
+        let (p, q) = (run(&c, geo, &x, &colv), run(&g, geo, &x, &colv));
+        exact(&format!("im2col {geo:?}"), &p[0], &q[0]);
+        exact(&format!("col2im {geo:?}"), &p[1], &q[1]);
+    }
+}
+
+#[test]
+fn bias_act_matches() {
+    let Some(g) = gpu("bias_act") else { return };
+    let c = CpuBackend::new();
+    let mut rng = Rng::new(4);
+    let (rows, cols) = (37, 1029);
+    let y0 = randn(&mut rng, rows * cols);
+    let bias = randn(&mut rng, rows);
+    let dy0 = randn(&mut rng, rows * cols);
+    for relu in [false, true] {
+        for with_bias in [false, true] {
+            fn run<B: Backend>(
+                be: &B,
+                y0: &[f32],
+                bias: &[f32],
+                dy0: &[f32],
+                relu: bool,
+                with_bias: bool,
+            ) -> [Vec<f32>; 3] {
+                let (rows, cols) = (bias.len(), y0.len() / bias.len());
+                let mut y = up(be, y0);
+                let bb = up(be, bias);
+                let bo = with_bias.then(|| In::new(&bb));
+                be.bias_act_forward(Out::new(&mut y), bo, rows, cols, relu)
+                    .unwrap();
+                let mut dy = up(be, dy0);
+                let mut db = be.alloc::<f32>(rows).unwrap();
+                let dbo = with_bias.then(|| Out::new(&mut db));
+                be.bias_act_backward(In::new(&y), Out::new(&mut dy), dbo, rows, cols, relu)
+                    .unwrap();
+                [
+                    down(be, &y, y0.len()),
+                    down(be, &dy, y0.len()),
+                    down(be, &db, rows),
+                ]
+            }
+            let p = run(&c, &y0, &bias, &dy0, relu, with_bias);
+            let q = run(&g, &y0, &bias, &dy0, relu, with_bias);
+            let what = format!("bias_act relu={relu} bias={with_bias}");
+            exact(&format!("{what} forward"), &p[0], &q[0]);
+            exact(&format!("{what} dy"), &p[1], &q[1]);
+            close(&format!("{what} dbias"), &p[2], &q[2], 1e-5, 1e-5);
+        }
+    }
+}
+
+#[test]
+fn pooling_is_bit_identical() {
+    let Some(g) = gpu("pool") else { return };
+    let c = CpuBackend::new();
+    let mut rng = Rng::new(5);
+    for (k, stride, h, w) in [(2, 2, 8, 6), (3, 2, 9, 9), (2, 1, 5, 4), (3, 3, 7, 8)] {
+        let geo = PoolGeom {
+            planes: 13,
+            h,
+            w,
+            k,
+            stride,
+        };
+        let ohw = geo.out_h() * geo.out_w();
+        // After a ReLU, ties at zero are common: make some.
+        let x: Vec<f32> = randn(&mut rng, 13 * h * w)
+            .into_iter()
+            .map(|v| v.max(0.0))
+            .collect();
+        let dy = randn(&mut rng, 13 * ohw);
+        fn run<B: Backend>(be: &B, geo: PoolGeom, x: &[f32], dy: &[f32]) -> [Vec<f32>; 3] {
+            let ohw = geo.out_h() * geo.out_w();
+            let xb = up(be, x);
+            let mut y = be.alloc::<f32>(geo.planes * ohw).unwrap();
+            let mut am = be.alloc::<u32>(geo.planes * ohw).unwrap();
+            be.maxpool_forward(In::new(&xb), geo, Out::new(&mut y), Out::new(&mut am))
+                .unwrap();
+            let dyb = up(be, dy);
+            let mut dx = be.alloc::<f32>(x.len()).unwrap();
+            be.maxpool_backward(In::new(&dyb), In::new(&am), geo, Out::new(&mut dx))
+                .unwrap();
+            let amv = down_u32(be, &am, geo.planes * ohw);
+            [
+                down(be, &y, geo.planes * ohw),
+                down(be, &dx, x.len()),
+                amv.iter().map(|&v| v as f32).collect(),
+            ]
+        }
+        let (p, q) = (run(&c, geo, &x, &dy), run(&g, geo, &x, &dy));
+        exact(&format!("maxpool {geo:?} y"), &p[0], &q[0]);
+        exact(&format!("maxpool {geo:?} dx"), &p[1], &q[1]);
+        exact(&format!("maxpool {geo:?} argmax"), &p[2], &q[2]);
+    }
+    let (planes, hw) = (300, 49);
+    let x = randn(&mut rng, planes * hw);
+    let dy = randn(&mut rng, planes);
+    fn avg<B: Backend>(be: &B, x: &[f32], dy: &[f32], hw: usize) -> [Vec<f32>; 2] {
+        let planes = dy.len();
+        let xb = up(be, x);
+        let mut y = be.alloc::<f32>(planes).unwrap();
+        be.avgpool_forward(In::new(&xb), planes, hw, Out::new(&mut y))
+            .unwrap();
+        let dyb = up(be, dy);
+        let mut dx = be.alloc::<f32>(x.len()).unwrap();
+        be.avgpool_backward(In::new(&dyb), planes, hw, Out::new(&mut dx))
+            .unwrap();
+        [down(be, &y, planes), down(be, &dx, x.len())]
+    }
+    let (p, q) = (avg(&c, &x, &dy, hw), avg(&g, &x, &dy, hw));
+    exact("avgpool y", &p[0], &q[0]);
+    exact("avgpool dx", &p[1], &q[1]);
+}
+
+#[test]
+fn batchnorm_matches() {
+    let Some(g) = gpu("batchnorm") else { return };
+    let c = CpuBackend::new();
+    let mut rng = Rng::new(6);
+    // m = 20000 spans three partial-sum chunks; a large mean tests the shifted sums.
+    for (ch, n, hw, relu) in [(5, 20, 1000, true), (3, 7, 9, false), (2, 1, 1, false)] {
+        let geo = BnGeom {
+            c: ch,
+            n,
+            hw,
+            eps: 1e-5,
+            momentum: 0.1,
+            relu,
+        };
+        let x: Vec<f32> = randn(&mut rng, ch * n * hw)
+            .into_iter()
+            .map(|v| 3.0 * v + 10.0)
+            .collect();
+        let gb: Vec<f32> = randn(&mut rng, 2 * ch);
+        let running: Vec<f32> = (0..2 * ch).map(|i| 0.5 + i as f32 * 0.1).collect();
+        let dy = randn(&mut rng, x.len());
+        fn run<B: Backend>(
+            be: &B,
+            geo: BnGeom,
+            x: &[f32],
+            gb: &[f32],
+            running: &[f32],
+            dy: &[f32],
+        ) -> Vec<Vec<f32>> {
+            let (xb, gbb, dyb) = (up(be, x), up(be, gb), up(be, dy));
+            let mut rb = up(be, running);
+            let mut saved = be.alloc::<f32>(2 * geo.c).unwrap();
+            let mut y = be.alloc::<f32>(x.len()).unwrap();
+            let mut out = Vec::new();
+            be.batchnorm_forward(
+                In::new(&xb),
+                In::new(&gbb),
+                Out::new(&mut rb),
+                Out::new(&mut saved),
+                Out::new(&mut y),
+                geo,
+                true,
+            )
+            .unwrap();
+            out.push(down(be, &y, x.len()));
+            out.push(down(be, &saved, 2 * geo.c));
+            out.push(down(be, &rb, 2 * geo.c));
+            let mut dgb = be.alloc::<f32>(2 * geo.c).unwrap();
+            let mut dx = be.alloc::<f32>(x.len()).unwrap();
+            be.batchnorm_backward(
+                In::new(&xb),
+                In::new(&y),
+                In::new(&dyb),
+                In::new(&gbb),
+                In::new(&saved),
+                Out::new(&mut dgb),
+                Out::new(&mut dx),
+                geo,
+            )
+            .unwrap();
+            out.push(down(be, &dgb, 2 * geo.c));
+            out.push(down(be, &dx, x.len()));
+            let mut ye = be.alloc::<f32>(x.len()).unwrap();
+            be.batchnorm_forward(
+                In::new(&xb),
+                In::new(&gbb),
+                Out::new(&mut rb),
+                Out::new(&mut saved),
+                Out::new(&mut ye),
+                geo,
+                false,
+            )
+            .unwrap();
+            out.push(down(be, &ye, x.len()));
+            out
+        }
+        let p = run(&c, geo, &x, &gb, &running, &dy);
+        let q = run(&g, geo, &x, &gb, &running, &dy);
+        let names = ["y", "saved", "running", "dgamma_beta", "dx", "eval y"];
+        for ((name, a), b) in names.iter().zip(&p).zip(&q) {
+            close(&format!("batchnorm {geo:?} {name}"), a, b, 1e-5, 1e-5);
+        }
+    }
+}
+
+#[test]
+fn datanorm_is_bit_identical() {
+    let Some(g) = gpu("datanorm") else { return };
+    let c = CpuBackend::new();
+    let mut rng = Rng::new(7);
+    let (n, h, w, ch) = (6, 5, 7, 3);
+    let x: Vec<u8> = (0..n * h * w * ch).map(|_| rng.next_u64() as u8).collect();
+    for layout in [DataLayout::ChannelMajor, DataLayout::FeatureMajor] {
+        fn run<B: Backend>(be: &B, x: &[u8], layout: DataLayout) -> Vec<f32> {
+            let (n, h, w) = (6, 5, 7);
+            let (mean, std) = ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]);
+            let xb = up_t(be, x);
+            let mut y = be.alloc::<f32>(x.len()).unwrap();
+            be.datanorm(In::new(&xb), n, h, w, &mean, &std, layout, Out::new(&mut y))
+                .unwrap();
+            down(be, &y, x.len())
+        }
+        exact(
+            &format!("datanorm {layout:?}"),
+            &run(&c, &x, layout),
+            &run(&g, &x, layout),
+        );
+    }
+}
+
+#[test]
+fn softmax_xent_matches() {
+    let Some(g) = gpu("softmax_xent") else { return };
+    let c = CpuBackend::new();
+    let mut rng = Rng::new(8);
+    for (classes, n) in [(10, 300), (2, 1), (1000, 17)] {
+        let z = randn(&mut rng, classes * n);
+        let labels: Vec<u32> = (0..n)
+            .map(|_| (rng.next_u64() % classes as u64) as u32)
+            .collect();
+        fn run<B: Backend>(be: &B, z: &[f32], labels: &[u32], classes: usize) -> [Vec<f32>; 3] {
+            let n = labels.len();
+            let (zb, lb) = (up(be, z), up_t(be, labels));
+            let mut dz = be.alloc::<f32>(z.len()).unwrap();
+            let mut st = be.alloc::<f32>(2).unwrap();
+            be.softmax_xent(
+                In::new(&zb),
+                In::new(&lb),
+                classes,
+                n,
+                Some(Out::new(&mut dz)),
+                Out::new(&mut st),
+            )
+            .unwrap();
+            let mut st2 = be.alloc::<f32>(2).unwrap();
+            be.softmax_xent(
+                In::new(&zb),
+                In::new(&lb),
+                classes,
+                n,
+                None,
+                Out::new(&mut st2),
+            )
+            .unwrap();
+            [down(be, &dz, z.len()), down(be, &st, 2), down(be, &st2, 2)]
+        }
+        let p = run(&c, &z, &labels, classes);
+        let q = run(&g, &z, &labels, classes);
+        close(&format!("dlogits {classes}x{n}"), &p[0], &q[0], 1e-5, 1e-7);
+        close(
+            &format!("loss {classes}x{n}"),
+            &p[1][..1],
+            &q[1][..1],
+            1e-5,
+            1e-5,
+        );
+        exact(&format!("correct {classes}x{n}"), &p[1][1..], &q[1][1..]);
+        exact(
+            &format!("stats without dlogits {classes}x{n}"),
+            &q[1],
+            &q[2],
+        );
+    }
+}
+
+#[test]
+fn a_bad_label_is_reported_at_the_next_download() {
+    if gpu("bad label").is_none() {
+        return;
+    }
+    // A backend of its own: the deferred error must not reach another test's download.
+    let g = CudaBackend::new(0).expect("device");
+    let z = up(&g, &[0.0; 12]);
+    let lb = up_t(&g, &[1u32, 7, 2, 9]);
+    let mut st = g.alloc::<f32>(2).unwrap();
+    g.softmax_xent(In::new(&z), In::new(&lb), 3, 4, None, Out::new(&mut st))
+        .expect("enqueued without waiting");
+    let mut v = [0.0; 2];
+    match g.download(In::new(&st), &mut v) {
+        Err(BackendError::Label {
+            row,
+            label,
+            classes,
+        }) => assert_eq!((row, label, classes), (1, 7, 3)),
+        other => panic!("expected a label error, got {other:?}"),
+    }
+    // Reported once; the backend stays usable.
+    g.download(In::new(&st), &mut v).unwrap();
+}
+
+#[test]
+fn optimizer_steps_are_bit_identical() {
+    let Some(g) = gpu("optim") else { return };
+    let c = CpuBackend::new();
+    let mut rng = Rng::new(9);
+    let n = 50_000;
+    let (p0, gr, s0) = (randn(&mut rng, n), randn(&mut rng, n), randn(&mut rng, n));
+    let v0: Vec<f32> = randn(&mut rng, n).iter().map(|v| v.abs()).collect();
+    fn run<B: Backend>(be: &B, p0: &[f32], gr: &[f32], s0: &[f32], v0: &[f32]) -> Vec<Vec<f32>> {
+        let n = p0.len();
+        let gb = up(be, gr);
+        let mut out = Vec::new();
+        for nesterov in [false, true] {
+            let (mut p, mut b) = (up(be, p0), up(be, s0));
+            let h = SgdStep {
+                lr: 0.1,
+                momentum: 0.9,
+                weight_decay: 5e-4,
+                nesterov,
+            };
+            be.sgd_step(
+                Out::new(&mut p),
+                In::new(&gb),
+                Out::new(&mut b),
+                n,
+                n / 3,
+                h,
+            )
+            .unwrap();
+            out.push(down(be, &p, n));
+            out.push(down(be, &b, n));
+        }
+        let (mut p, mut m, mut v) = (up(be, p0), up(be, s0), up(be, v0));
+        for step in 1..=3 {
+            let h = AdamWStep {
+                lr: 1e-3,
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay: 0.01,
+                step,
+            };
+            be.adamw_step(
+                Out::new(&mut p),
+                In::new(&gb),
+                Out::new(&mut m),
+                Out::new(&mut v),
+                n,
+                n / 2,
+                h,
+            )
+            .unwrap();
+        }
+        out.push(down(be, &p, n));
+        out.push(down(be, &m, n));
+        out.push(down(be, &v, n));
+        out
+    }
+    let (p, q) = (run(&c, &p0, &gr, &s0, &v0), run(&g, &p0, &gr, &s0, &v0));
+    for (i, (a, b)) in p.iter().zip(&q).enumerate() {
+        exact(&format!("optimizer output {i}"), a, b);
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Layers
+
+/// Builds one layer on any backend (a closure cannot be generic over the backend).
+trait MakeLayer {
+    fn input(&self) -> Shape;
+    fn make<B: Backend + 'static>(&self, bld: &mut Builder<'_, B>) -> Box<dyn Layer<B>>;
+}
+
+/// Forward (train and eval) and backward of one layer on backend `b`: returns y, dx,
+/// parameter gradients, state, eval y.
+fn layer_run<B: Backend + 'static, M: MakeLayer>(b: &B, mk: &M, n: usize) -> Vec<Vec<f32>> {
+    let mut bld = Builder::new(b, n);
+    let mut layer = mk.make(&mut bld);
+    bld.params.finish();
+    bld.state.finish();
+    let (reg, sreg) = (bld.params.clone(), bld.state.clone());
+    let mut rng = Rng::new(11);
+    let p0: Vec<f32> = reg
+        .init_values(3)
+        .iter()
+        .map(|v| v + 0.3 * rng.normal() as f32)
+        .collect();
+    let inp = mk.input();
+    let out = layer.out_shape();
+    let x0 = randn(&mut rng, inp.numel() * n);
+    let dy0 = randn(&mut rng, out.numel() * n);
+    let mut s0 = sreg.init_values(0);
+    s0.resize(s0.len().max(1), 0.0);
+    let params = Tensor::from_slice(b, &[p0.len().max(1)], &{
+        let mut p = p0.clone();
+        p.resize(p0.len().max(1), 0.0);
+        p
+    })
+    .unwrap();
+    let mut grads = Tensor::zeros(b, &[p0.len().max(1)]).unwrap();
+    let mut state = Tensor::from_slice(b, &[s0.len()], &s0).unwrap();
+    let x = Tensor::from_slice(b, &[x0.len()], &x0).unwrap();
+    let mut y = Tensor::zeros(b, &[dy0.len()]).unwrap();
+    let mut dy = Tensor::from_slice(b, &[dy0.len()], &dy0).unwrap();
+    let mut dx = Tensor::zeros(b, &[x0.len()]).unwrap();
+    let mut ye = Tensor::zeros(b, &[dy0.len()]).unwrap();
+    {
+        let mut cx = Ctx {
+            b,
+            reg: &reg,
+            params: params.buf(),
+            grads: grads.buf_mut(),
+            state_reg: &sreg,
+            state: state.buf_mut(),
+        };
+        layer.forward(&mut cx, &x, &mut y, n, true).unwrap();
+        layer
+            .backward(&mut cx, &x, &y, &mut dy, Some(&mut dx), n)
+            .unwrap();
+        layer.forward(&mut cx, &x, &mut ye, n, false).unwrap();
+    }
+    vec![
+        y.to_vec(b).unwrap(),
+        dx.to_vec(b).unwrap(),
+        grads.to_vec(b).unwrap(),
+        state.to_vec(b).unwrap(),
+        ye.to_vec(b).unwrap(),
+    ]
+}
+
+fn layer_parity<M: MakeLayer>(name: &str, mk: &M, n: usize) {
+    let Some(g) = gpu(name) else { return };
+    let p = layer_run(&CpuBackend::new(), mk, n);
+    let q = layer_run(&g, mk, n);
+    for ((what, a), b) in ["y", "dx", "param grads", "state", "eval y"]
+        .iter()
+        .zip(&p)
+        .zip(&q)
+    {
+        close(&format!("{name} {what}"), a, b, 1e-4, 1e-4);
+    }
+}
+
+macro_rules! layer_maker {
+    ($name:ident, $input:expr, |$bld:ident, $inp:ident| $body:expr) => {
+        struct $name;
+        impl MakeLayer for $name {
+            fn input(&self) -> Shape {
+                $input
+            }
+            fn make<B: Backend + 'static>(&self, $bld: &mut Builder<'_, B>) -> Box<dyn Layer<B>> {
+                let $inp = self.input();
+                Box::new($body)
+            }
+        }
+    };
+}
+
+layer_maker!(MkLinear, Shape::vector(37), |bld, inp| Linear::new(
+    bld, "fc", inp, 19, true
+)
+.unwrap());
+layer_maker!(MkConv, Shape::new(3, 9, 9), |bld, inp| Conv2d::new(
+    bld,
+    "conv",
+    inp,
+    ConvSpec {
+        cout: 8,
+        k: 3,
+        stride: 2,
+        pad: 1,
+        bias: true,
+        relu: true
+    }
+)
+.unwrap());
+layer_maker!(MkConvSame, Shape::new(4, 8, 8), |bld, inp| Conv2d::new(
+    bld,
+    "conv_same",
+    inp,
+    ConvSpec::same(6, 3, 1)
+)
+.unwrap());
+layer_maker!(MkBn, Shape::new(6, 5, 5), |bld, inp| BatchNorm2d::new(
+    bld, "bn", inp, true
+)
+.unwrap());
+layer_maker!(MkPool, Shape::new(4, 8, 6), |bld, inp| MaxPool2d::new(
+    bld, "pool", inp, 2, 2
+)
+.unwrap());
+layer_maker!(MkGap, Shape::new(5, 4, 4), |_bld, inp| GlobalAvgPool::new(
+    "gap", inp
+));
+layer_maker!(MkRelu, Shape::new(3, 4, 4), |_bld, inp| Relu::new(
+    "relu", inp
+));
+
+#[test]
+fn every_layer_matches_forward_and_backward() {
+    layer_parity("linear", &MkLinear, 13);
+    layer_parity("conv stride 2 + bias + relu", &MkConv, 6);
+    layer_parity("conv same", &MkConvSame, 5);
+    layer_parity("batchnorm + relu", &MkBn, 7);
+    layer_parity("maxpool", &MkPool, 3);
+    layer_parity("global avg pool", &MkGap, 4);
+    layer_parity("relu", &MkRelu, 4);
+}
+
+// ---------------------------------------------------------------------------------
+// Models
+
+/// Class k brightens quadrant k of channel k % c on a noisy background.
+fn batch(rng: &mut Rng, n: usize, (h, w, c): (usize, usize, usize)) -> (Vec<u8>, Vec<u32>) {
+    let mut img = vec![0u8; n * h * w * c];
+    let mut labels = vec![0u32; n];
+    for i in 0..n {
+        let k = (rng.next_u64() % 4) as usize;
+        labels[i] = k as u32;
+        for y in 0..h {
+            for x in 0..w {
+                for ch in 0..c {
+                    let q = (y >= h / 2) as usize * 2 + (x >= w / 2) as usize;
+                    let base = if q == k && ch == k % c { 170.0 } else { 70.0 };
+                    let v = base + 40.0 * rng.normal();
+                    img[((i * h + y) * w + x) * c + ch] = v.clamp(0.0, 255.0) as u8;
+                }
+            }
+        }
+    }
+    (img, labels)
+}
+
+/// A few training steps: per-step losses, the first step's gradients, final weights.
+fn steps<B: Backend + Clone + 'static>(
+    b: &B,
+    kind: ModelKind,
+    opt: OptimizerKind,
+    lr: f32,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let input = (12, 12, 3);
+    let n = 16;
+    let mut m = Model::new(b, ModelConfig::new(kind, input, 4, n).seed(5)).unwrap();
+    let mut o = Optimizer::new(&m, opt).unwrap();
+    let mut rng = Rng::new(21);
+    let (mut losses, mut grads) = (Vec::new(), Vec::new());
+    for s in 0..4 {
+        // The last step uses a smaller batch: buffers planned for 16 serve 11.
+        let nb = if s == 3 { 11 } else { n };
+        let (x, y) = batch(&mut rng, nb, input);
+        m.forward_backward(&x, &y, nb).unwrap();
+        if s == 0 {
+            grads = m.grads_to_host().unwrap();
+        }
+        o.step(&mut m, lr).unwrap();
+        losses.push(m.last_step_stats().unwrap().loss);
+    }
+    (losses, grads, m.params_to_host().unwrap())
+}
+
+#[test]
+fn training_steps_match_the_cpu_for_every_model() {
+    let Some(g) = gpu("training steps") else {
+        return;
+    };
+    let c = CpuBackend::new();
+    for kind in ModelKind::ALL {
+        for (opt, lr) in [
+            (OptimizerKind::sgd(0.9, 1e-4), 0.05),
+            (OptimizerKind::adamw(1e-2), 1e-3),
+        ] {
+            let what = format!("{kind} {}", opt.name());
+            let (lc, gc, wc) = steps(&c, kind, opt, lr);
+            let (lg, gg, wg) = steps(&g, kind, opt, lr);
+            close(&format!("{what} losses"), &lc, &lg, 1e-3, 1e-4);
+            // Gradients of one step: relative to the largest one.
+            let scale = gc.iter().fold(0f32, |a, v| a.max(v.abs()));
+            close(
+                &format!("{what} step-1 grads"),
+                &gc,
+                &gg,
+                1e-3,
+                1e-3 * scale,
+            );
+            close(&format!("{what} weights"), &wc, &wg, 1e-3, 1e-4);
+        }
+    }
+}
+
+#[test]
+fn cuda_training_is_deterministic() {
+    let Some(g) = gpu("determinism") else { return };
+    for kind in ModelKind::ALL {
+        let a = steps(&g, kind, OptimizerKind::adamw(1e-2), 1e-3);
+        let b = steps(&g, kind, OptimizerKind::adamw(1e-2), 1e-3);
+        exact(&format!("{kind} losses, run 1 vs 2"), &a.0, &b.0);
+        exact(&format!("{kind} weights, run 1 vs 2"), &a.2, &b.2);
+    }
+}
+
+#[test]
+fn a_cuda_step_allocates_no_buffers() {
+    if gpu("no allocation").is_none() {
+        return;
+    }
+    // A backend of its own, so other tests' allocations do not move its counter.
+    let g = CudaBackend::new(0).expect("device");
+    let input = (10, 10, 3);
+    let mut m = Model::new(&g, ModelConfig::new(ModelKind::Resnet, input, 4, 8)).unwrap();
+    let mut o = Optimizer::new(&m, OptimizerKind::sgd(0.9, 0.0)).unwrap();
+    let before = g.alloc_count();
+    let mut rng = Rng::new(3);
+    for n in [8, 5, 8, 1] {
+        let (x, y) = batch(&mut rng, n, input);
+        m.forward_backward(&x, &y, n).unwrap();
+        o.step(&mut m, 0.01).unwrap();
+        m.evaluate(&x, &y, n).unwrap();
+    }
+    assert_eq!(m.take_train_stats().unwrap().samples, 22);
+    assert_eq!(g.alloc_count(), before, "a step allocated a buffer");
+}

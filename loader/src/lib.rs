@@ -43,6 +43,8 @@ pub mod sampler;
 pub mod source;
 pub mod state;
 pub mod trace;
+#[cfg(feature = "cuda")]
+pub mod upload;
 
 pub use batch::{Batch, Images};
 pub use digest::Digest;

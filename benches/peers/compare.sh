@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Loader throughput side by side: stoker vs PyTorch DataLoader vs tf.data, one run.
+#
+#   benches/peers/compare.sh DATA
+#
+# DATA: an ImageFolder of JPEGs (make one: python benches/peers/make_photos.py
+# /tmp/photos --count 1000). Pipeline everywhere: RandomResizedCrop(224) + horizontal
+# flip, batch 64, shuffled, u8 output. For each worker count W (default 0 1 2):
+#   stoker-load bench DATA --transform rrc:224,flip --batch-size 64 --epochs 2 --json
+#       with --mode sync for W=0 and --mode async --workers W otherwise
+#   torch_loader.py (DataLoader, num_workers=W)
+# and tf.data once (AUTOTUNE on all cores; antialias on and off). Each peer does its
+# own warm-up (stoker: one untimed sync run first; the Python scripts: one untimed
+# epoch each). Then prints: workers | stoker img/s | torch img/s | ratio | tf.data
+# img/s | ratio, where ratio = stoker / peer (above 1: stoker is faster).
+#
+# Environment:
+#   STOKER_LOAD  the stoker-load binary (default: <repo>/target/release/stoker-load)
+#   PEERS_VENV   the Python venv with torch, torchvision, tensorflow-cpu
+#                (default: /root/peers-venv; see benches/peers/README.md)
+#   WORKERS      worker counts (default "0 1 2");  EPOCHS  timed epochs (default 2)
+#   BATCH_SIZE   (default 64);  RESULTS  folder for the raw JSON (default: a temp dir)
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+
+die() {
+    echo "compare.sh: error: $*" >&2
+    exit 1
+}
+
+[[ $# -eq 1 && $1 != -* ]] || {
+    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+}
+data="$1"
+[[ -d "$data" ]] || die "no such folder: $data
+  make one with: ${PEERS_VENV:-/root/peers-venv}/bin/python $here/make_photos.py $data --count 1000"
+
+stoker="${STOKER_LOAD:-$repo/target/release/stoker-load}"
+venv="${PEERS_VENV:-/root/peers-venv}"
+workers="${WORKERS:-0 1 2}"
+epochs="${EPOCHS:-2}"
+batch="${BATCH_SIZE:-64}"
+
+[[ -x "$stoker" ]] || die "stoker-load binary not found at $stoker
+  build it with:  (cd $repo && cargo build --release -p stoker-loader --bin stoker-load)
+  or point STOKER_LOAD at an existing binary."
+
+py="$venv/bin/python"
+[[ -x "$py" ]] || die "Python venv not found at $venv (no $py)
+  create it with:
+    python3 -m venv $venv
+    $venv/bin/pip install torch torchvision pillow scikit-learn numpy tensorflow-cpu
+  or point PEERS_VENV at an existing one (see $here/README.md)."
+TF_CPP_MIN_LOG_LEVEL=2 "$py" -c 'import torch, torchvision, tensorflow, PIL' 2>/dev/null ||
+    die "the venv at $venv lacks a package (torch, torchvision, tensorflow-cpu, pillow)
+  install them with:  $venv/bin/pip install torch torchvision pillow scikit-learn numpy tensorflow-cpu"
+
+results="${RESULTS:-$(mktemp -d /tmp/stoker-peers.XXXXXX)}"
+mkdir -p "$results"
+echo "data $data; stoker $stoker; venv $venv; workers [$workers]; $epochs timed epoch(s); batch $batch" >&2
+echo "raw JSON in $results" >&2
+
+stoker_bench() { # $1 = workers, then extra args
+    local w="$1"
+    shift
+    local mode=(--mode async --workers "$w")
+    [[ "$w" == 0 ]] && mode=(--mode sync)
+    "$stoker" bench "$data" --transform rrc:224,flip --batch-size "$batch" "${mode[@]}" --json "$@"
+}
+
+echo "stoker: warm-up run (sync, 1 epoch, not counted)" >&2
+stoker_bench 0 --epochs 1 >/dev/null || die "stoker-load bench failed on $data (see above)"
+for w in $workers; do
+    echo "stoker: workers $w" >&2
+    stoker_bench "$w" --epochs "$epochs" >"$results/stoker_w$w.json" ||
+        die "stoker-load bench failed (workers $w)"
+done
+
+echo "torch: workers $workers" >&2
+# shellcheck disable=SC2086 # word splitting of $workers is intended
+"$py" "$here/torch_loader.py" "$data" --workers $workers --epochs "$epochs" \
+    --batch-size "$batch" --json >"$results/torch.jsonl" || die "torch_loader.py failed"
+
+echo "tf.data: AUTOTUNE, antialias off and on" >&2
+TF_CPP_MIN_LOG_LEVEL=2 "$py" "$here/tfdata_loader.py" "$data" --epochs "$epochs" \
+    --batch-size "$batch" --antialias both --json >"$results/tfdata.jsonl" 2>"$results/tfdata.stderr" ||
+    { cat "$results/tfdata.stderr" >&2; die "tfdata_loader.py failed"; }
+
+"$py" - "$results" $workers <<'EOF'
+import json, os, sys
+
+results, workers = sys.argv[1], [int(w) for w in sys.argv[2:]]
+
+def lines(name):
+    with open(os.path.join(results, name)) as f:
+        return [json.loads(l) for l in f if l.strip()]
+
+stoker = {}
+for w in workers:
+    with open(os.path.join(results, f"stoker_w{w}.json")) as f:
+        stoker[w] = json.load(f)["images_per_sec"]
+torch = {r["workers"]: r["images_per_sec"] for r in lines("torch.jsonl")}
+tf = {r["antialias"]: r["images_per_sec"] for r in lines("tfdata.jsonl")}
+cores = os.cpu_count()
+tf_main = tf.get(False, tf.get(True))  # TF's default, antialias=False: the harder baseline
+
+def ratio(a, b):
+    return f"{a / b:.2f}x" if a and b else "-"
+
+head = ["workers", "stoker img/s", "torch img/s", "ratio", f"tf.data img/s ({cores} cores)", "ratio"]
+rows = [
+    [str(w), f"{stoker[w]:.1f}", f"{torch.get(w, 0):.1f}", ratio(stoker[w], torch.get(w)),
+     f"{tf_main:.1f}", ratio(stoker[w], tf_main)]
+    for w in workers
+]
+widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+print(" | ".join(h.rjust(n) for h, n in zip(head, widths)))
+print("-+-".join("-" * n for n in widths))
+for r in rows:
+    print(" | ".join(c.rjust(n) for c, n in zip(r, widths)))
+print()
+print("ratio = stoker / peer (above 1: stoker is faster).")
+print("tf.data: fused decode-and-crop, AUTOTUNE over all cores whatever the row; the column is")
+print("  tf.image.resize's default antialias=False (cheaper than our antialiased resize).")
+if True in tf:
+    print(f"  With antialias=True (what PIL and stoker compute): {tf[True]:.1f} img/s; stoker / that: "
+          + ", ".join(f"W={w} {ratio(stoker[w], tf[True])}" for w in workers) + ".")
+EOF

@@ -367,9 +367,10 @@ fn draw<DB: DrawingBackend>(
         .margin(10)
         .x_label_area_size(35)
         .y_label_area_size(55)
-        .build_cartesian_2d(0f64..epochs as f64 + 0.5, 0f64..100.0)
+        .build_cartesian_2d(0u64..epochs + 1, 0f64..100.0)
         .map_err(|e| e.to_string())?;
     c.configure_mesh()
+        .x_labels((epochs + 2) as usize)
         .x_desc("epoch")
         .y_desc("accuracy %")
         .label_style((FONT, 13))
@@ -377,18 +378,15 @@ fn draw<DB: DrawingBackend>(
         .map_err(|e| e.to_string())?;
     for (i, (name, h)) in runs.iter().enumerate() {
         let col = COLORS[i % COLORS.len()];
-        let train: Vec<(f64, f64)> = h
+        let train: Vec<(u64, f64)> = h
             .epochs
             .iter()
-            .map(|e| ((e.epoch + 1) as f64, 100.0 * e.train_accuracy))
+            .map(|e| (e.epoch + 1, 100.0 * e.train_accuracy))
             .collect();
-        let val: Vec<(f64, f64)> = h
+        let val: Vec<(u64, f64)> = h
             .epochs
             .iter()
-            .filter_map(|e| {
-                e.val
-                    .map(|v| ((e.epoch + 1) as f64, 100.0 * v.accuracy as f64))
-            })
+            .filter_map(|e| e.val.map(|v| (e.epoch + 1, 100.0 * v.accuracy as f64)))
             .collect();
         let light = col.mix(0.4);
         c.draw_series(LineSeries::new(

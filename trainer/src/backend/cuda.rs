@@ -330,10 +330,14 @@ impl CudaBackend {
     /// is missing or unusable.
     pub fn new(ordinal: usize) -> Result<Self, BackendError> {
         let info = probe_ordinal(ordinal).map_err(|r| init_err(ordinal, r))?;
-        let built = guarded("CudaBackend::new", || {
-            Self::build(ordinal, info.clone()).map_err(|e| e.to_string())
-        });
-        built.map_err(|r| init_err(ordinal, r))
+        // A second guard: a panic inside cudarc (a symbol missing from an older
+        // driver, say) becomes an error value too.
+        catch_unwind(AssertUnwindSafe(|| Self::build(ordinal, info))).unwrap_or_else(|_| {
+            Err(init_err(
+                ordinal,
+                "the CUDA libraries failed (panic caught)",
+            ))
+        })
     }
 
     fn build(ordinal: usize, info: DeviceInfo) -> BResult<Self> {

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Builds everything the GPU check needs into .gpu-bundle/ (ignored by git), to carry to
+# a GPU machine that has CUDA but no Rust toolchain and no network:
+#   bin/    stoker-train, stoker-load, stoker-upload-bench (release, stripped)
+#   tests/  the GPU test executables (cargo test --release --no-run), stripped
+#   gpu-check.sh, MANIFEST
+# Run on the build machine from anywhere in the repository; then run
+# .gpu-bundle/gpu-check.sh on the GPU machine.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+out="$root/.gpu-bundle"
+cd "$root"
+
+echo "== building release binaries"
+cargo build --release -p stoker-trainer --bin stoker-train
+cargo build --release -p stoker-loader --features cuda --bin stoker-load --bin stoker-upload-bench
+
+# Test executables: cargo prints their paths in its JSON messages ("executable").
+test_exes() {
+    cargo test --release --no-run --message-format=json "$@" |
+        grep -o '"executable":"[^"]*"' | sed 's/"executable":"\(.*\)"/\1/'
+}
+
+echo "== building GPU test executables"
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/tests"
+trainer_tests=$(test_exes -p stoker-trainer --test cuda_parity)
+loader_tests=$(test_exes -p stoker-loader --features cuda --lib)
+
+copy() { # copy SRC DEST: strip symbols to keep the bundle small
+    cp "$1" "$2"
+    if command -v strip >/dev/null; then strip --strip-debug "$2" 2>/dev/null || true; fi
+}
+for b in stoker-train stoker-load stoker-upload-bench; do
+    copy "target/release/$b" "$out/bin/$b"
+done
+for t in $trainer_tests; do copy "$t" "$out/tests/cuda_parity"; done
+for t in $loader_tests; do copy "$t" "$out/tests/loader_upload"; done
+cp scripts/gpu-check.sh "$out/gpu-check.sh"
+chmod +x "$out/gpu-check.sh" "$out"/bin/* "$out"/tests/*
+
+{
+    echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) from $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
+    echo "glibc of the build machine: $(ldd --version 2>/dev/null | head -1)"
+    (cd "$out" && find . -type f ! -name MANIFEST -exec ls -l {} \; | awk '{print $5, $9}')
+} >"$out/MANIFEST"
+
+size=$(du -sb "$out" | cut -f1)
+echo "== bundle: $out, $((size / 1024 / 1024)) MiB"
+if [ "$size" -ge $((64 * 1024 * 1024)) ]; then
+    echo "error: bundle is over 64 MiB" >&2
+    exit 1
+fi
+cat "$out/MANIFEST"

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Runs the GPU checks from a bundle made by scripts/gpu-bundle.sh, on a machine with a
+# GPU and CUDA 13 libraries but no Rust: the CUDA parity tests, the loader's upload
+# round-trip test, the upload bench (pinned vs pageable GB/s) and a short training run
+# on the GPU. Prints a summary; the whole run stays under 5 minutes (each piece has a
+# time limit). Logs go to $LOGDIR (default: a fresh temporary folder).
+# Exit status: 0 when every piece that exists passed, 1 otherwise.
+set -u
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+logs=${LOGDIR:-$(mktemp -d /tmp/stoker-gpu-check.XXXXXX)}
+mkdir -p "$logs"
+summary=()
+failed=0
+
+note() { summary+=("$(printf '%-22s %-8s %s' "$1" "$2" "$3")"); }
+
+# run NAME LIMIT_S CMD...: runs CMD with a time limit, logging to $logs/NAME.log.
+run() {
+    local name=$1 limit=$2
+    shift 2
+    local t0=$SECONDS rc
+    echo "== $name (limit ${limit}s): $*"
+    timeout "$limit" "$@" >"$logs/$name.log" 2>&1
+    rc=$?
+    local dt=$((SECONDS - t0))
+    tail -n 5 "$logs/$name.log" | sed 's/^/   /'
+    if [ $rc -eq 0 ]; then
+        note "$name" PASS "${dt}s"
+    elif [ $rc -eq 124 ]; then
+        note "$name" TIMEOUT "${dt}s (limit ${limit}s), log $logs/$name.log"
+        failed=1
+    else
+        note "$name" FAIL "exit $rc after ${dt}s, log $logs/$name.log"
+        failed=1
+    fi
+    return $rc
+}
+
+missing() { note "$1" MISSING "$2"; echo "== $1: missing ($2)"; }
+
+echo "stoker GPU check; logs in $logs"
+if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+else
+    echo "(no nvidia-smi)"
+fi
+[ -f "$here/MANIFEST" ] && head -2 "$here/MANIFEST"
+
+# 1. CUDA parity tests (every op, every layer, training steps vs the CPU).
+if [ -x "$here/tests/cuda_parity" ]; then
+    if run cuda_parity 140 "$here/tests/cuda_parity" --test-threads=4 --nocapture; then :; fi
+    if grep -q "SKIPPED: no usable CUDA device" "$logs/cuda_parity.log"; then
+        unset 'summary[${#summary[@]}-1]'
+        note cuda_parity SKIPPED "$(grep -m1 -o 'SKIPPED: no usable CUDA device.*' "$logs/cuda_parity.log")"
+        failed=1
+    fi
+    grep -E "^test result|panicked|FAILED" "$logs/cuda_parity.log" | head -20 | sed 's/^/   /'
+else
+    missing cuda_parity "tests/cuda_parity not in the bundle"
+fi
+
+# 2. The loader's upload stage: round trip through both slots, async and sync.
+if [ -x "$here/tests/loader_upload" ]; then
+    run loader_upload 60 "$here/tests/loader_upload" upload --nocapture || true
+    if grep -q "SKIPPED" "$logs/loader_upload.log"; then
+        unset 'summary[${#summary[@]}-1]'
+        note loader_upload SKIPPED "$(grep -m1 SKIPPED "$logs/loader_upload.log")"
+        failed=1
+    fi
+else
+    missing loader_upload "tests/loader_upload not in the bundle"
+fi
+
+# 3. Upload bandwidth, pinned vs pageable.
+if [ -x "$here/bin/stoker-upload-bench" ]; then
+    if run upload_bench 40 "$here/bin/stoker-upload-bench" --json; then
+        summary[${#summary[@]} - 1]+=" $(tail -n 1 "$logs/upload_bench.log")"
+    fi
+else
+    missing upload_bench "bin/stoker-upload-bench not in the bundle"
+fi
+
+# 4. A short training run on the GPU, both readers compared.
+train="$here/bin/stoker-train"
+if [ ! -x "$train" ]; then
+    missing train_cuda "bin/stoker-train not in the bundle"
+elif ! "$train" --help 2>/dev/null | grep -q -- "--device"; then
+    missing train_cuda "this stoker-train has no --device option yet"
+else
+    work=$(mktemp -d /tmp/stoker-train.XXXXXX)
+    # In a scratch folder: with no data given, stoker-train makes its demo set there.
+    if run train_cuda 45 bash -c 'cd "$1" && exec "$2" --device cuda --compare-readers --epochs 2 --json' \
+        _ "$work" "$train"; then
+        grep -m3 -iE "device|cuda" "$logs/train_cuda.log" | sed 's/^/   /'
+    fi
+fi
+
+echo
+echo "== summary"
+printf '%s\n' "${summary[@]}"
+if [ $failed -eq 0 ]; then echo "GPU check: all present pieces passed"; else echo "GPU check: FAILED"; fi
+exit $failed

@@ -2,7 +2,8 @@
 # Builds everything the GPU check needs into .gpu-bundle/ (ignored by git), to carry to
 # a GPU machine that has CUDA but no Rust toolchain and no network:
 #   bin/    stoker-train, stoker-load, stoker-upload-bench (release, stripped)
-#   tests/  the GPU test executables (cargo test --release --no-run), stripped
+#   tests/  the GPU test executables (cargo test --release --no-run), stripped:
+#           cuda_parity, cuda_train (trainer), loader_upload (the loader's lib tests)
 #   gpu-check.sh, MANIFEST
 # Run on the build machine from anywhere in the repository; then run
 # .gpu-bundle/gpu-check.sh on the GPU machine.
@@ -16,16 +17,17 @@ echo "== building release binaries"
 cargo build --release -p stoker-trainer --bin stoker-train
 cargo build --release -p stoker-loader --features cuda --bin stoker-load --bin stoker-upload-bench
 
-# Test executables: cargo prints their paths in its JSON messages ("executable").
+# Test executables: cargo prints their paths in its JSON messages ("executable"); test
+# harnesses live in deps/ (the stoker-train binary the trainer tests need does not).
 test_exes() {
     cargo test --release --no-run --message-format=json "$@" |
-        grep -o '"executable":"[^"]*"' | sed 's/"executable":"\(.*\)"/\1/'
+        grep -o '"executable":"[^"]*"' | sed 's/"executable":"\(.*\)"/\1/' | grep '/deps/'
 }
 
 echo "== building GPU test executables"
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/tests"
-trainer_tests=$(test_exes -p stoker-trainer --test cuda_parity)
+trainer_tests=$(test_exes -p stoker-trainer --test cuda_parity --test cuda_train)
 loader_tests=$(test_exes -p stoker-loader --features cuda --lib)
 
 copy() { # copy SRC DEST: strip symbols to keep the bundle small
@@ -35,7 +37,8 @@ copy() { # copy SRC DEST: strip symbols to keep the bundle small
 for b in stoker-train stoker-load stoker-upload-bench; do
     copy "target/release/$b" "$out/bin/$b"
 done
-for t in $trainer_tests; do copy "$t" "$out/tests/cuda_parity"; done
+# Named by their test target: deps/cuda_parity-<hash> -> tests/cuda_parity.
+for t in $trainer_tests; do copy "$t" "$out/tests/$(basename "$t" | sed 's/-[0-9a-f]*$//')"; done
 for t in $loader_tests; do copy "$t" "$out/tests/loader_upload"; done
 cp scripts/gpu-check.sh "$out/gpu-check.sh"
 chmod +x "$out/gpu-check.sh" "$out"/bin/* "$out"/tests/*

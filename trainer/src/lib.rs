@@ -1,13 +1,14 @@
 //! stoker-trainer: a compact trainer whose every layer has an explicit forward and
-//! backward over a [`Backend`] (CPU now; CUDA slots in behind the same trait).
+//! backward over a [`Backend`] (CPU, or CUDA found at run time, behind the same trait).
 //!
 //! Reading order: [`backend`] -> [`tensor`] -> [`layer`] -> [`model`] -> [`optim`] ->
-//! [`schedule`] -> [`checkpoint`] -> [`train`] (the loop) -> [`report`].
+//! [`schedule`] -> [`checkpoint`] -> [`feed`] -> [`train`] (the loop) -> [`report`].
 
 pub mod backend;
 pub mod checkpoint;
 pub mod device;
 pub mod error;
+pub mod feed;
 pub mod layer;
 pub mod model;
 pub mod optim;
@@ -22,6 +23,7 @@ pub use backend::{Backend, BackendError, CpuBackend, CudaBackend};
 pub use checkpoint::CheckpointError;
 pub use device::{select_device, DevicePref, SelectedDevice};
 pub use error::{Result, TrainerError};
+pub use feed::{BatchFeed, DeviceFeed, HostFeed};
 pub use model::{Model, ModelConfig, ModelKind, Stats};
 pub use optim::{Optimizer, OptimizerKind};
 pub use schedule::Schedule;

@@ -106,7 +106,10 @@ pub fn epoch_line(rec: &EpochRecord, epochs: u64) -> String {
 #[derive(Clone, Debug)]
 pub struct RunInfo {
     pub model: String,
+    /// `cpu`, or `cuda:N (<name>)`.
     pub device: String,
+    /// What the data wait covers on this device (the feed's words).
+    pub wait_covers: String,
     pub reader: String,
     pub batch_size: usize,
     pub workers: usize,
@@ -117,8 +120,9 @@ pub struct RunInfo {
 }
 
 /// The final JSON object: `val_accuracy`, `train_loss`, `images_per_sec`,
-/// `data_wait_share` (time blocked in the loader / training time, evaluation excluded),
-/// `epochs`, `device`, `reader`, and the per-epoch records.
+/// `data_wait_share` (data wait / training time, evaluation excluded),
+/// `data_wait_covers` (what the data wait is: the loader's `next()`, plus the upload on
+/// CUDA), `epochs`, `device`, `reader`, and the per-epoch records.
 pub fn summary_json(info: &RunInfo, h: &History) -> Value {
     let t = Totals::of(h);
     let last = h.epochs.last();
@@ -146,6 +150,7 @@ pub fn summary_json(info: &RunInfo, h: &History) -> Value {
         "train_accuracy": last.map(|e| e.train_accuracy),
         "images_per_sec": t.images_per_sec(),
         "data_wait_share": t.wait_share(),
+        "data_wait_covers": info.wait_covers,
         "epochs": h.epochs.len(),
         "steps": t.steps,
         "images": t.images,

@@ -5,13 +5,16 @@
 //!
 //! ```text
 //! for epoch:
-//!     for batch in loader:            <- time blocked here is the "data wait"
-//!         forward_backward; optimizer step at lr(step)
+//!     for batch in loader:            <- time blocked here is the "data wait",
+//!         feed.put(batch)             <- and so is handing it to the device
+//!         feed.forward_backward; optimizer step at lr(step); feed.end_step
 //!         every log_every steps: read the loss back (the only host sync)
 //!     evaluate on the validation loader (timed separately)
 //! ```
 //!
-//! The loop is generic over the [`Backend`], so the CUDA backend slots in unchanged.
+//! The loop is generic over the [`Backend`]; how a batch reaches the model is the
+//! [`BatchFeed`] chosen once per run (the host batch on the CPU, the loader's upload
+//! stage on CUDA), so the same loop drives both.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,6 +26,7 @@ use stoker_loader::{Loader, LoaderError, LoaderState};
 use crate::backend::Backend;
 use crate::checkpoint::{self, CheckpointError};
 use crate::error::TrainerError;
+use crate::feed::{BatchFeed, HostFeed};
 use crate::model::{Model, Stats};
 use crate::optim::Optimizer;
 use crate::schedule::Schedule;
@@ -36,6 +40,11 @@ pub enum TrainError {
     Model(#[from] TrainerError),
     #[error("checkpoint {0}")]
     Checkpoint(#[from] CheckpointError),
+    #[error("upload: {0}")]
+    Upload(#[from] stoker_loader::upload::UploadError),
+    /// A feed asked to run a step before any batch was put into it (a bug in the caller).
+    #[error("the batch feed was asked for a step with no batch put")]
+    NoBatch,
     /// A checkpoint that `checkpoint::load` accepted but whose training state is not ours.
     #[error("checkpoint {path}: {reason}")]
     Resume { path: String, reason: String },
@@ -73,7 +82,8 @@ pub struct LogPoint {
 pub struct StepTime {
     pub step: u64,
     pub samples: u32,
-    /// Blocked in the loader's `next()`.
+    /// Blocked in the loader's `next()`, plus handing the batch to the device (the
+    /// feed's `put`: an upload on CUDA; see [`BatchFeed::wait_covers`]).
     pub wait: f32,
     /// Forward, backward and optimizer step (on an asynchronous device: enqueueing them).
     pub compute: f32,
@@ -210,6 +220,8 @@ pub struct Trainer<B: Backend + Clone + 'static> {
     pub cfg: TrainConfig,
     pub pos: Position,
     pub history: History,
+    /// How batches reach the model: the host path unless `with_feed` says otherwise.
+    feed: Box<dyn BatchFeed<B>>,
     /// Set by `load`: the loader state the next `run` resumes from.
     resume: Option<LoaderState>,
 }
@@ -230,8 +242,20 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
             cfg,
             pos: Position::default(),
             history: History::default(),
+            feed: Box::new(HostFeed::new()),
             resume: None,
         }
+    }
+
+    /// Feeds batches through `feed` (e.g. the CUDA upload stage) instead of the host path.
+    pub fn with_feed(mut self, feed: Box<dyn BatchFeed<B>>) -> Self {
+        self.feed = feed;
+        self
+    }
+
+    /// What a step's data wait covers with this trainer's feed, in words.
+    pub fn wait_covers(&self) -> &'static str {
+        self.feed.wait_covers()
     }
 
     /// Trains until every epoch is done or `max_steps` is reached.
@@ -244,6 +268,7 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
             cfg,
             pos,
             history,
+            feed,
             resume,
         } = self;
         let log_every = cfg.log_every.max(1);
@@ -265,12 +290,14 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
                 let t0 = Instant::now();
                 let Some(batch) = batches.next() else { break };
                 let batch = batch?;
-                let t1 = Instant::now();
                 let n = batch.len();
-                model.forward_backward(&batch.images, &batch.labels, n)?;
+                // On CUDA: the upload of this batch, overlapping the previous step when
+                // the feed is asynchronous.
+                feed.put(batch)?;
+                let t1 = Instant::now();
+                feed.forward_backward(model)?;
                 opt.step(model, cfg.schedule.lr(pos.step))?;
-                // Hand the buffer back to the loader's pool before timing the step.
-                drop(batch);
+                feed.end_step(model)?;
                 let t2 = Instant::now();
 
                 pos.step += 1;
@@ -299,7 +326,7 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
             obs.eval_start(pos.epoch);
             let t = Instant::now();
             let val_stats = match val.as_mut() {
-                Some(v) => Some(evaluate(model, v)?),
+                Some(v) => Some(evaluate(model, feed.as_mut(), v)?),
                 None => None,
             };
             let record = EpochRecord {
@@ -334,7 +361,7 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
     /// Loss and accuracy of the current weights on the validation loader.
     pub fn evaluate(&mut self) -> Result<Option<Stats>, TrainError> {
         match self.val.as_mut() {
-            Some(v) => Ok(Some(evaluate(&mut self.model, v)?)),
+            Some(v) => Ok(Some(evaluate(&mut self.model, self.feed.as_mut(), v)?)),
             None => Ok(None),
         }
     }
@@ -502,14 +529,15 @@ fn take_stats<B: Backend + Clone + 'static>(
     Ok(Some(point))
 }
 
-/// One pass over `loader`'s first epoch in eval mode.
+/// One pass over `loader`'s first epoch in eval mode, through the run's feed.
 fn evaluate<B: Backend + Clone + 'static>(
     model: &mut Model<B>,
+    feed: &mut dyn BatchFeed<B>,
     loader: &mut Loader,
 ) -> Result<Stats, TrainError> {
     for batch in loader.epoch(0) {
-        let b = batch?;
-        model.evaluate(&b.images, &b.labels, b.len())?;
+        feed.put(batch?)?;
+        feed.evaluate(model)?;
     }
     Ok(model.take_eval_stats()?)
 }

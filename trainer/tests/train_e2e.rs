@@ -7,6 +7,7 @@ use std::process::{Command, Output};
 use stoker_augment::Pipeline;
 use stoker_loader::gen::{self, ShapesOptions};
 use stoker_loader::{source, Loader, LoaderConfig, Mode};
+use stoker_trainer::backend::cuda;
 use stoker_trainer::train::{History, Stop, TrainConfig, Trainer};
 use stoker_trainer::{
     report, CpuBackend, Model, ModelConfig, ModelKind, Optimizer, OptimizerKind, Schedule,
@@ -230,13 +231,14 @@ fn binary_trains_and_reports_json_and_plot() {
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(err.contains("CUDA backend not built"), "{err}");
+    assert!(err.contains("device: "), "{err}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     for key in [
         "val_accuracy",
         "train_loss",
         "images_per_sec",
         "data_wait_share",
+        "data_wait_covers",
         "epochs",
         "device",
         "reader",
@@ -318,13 +320,72 @@ fn binary_rejects_missing_empty_and_classless_folders() {
         &stoker_train(&["--data", one.to_str().unwrap()], tmp.path()),
         "at least 2",
     );
+    // The device is opened before the data: without a GPU `--device cuda` fails on it,
+    // with one it gets as far as the data.
+    let cuda = stoker_train(
+        &["--data", one.to_str().unwrap(), "--device", "cuda"],
+        tmp.path(),
+    );
+    match cuda::probe() {
+        Err(why) => {
+            fails_with(&cuda, "--device cuda:0: no usable CUDA device");
+            fails_with(&cuda, &why);
+        }
+        Ok(_) => fails_with(&cuda, "at least 2"),
+    }
     fails_with(
         &stoker_train(
-            &["--data", one.to_str().unwrap(), "--device", "cuda"],
+            &["--data", one.to_str().unwrap(), "--device", "tpu"],
             tmp.path(),
         ),
-        "no CUDA backend",
+        "expected auto, cpu, cuda or cuda:N",
     );
+}
+
+/// `--device auto` says which device it took and why; without a usable GPU that is the
+/// CPU, with the probe's reason on the same line, and training goes on.
+#[test]
+fn device_auto_falls_back_to_the_cpu_and_says_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let train = shapes(&tmp.path().join("train"), 16, 1);
+    let out = stoker_train(
+        &[
+            "--data",
+            train.to_str().unwrap(),
+            "--epochs",
+            "1",
+            "--batch-size",
+            "8",
+            "--model",
+            "mlp",
+            "--device",
+            "auto",
+            "--json",
+        ],
+        tmp.path(),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let device = v["device"].as_str().unwrap_or_default().to_string();
+    let covers = v["data_wait_covers"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    match cuda::probe() {
+        Err(why) => {
+            let line = format!("device: cpu (auto: no usable CUDA device: {why})");
+            assert!(err.lines().any(|l| l == line), "no '{line}' in: {err}");
+            assert_eq!(device, "cpu");
+            assert_eq!(covers, "time blocked in the loader's next()");
+        }
+        Ok(info) => {
+            eprintln!("a GPU is here ({info}): auto must have taken it");
+            assert!(err.contains("(auto: CUDA is usable)"), "{err}");
+            assert_eq!(device, format!("cuda:0 ({})", info.name));
+            assert!(covers.contains("pinned memory"), "{covers}");
+        }
+    }
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {

@@ -7,6 +7,7 @@ mod data;
 mod demo;
 
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
@@ -15,18 +16,11 @@ use stoker_loader::Mode;
 use stoker_trainer::report::{self, CompareRow, Console, RunInfo};
 use stoker_trainer::train::{History, Stop, TrainConfig, Trainer};
 use stoker_trainer::{
-    Backend, CpuBackend, Model, ModelConfig, ModelKind, Optimizer, OptimizerKind, Schedule,
+    feed, select_device, Backend, BatchFeed, CpuBackend, CudaBackend, DevicePref, HostFeed, Model,
+    ModelConfig, ModelKind, Optimizer, OptimizerKind, Schedule, SelectedDevice,
 };
 
 use data::{Data, Reading};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Device {
-    /// CUDA when usable, else the CPU.
-    Auto,
-    Cpu,
-    Cuda,
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Opt {
@@ -92,8 +86,10 @@ struct Args {
     /// Batches prepared ahead (async reader).
     #[arg(long, default_value_t = 2)]
     prefetch: usize,
-    #[arg(long, value_enum, default_value_t = Device::Auto)]
-    device: Device,
+    /// auto (CUDA device 0 when usable, else the CPU, saying why), cpu, cuda or cuda:N
+    /// (an error when that device is not usable).
+    #[arg(long, default_value_t = DevicePref::Auto, value_parser = DevicePref::from_str)]
+    device: DevicePref,
     /// Seeds the weights, the shuffle and the augmentation.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -144,15 +140,7 @@ fn run(a: Args) -> anyhow::Result<()> {
         }
     };
     // The device first: a bad --device should fail before any data is generated.
-    match a.device {
-        Device::Cuda => bail!(
-            "--device cuda: this version of stoker has no CUDA backend yet (use --device cpu \
-             or auto)"
-        ),
-        Device::Auto => say("device: cpu (auto: CUDA backend not built in this version)"),
-        Device::Cpu => say("device: cpu"),
-    }
-    let backend = CpuBackend::new();
+    let device = open_device(a.device, &say)?;
 
     let data = match &a.data {
         Some(dir) => Data::open(
@@ -189,11 +177,77 @@ fn run(a: Args) -> anyhow::Result<()> {
         _ => say("validation: none (give --val DIR to measure accuracy on held-out data)"),
     }
 
+    // The one place the device decides anything: which backend, and how batches reach it.
+    match &device {
+        Device::Cpu(b) => train_and_report(&a, &data, b, "cpu".into(), &|_, _, _| {
+            Ok(Box::new(HostFeed::new()) as Box<dyn BatchFeed<CpuBackend>>)
+        }),
+        Device::Cuda(b) => {
+            let info = b.info();
+            let label = format!("cuda:{} ({})", info.ordinal, info.name);
+            train_and_report(&a, &data, b, label, &|mode, shape, max_batch| {
+                Ok(feed::cuda_feed(b, mode, shape, max_batch)?)
+            })
+        }
+    }
+}
+
+/// The backend a run trains on.
+enum Device {
+    Cpu(CpuBackend),
+    Cuda(CudaBackend),
+}
+
+/// Resolves `--device` and opens the backend, printing which device and why. `auto`
+/// falls back to the CPU (with the reason) whenever CUDA is missing or fails to start;
+/// an explicit `cuda` that cannot be met is an error.
+fn open_device(pref: DevicePref, say: &dyn Fn(&str)) -> anyhow::Result<Device> {
+    match select_device(pref).map_err(anyhow::Error::msg)? {
+        SelectedDevice::Cpu { reason } => {
+            say(&reason);
+            Ok(Device::Cpu(CpuBackend::new()))
+        }
+        SelectedDevice::Cuda { info, reason } => match CudaBackend::new(info.ordinal) {
+            Ok(b) => {
+                say(&reason);
+                Ok(Device::Cuda(b))
+            }
+            Err(e) if pref == DevicePref::Auto => {
+                say(&format!(
+                    "device: cpu (auto: {info} is present but cannot be used: {e})"
+                ));
+                Ok(Device::Cpu(CpuBackend::new()))
+            }
+            Err(e) => bail!("--device {pref}: {e}"),
+        },
+    }
+}
+
+/// Makes the batch feed of one run: (reader mode, image shape, largest batch) -> feed.
+type MakeFeed<'a, B> =
+    dyn Fn(Mode, (usize, usize, usize), usize) -> anyhow::Result<Box<dyn BatchFeed<B>>> + 'a;
+
+/// Trains once (or once per reader with `--compare-readers`) on `backend` and prints
+/// the report.
+fn train_and_report<B: Backend + Clone + 'static>(
+    a: &Args,
+    data: &Data,
+    backend: &B,
+    device: String,
+    make_feed: &MakeFeed<'_, B>,
+) -> anyhow::Result<()> {
+    let say = |s: &str| {
+        if a.json {
+            eprintln!("{s}");
+        } else {
+            println!("{s}");
+        }
+    };
     if a.compare_readers {
         let mut runs = Vec::new();
         for mode in [Mode::Sync, Mode::Async] {
             say(&format!("\n== {mode} reader =="));
-            let (history, info) = train_once(&backend, &a, &data, mode)?;
+            let (history, info) = train_once(backend, a, data, &device, make_feed, mode)?;
             runs.push((mode.to_string(), history, info));
         }
         let rows: Vec<CompareRow<'_>> = runs
@@ -221,15 +275,21 @@ fn run(a: Args) -> anyhow::Result<()> {
         } else {
             println!("\n{table}");
             let wait = |h: &History| 100.0 * stoker_trainer::train::Totals::of(h).wait_share();
+            let caveat = if device == "cpu" {
+                " (on a CPU the async workers share the cores with the step, so small \
+                 differences are noise)"
+            } else {
+                ""
+            };
             println!(
                 "the step waited for data {:.1}% of the training time with the sync reader, {:.1}% \
-                 with the async one; async wall time {:+.0}% against sync (on a CPU the async \
-                 workers share the cores with the step, so small differences are noise); both \
-                 runs trained identically: {}",
+                 with the async one; async wall time {:+.0}% against sync{caveat}; both \
+                 runs trained identically: {}\ndata wait: {}",
                 wait(&runs[0].1),
                 wait(&runs[1].1),
                 -100.0 * saved,
-                if same { "yes" } else { "NO" }
+                if same { "yes" } else { "NO" },
+                runs[1].2.wait_covers
             );
         }
         if let Some(path) = &a.plot {
@@ -241,7 +301,7 @@ fn run(a: Args) -> anyhow::Result<()> {
         return Ok(());
     }
 
-    let (history, info) = train_once(&backend, &a, &data, a.reader)?;
+    let (history, info) = train_once(backend, a, data, &device, make_feed, a.reader)?;
     if a.json {
         println!(
             "{}",
@@ -263,6 +323,8 @@ fn train_once<B: Backend + Clone + 'static>(
     backend: &B,
     a: &Args,
     data: &Data,
+    device: &str,
+    make_feed: &MakeFeed<'_, B>,
     mode: Mode,
 ) -> anyhow::Result<(History, RunInfo)> {
     let reading = Reading {
@@ -330,7 +392,11 @@ fn train_once<B: Backend + Clone + 'static>(
         a.batch_size,
         opt_kind.name()
     ));
-    let mut trainer = Trainer::new(model, opt, train, val, cfg);
+    let feed = make_feed(mode, input, a.batch_size).context("setting up the batch feed")?;
+    let mut trainer = Trainer::new(model, opt, train, val, cfg).with_feed(feed);
+    if device != "cpu" {
+        say(&format!("data wait: {}", trainer.wait_covers()));
+    }
     if let Some(path) = &a.resume {
         let changed = resume(&mut trainer, path)?;
         say(&format!(
@@ -371,7 +437,8 @@ fn train_once<B: Backend + Clone + 'static>(
     }
     let info = RunInfo {
         model: kind.to_string(),
-        device: backend.name(),
+        device: device.to_string(),
+        wait_covers: trainer.wait_covers().to_string(),
         reader: mode.to_string(),
         batch_size: a.batch_size,
         workers: a.workers,

@@ -1,0 +1,219 @@
+//! How a loader batch reaches the model: chosen once per run, so the loop in `train.rs`
+//! reads the same on every device.
+//!
+//! ```text
+//! feed.put(batch)            CPU: keep the host batch     CUDA: upload it (Uploader)
+//! feed.forward_backward(m)   CPU: m.forward_backward      CUDA: m.forward_backward_on,
+//!                                                               then release the slot
+//! feed.end_step(m)           nothing, except CUDA with a sync reader: wait for the step
+//! ```
+//!
+//! On CUDA the async feed uses the loader's double-buffered [`Uploader`]: `put(k + 1)`
+//! stages batch k + 1 in pinned memory and enqueues its copy on the copy stream while
+//! the compute stream still runs step k (the host is ahead of the device: nothing in a
+//! step waits for the device but the periodic loss read). The sync feed copies on the
+//! compute stream, waits for the copy, and waits for each step to finish, so that read,
+//! copy and compute follow each other as the sync reader's name promises.
+
+use stoker_loader::upload::{DeviceBatch, UploadError, Uploader};
+use stoker_loader::{Batch, Mode};
+
+use crate::backend::cuda::{CudaBackend, CudaBuf};
+use crate::backend::{Backend, BackendError};
+use crate::error::TrainerError;
+use crate::model::Model;
+use crate::train::TrainError;
+
+/// Hands loader batches to a model on backend `B` (see the module docs).
+pub trait BatchFeed<B: Backend + Clone + 'static> {
+    /// What the data wait of a step covers, in words, for reports.
+    fn wait_covers(&self) -> &'static str;
+
+    /// Makes `batch` the one the next `forward_backward` or `evaluate` reads. Its time
+    /// counts as waiting for data: a device feed uploads here.
+    fn put(&mut self, batch: Batch) -> Result<(), TrainError>;
+
+    /// A training forward and backward on the batch last `put`, which is then let go.
+    fn forward_backward(&mut self, model: &mut Model<B>) -> Result<(), TrainError>;
+
+    /// An eval-mode forward on the batch last `put`, which is then let go.
+    fn evaluate(&mut self, model: &mut Model<B>) -> Result<(), TrainError>;
+
+    /// Called once the whole step (optimizer included) is enqueued.
+    fn end_step(&mut self, _model: &Model<B>) -> Result<(), TrainError> {
+        Ok(())
+    }
+}
+
+/// The host path: the model copies the host batch itself (a plain memory copy on the
+/// CPU backend). Works with any backend.
+#[derive(Debug, Default)]
+pub struct HostFeed {
+    batch: Option<Batch>,
+}
+
+impl HostFeed {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn take(&mut self) -> Result<Batch, TrainError> {
+        self.batch.take().ok_or(TrainError::NoBatch)
+    }
+}
+
+impl<B: Backend + Clone + 'static> BatchFeed<B> for HostFeed {
+    fn wait_covers(&self) -> &'static str {
+        "time blocked in the loader's next()"
+    }
+
+    fn put(&mut self, batch: Batch) -> Result<(), TrainError> {
+        self.batch = Some(batch);
+        Ok(())
+    }
+
+    fn forward_backward(&mut self, model: &mut Model<B>) -> Result<(), TrainError> {
+        let b = self.take()?;
+        model.forward_backward(&b.images, &b.labels, b.len())?;
+        // `b` drops here: its buffer goes back to the loader's pool.
+        Ok(())
+    }
+
+    fn evaluate(&mut self, model: &mut Model<B>) -> Result<(), TrainError> {
+        let b = self.take()?;
+        model.evaluate(&b.images, &b.labels, b.len())?;
+        Ok(())
+    }
+}
+
+/// The device path on CUDA: batches go through the loader's upload stage, and the
+/// model reads them where they landed (no second copy).
+pub struct DeviceFeed {
+    backend: CudaBackend,
+    up: Uploader,
+    batch: Option<DeviceBatch>,
+}
+
+impl std::fmt::Debug for DeviceFeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceFeed")
+            .field("backend", &self.backend)
+            .field("async", &self.up.is_async())
+            .field("batch", &self.batch)
+            .finish()
+    }
+}
+
+impl DeviceFeed {
+    /// A feed for batches of at most `max_batch` images of `image_shape` (h, w, c) onto
+    /// `backend`'s stream. `Mode::Async`: double-buffered uploads on a copy stream;
+    /// `Mode::Sync`: copies on the compute stream, waited for. Allocates its pinned and
+    /// device buffers now.
+    pub fn new(
+        backend: &CudaBackend,
+        mode: Mode,
+        image_shape: (usize, usize, usize),
+        max_batch: usize,
+    ) -> Result<Self, UploadError> {
+        let (h, w, c) = image_shape;
+        let bytes = max_batch * h * w * c;
+        let stream = backend.stream();
+        let up = match mode {
+            Mode::Async => Uploader::new(stream, bytes, max_batch)?,
+            Mode::Sync => Uploader::new_sync(stream, bytes, max_batch)?,
+        };
+        Ok(Self {
+            backend: backend.clone(),
+            up,
+            batch: None,
+        })
+    }
+
+    /// Whether uploads overlap compute (a copy stream of their own).
+    pub fn is_async(&self) -> bool {
+        self.up.is_async()
+    }
+
+    /// Runs `f` on the staged batch's device buffers, then releases its slot: `f` only
+    /// enqueues work, and the release event is recorded on the compute stream after
+    /// that work, so the slot is refilled only once the kernels reading it are done.
+    /// Only the forward and backward read the batch (the optimizer never does), so
+    /// releasing here rather than after the optimizer step is as safe and frees the
+    /// slot sooner.
+    fn with_batch(
+        &mut self,
+        f: impl FnOnce(&CudaBuf<u8>, &CudaBuf<u32>, usize) -> Result<(), TrainerError>,
+    ) -> Result<(), TrainError> {
+        let db = self.batch.take().ok_or(TrainError::NoBatch)?;
+        let up = &self.up;
+        let run = || -> Result<(), TrainError> {
+            let view_err = || {
+                TrainerError::from(BackendError::Op {
+                    op: "device batch",
+                    reason: "label buffer is not a whole number of u32".into(),
+                })
+            };
+            let images = CudaBuf::<u8>::view(up.images(&db)?).ok_or_else(view_err)?;
+            let labels = CudaBuf::<u32>::view(up.labels(&db)?).ok_or_else(view_err)?;
+            Ok(f(images, labels, db.n)?)
+        };
+        let r = run();
+        // Released even when the step failed: the slot must not stay held.
+        self.up.release(db)?;
+        r
+    }
+}
+
+impl BatchFeed<CudaBackend> for DeviceFeed {
+    fn wait_covers(&self) -> &'static str {
+        if self.up.is_async() {
+            "time blocked in the loader's next() plus staging the batch into pinned memory \
+             and enqueueing its copy (the copy itself overlaps the previous step)"
+        } else {
+            "time blocked in the loader's next() plus the host-to-device copy of the batch \
+             (sync: copied on the compute stream and waited for)"
+        }
+    }
+
+    fn put(&mut self, batch: Batch) -> Result<(), TrainError> {
+        if let Some(old) = self.batch.take() {
+            // A batch put but never used: free its slot rather than leak it.
+            self.up.release(old)?;
+        }
+        self.batch = Some(self.up.upload(&batch)?);
+        // `batch` drops here: staged in pinned memory, its pool buffer is free again.
+        Ok(())
+    }
+
+    fn forward_backward(&mut self, model: &mut Model<CudaBackend>) -> Result<(), TrainError> {
+        self.with_batch(|x, y, n| model.forward_backward_on(x, y, n))
+    }
+
+    fn evaluate(&mut self, model: &mut Model<CudaBackend>) -> Result<(), TrainError> {
+        self.with_batch(|x, y, n| model.evaluate_on(x, y, n))
+    }
+
+    fn end_step(&mut self, _model: &Model<CudaBackend>) -> Result<(), TrainError> {
+        // Sync: the step's compute time is its device time, and the next upload (which
+        // synchronises the compute stream) then waits for its copy alone.
+        if !self.up.is_async() {
+            self.backend.synchronize().map_err(TrainerError::from)?;
+        }
+        Ok(())
+    }
+}
+
+/// A CUDA feed for `mode`, boxed for [`crate::train::Trainer::with_feed`].
+pub fn cuda_feed(
+    backend: &CudaBackend,
+    mode: Mode,
+    image_shape: (usize, usize, usize),
+    max_batch: usize,
+) -> Result<Box<dyn BatchFeed<CudaBackend>>, UploadError> {
+    Ok(Box::new(DeviceFeed::new(
+        backend,
+        mode,
+        image_shape,
+        max_batch,
+    )?))
+}

@@ -1,0 +1,187 @@
+//! The training loop on CUDA end to end: loader batches through the upload stage (async:
+//! copy stream, two pinned slots, events; sync: copies on the compute stream) into the
+//! model, compared with the same run on the CPU; and `stoker-train --device cuda`.
+//!
+//! Without a usable GPU every test here prints `SKIPPED: no usable CUDA device
+//! (<reason>)` to stderr and passes (run with `--nocapture` to see it).
+//!
+//! Tolerances, and why:
+//! - CUDA async feed vs CUDA sync feed: bit for bit. Same batches (the loader is
+//!   deterministic in either mode) and a deterministic backend, so any difference means
+//!   a step read the wrong or a half-copied slot.
+//! - CUDA vs CPU, loss logged after each of the first 4 steps: rtol 1e-3, atol 1e-4, as
+//!   `cuda_parity`'s training steps (GEMM summation order differs, nothing else).
+//! - CUDA vs CPU, every later step and the validation loss: rtol 2e-2, atol 1e-3: the
+//!   rounding differences compound through the updates.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use stoker_augment::Pipeline;
+use stoker_loader::gen::{self, ShapesOptions};
+use stoker_loader::{source, Loader, LoaderConfig, Mode};
+use stoker_trainer::backend::cuda::{self, CudaBackend};
+use stoker_trainer::feed::{BatchFeed, DeviceFeed, HostFeed};
+use stoker_trainer::model::Stats;
+use stoker_trainer::train::{History, TrainConfig, Trainer};
+use stoker_trainer::{
+    Backend, CpuBackend, Model, ModelConfig, ModelKind, Optimizer, OptimizerKind, Schedule,
+};
+
+/// A CUDA backend on device 0, or `None` with `SKIPPED: ...` printed.
+fn gpu(test: &str) -> Option<CudaBackend> {
+    let why = match cuda::probe() {
+        Ok(_) => match CudaBackend::new(0) {
+            Ok(b) => return Some(b),
+            Err(e) => e.to_string(),
+        },
+        Err(why) => why,
+    };
+    eprintln!("SKIPPED: no usable CUDA device ({why}) [{test}]");
+    None
+}
+
+fn shapes(dir: &Path, count: usize, seed: u64) -> PathBuf {
+    let opts = ShapesOptions {
+        count,
+        size: 16,
+        classes: 4,
+        seed,
+    };
+    gen::shapes(dir, &opts, |_, _| {}).expect("generate shapes");
+    dir.to_path_buf()
+}
+
+const BATCH: usize = 8;
+
+/// Two epochs of the convnet over `train` (evaluated on `val`), logging every step,
+/// with the loader in `mode` and batches through `feed`.
+fn run<B: Backend + Clone + 'static>(
+    backend: &B,
+    feed: impl FnOnce((usize, usize, usize)) -> Box<dyn BatchFeed<B>>,
+    mode: Mode,
+    train: &Path,
+    val: &Path,
+) -> (History, Option<Stats>) {
+    let cfg = LoaderConfig {
+        batch_size: BATCH,
+        mode,
+        workers: 2,
+        prefetch: 2,
+        seed: 7,
+        transform: Pipeline::parse("crop:16:pad=2,flip").unwrap(),
+        ..LoaderConfig::default()
+    };
+    let train_loader = Loader::new(source::open(train, true).unwrap(), cfg.clone()).unwrap();
+    let val_loader = Loader::new(
+        source::open(val, false).unwrap(),
+        LoaderConfig {
+            shuffle: false,
+            transform: Pipeline::identity(),
+            ..cfg
+        },
+    )
+    .unwrap();
+    let shape = train_loader.image_shape();
+    let model = Model::new(
+        backend,
+        ModelConfig::new(ModelKind::Convnet, shape, 4, BATCH).seed(3),
+    )
+    .unwrap();
+    let opt = Optimizer::new(&model, OptimizerKind::sgd(0.9, 5e-4)).unwrap();
+    let per_epoch = train_loader.batches_per_epoch() as u64;
+    let cfg = TrainConfig {
+        epochs: 2,
+        schedule: Schedule::new(0.05, 2, 2 * per_epoch),
+        log_every: 1,
+        max_steps: None,
+        checkpoint: None,
+    };
+    let mut t =
+        Trainer::new(model, opt, train_loader, Some(val_loader), cfg).with_feed(feed(shape));
+    t.run(&mut ()).expect("training");
+    let val = t.evaluate().expect("evaluation");
+    (t.history, val)
+}
+
+fn losses(h: &History) -> Vec<f32> {
+    h.log.iter().map(|p| p.loss).collect()
+}
+
+fn close(what: &str, cpu: f32, gpu: f32, rtol: f32, atol: f32) {
+    assert!(
+        (gpu - cpu).abs() <= atol + rtol * cpu.abs(),
+        "{what}: cpu {cpu} vs cuda {gpu} (rtol {rtol}, atol {atol})"
+    );
+}
+
+#[test]
+fn cuda_training_through_the_upload_stage_matches_the_cpu() {
+    let Some(g) = gpu("training through the upload stage") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    // 44 images: 5 full batches and a last one of 4 (a short batch through the slots).
+    let train = shapes(&tmp.path().join("train"), 44, 1);
+    let val = shapes(&tmp.path().join("val"), 12, 2);
+
+    let c = CpuBackend::new();
+    let (hc, vc) = run(&c, |_| Box::new(HostFeed::new()), Mode::Async, &train, &val);
+    let gr = &g;
+    let device_feed = |mode| {
+        move |shape| -> Box<dyn BatchFeed<CudaBackend>> {
+            let f = DeviceFeed::new(gr, mode, shape, BATCH).expect("device feed");
+            assert_eq!(f.is_async(), mode == Mode::Async);
+            Box::new(f)
+        }
+    };
+    let (ha, va) = run(&g, device_feed(Mode::Async), Mode::Async, &train, &val);
+    let (hs, vs) = run(&g, device_feed(Mode::Sync), Mode::Sync, &train, &val);
+
+    let (lc, la, ls) = (losses(&hc), losses(&ha), losses(&hs));
+    eprintln!("cpu losses:        {lc:?}\ncuda async losses: {la:?}\ncuda sync losses:  {ls:?}");
+    assert_eq!(lc.len(), 12, "2 epochs of 6 steps, logged every step");
+    assert_eq!(la, ls, "async and sync uploads must train bit-identically");
+    assert_eq!(va, vs, "validation through the async and sync feeds");
+    for (i, (&c, &g)) in lc.iter().zip(&la).enumerate() {
+        let (rtol, atol) = if i < 4 { (1e-3, 1e-4) } else { (2e-2, 1e-3) };
+        close(&format!("loss after step {}", i + 1), c, g, rtol, atol);
+    }
+    let (vc, va) = (vc.unwrap(), va.unwrap());
+    assert_eq!(vc.samples, va.samples);
+    close("validation loss", vc.loss, va.loss, 2e-2, 1e-3);
+}
+
+/// `stoker-train --device cuda --compare-readers` on a tiny set: the device in the
+/// JSON, both readers trained identically. The binary is `$STOKER_TRAIN_BIN` when set
+/// (the GPU bundle runs this test away from the build's target folder).
+#[test]
+fn stoker_train_runs_on_cuda_and_compares_readers() {
+    let Some(g) = gpu("stoker-train --device cuda") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let train = shapes(&tmp.path().join("train"), 24, 1);
+    let bin = std::env::var_os("STOKER_TRAIN_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_stoker-train")));
+    let out = Command::new(&bin)
+        .args(["--data", train.to_str().unwrap()])
+        .args(["--device", "cuda", "--compare-readers", "--json"])
+        .args(["--epochs", "1", "--batch-size", "8", "--model", "mlp"])
+        .env("STOKER_CACHE", tmp.path())
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", bin.display()));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("device: cuda:0 ("), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let device = format!("cuda:0 ({})", g.info().name);
+    for reader in ["sync", "async"] {
+        assert_eq!(v[reader]["device"], device.as_str(), "{v}");
+        assert_eq!(v[reader]["reader"], reader, "{v}");
+    }
+    assert_eq!(v["same_training"], true, "{v}");
+    let covers = v["async"]["data_wait_covers"].as_str().unwrap_or_default();
+    assert!(covers.contains("pinned memory"), "{covers}");
+}

@@ -93,6 +93,9 @@ fi
 if [ -x "$here/bin/stoker-upload-bench" ]; then
     if run upload_bench 30 "$here/bin/stoker-upload-bench" --json; then
         summary[${#summary[@]} - 1]+=" $(tail -n 1 "$logs/upload_bench.log")"
+    elif grep -q "no usable CUDA device" "$logs/upload_bench.log"; then
+        unset 'summary[${#summary[@]}-1]'
+        note upload_bench SKIPPED "$(grep -m1 -o 'no usable CUDA device.*' "$logs/upload_bench.log")"
     fi
 else
     missing upload_bench "bin/stoker-upload-bench not in the bundle"

@@ -65,7 +65,7 @@ fn describe_head(bytes: &[u8]) -> String {
     format!("{} \"{}\"", hex.join(" "), text)
 }
 
-fn check_size(width: usize, height: usize) -> Result<(), AugmentError> {
+pub(crate) fn check_size(width: usize, height: usize) -> Result<(), AugmentError> {
     if width == 0 || height == 0 {
         return Err(AugmentError::ZeroSize { width, height });
     }
@@ -126,11 +126,36 @@ pub fn decode(bytes: &[u8], channels: usize) -> Result<Image, AugmentError> {
 }
 
 /// Decode into `out`, reusing the capacity of `out.data`: once it has grown to the
-/// largest image seen, decoding allocates nothing for pixels.
+/// largest image seen, decoding allocates nothing for pixels. With the `turbo`
+/// feature, JPEGs go through libjpeg-turbo (falling back to zune-jpeg for anything
+/// it does not decode cleanly).
 pub fn decode_into(bytes: &[u8], channels: usize, out: &mut Image) -> Result<(), AugmentError> {
+    decode_into_with(bytes, channels, out, cfg!(feature = "turbo"))
+}
+
+/// [`decode_into`] that always decodes JPEG with zune-jpeg, as without the `turbo`
+/// feature (to compare the two).
+#[cfg(feature = "turbo")]
+pub fn decode_into_zune(
+    bytes: &[u8],
+    channels: usize,
+    out: &mut Image,
+) -> Result<(), AugmentError> {
+    decode_into_with(bytes, channels, out, false)
+}
+
+pub(crate) fn decode_into_with(
+    bytes: &[u8],
+    channels: usize,
+    out: &mut Image,
+    turbo: bool,
+) -> Result<(), AugmentError> {
     check_channels(channels)?;
     let (w, h, src) = match sniff(bytes)? {
-        Format::Jpeg => decode_jpeg_native(bytes, &mut out.data)?,
+        Format::Jpeg => match turbo_full(bytes, &mut out.data, turbo) {
+            Some((w, h)) => (w, h, Native::Rgb8),
+            None => decode_jpeg_native(bytes, &mut out.data)?,
+        },
         Format::Png => decode_png_native(bytes, &mut out.data)?,
     };
     convert_in_place(&mut out.data, w * h, src, channels);
@@ -138,6 +163,21 @@ pub fn decode_into(bytes: &[u8], channels: usize, out: &mut Image) -> Result<(),
     out.height = h;
     out.channels = channels;
     Ok(())
+}
+
+/// libjpeg-turbo's full decode, for complete files only (a file cut before its end
+/// marker is left to zune-jpeg, which reports it as truncated).
+#[cfg(feature = "turbo")]
+fn turbo_full(bytes: &[u8], buf: &mut Vec<u8>, on: bool) -> Option<(usize, usize)> {
+    if !on || !ends_with_eoi(bytes) {
+        return None;
+    }
+    crate::turbo::decode_full(bytes, buf)
+}
+
+#[cfg(not(feature = "turbo"))]
+fn turbo_full(_: &[u8], _: &mut Vec<u8>, _: bool) -> Option<(usize, usize)> {
+    None
 }
 
 /// The pixel layouts a decoder hands us before conversion.
@@ -175,7 +215,7 @@ fn jpeg_options() -> DecoderOptions {
 
 /// A JPEG is complete when its last marker is EOI; only then is a lenient retry safe,
 /// because a lenient decode of a cut file silently fills the missing rows with grey.
-fn ends_with_eoi(bytes: &[u8]) -> bool {
+pub(crate) fn ends_with_eoi(bytes: &[u8]) -> bool {
     let mut end = bytes.len();
     // Some writers pad after EOI with zeros or newlines.
     while end > 0 && bytes.len() - end < 64 && matches!(bytes[end - 1], 0 | b'\n' | b'\r') {
@@ -298,6 +338,13 @@ fn read_pixel(buf: &[u8], i: usize, native: Native) -> (u8, u8, u8, bool) {
         }
         Native::Rgb16 | Native::Rgba16 => (hi(0), hi(1), hi(2), false),
     }
+}
+
+/// Turn `n` RGB pixels at the start of `buf` into `channels` (1 or 3) channels, as
+/// the JPEG path does.
+#[cfg(feature = "turbo")]
+pub(crate) fn rgb_to_channels(buf: &mut Vec<u8>, n: usize, channels: usize) {
+    convert_in_place(buf, n, Native::Rgb8, channels);
 }
 
 /// Turn `n` pixels of `native` layout at the start of `buf` into `channels` channels,

@@ -12,6 +12,8 @@ mod pipeline;
 pub mod rng;
 pub mod spec;
 pub mod transform;
+#[cfg(feature = "turbo")]
+pub mod turbo;
 
 pub use error::AugmentError;
 pub use image::{Image, ImageView};

@@ -29,9 +29,20 @@ pub struct Scratch {
     a: Vec<u8>,
     b: Vec<u8>,
     resizer: Resizer,
+    /// Set to keep the zune-jpeg path even with the `turbo` feature (for comparisons).
+    #[cfg(feature = "turbo")]
+    turbo_off: bool,
 }
 
 impl Scratch {
+    /// With the `turbo` feature, choose whether `run_encoded` may decode only the
+    /// RandomResizedCrop window with libjpeg-turbo (on by default) or always decodes
+    /// the whole image with zune-jpeg.
+    #[cfg(feature = "turbo")]
+    pub fn set_turbo(&mut self, on: bool) {
+        self.turbo_off = !on;
+    }
+
     /// Bytes held by the reusable buffers (for memory reports).
     pub fn capacity_bytes(&self) -> usize {
         self.decoded.data.capacity()
@@ -124,13 +135,23 @@ impl Pipeline {
         scratch: &mut Scratch,
         out: &mut [u8],
     ) -> Result<(), AugmentError> {
+        #[cfg(feature = "turbo")]
+        if !scratch.turbo_off {
+            if let Some(done) = self.run_turbo(bytes, channels, rng, scratch, out) {
+                return done;
+            }
+        }
         // Checking the size from the header first means a wrong batch slot is reported
         // before any decoding work is spent.
         let (w, h) = decode::probe(bytes)?;
         self.check_out(w, h, channels, out.len())?;
         let mut decoded = std::mem::take(&mut scratch.decoded);
-        let result = decode::decode_into(bytes, channels, &mut decoded)
-            .and_then(|()| self.run_image(decoded.view(), rng, scratch, out));
+        #[cfg(feature = "turbo")]
+        let decoded_ok =
+            decode::decode_into_with(bytes, channels, &mut decoded, !scratch.turbo_off);
+        #[cfg(not(feature = "turbo"))]
+        let decoded_ok = decode::decode_into(bytes, channels, &mut decoded);
+        let result = decoded_ok.and_then(|()| self.run_image(decoded.view(), rng, scratch, out));
         scratch.decoded = decoded;
         result
     }
@@ -162,7 +183,120 @@ impl Pipeline {
             return Err(AugmentError::Channels(c));
         }
         self.check_out(w, h, c, out.len())?;
-        self.execute(img, rng, scratch, out)
+        self.execute(0, Loc::Input, img, rng, scratch, out)
+    }
+
+    /// The libjpeg-turbo path for a pipeline that starts with RandomResizedCrop:
+    /// the box is drawn from the header's size (the same draws as the full-decode
+    /// path), then only the pixels that cover it are decoded, at 1/2, 1/4 or 1/8
+    /// scale when the box is at least that many times the target. `None` when the
+    /// path does not apply or the file is anything but cleanly decodable (CMYK,
+    /// truncated, corrupt, an error of any kind): the caller then runs the
+    /// full-decode path from the same random state, which decides and reports.
+    #[cfg(feature = "turbo")]
+    fn run_turbo(
+        &self,
+        bytes: &[u8],
+        channels: usize,
+        rng: &mut SampleRng,
+        scratch: &mut Scratch,
+        out: &mut [u8],
+    ) -> Option<Result<(), AugmentError>> {
+        let Some(&Transform::RandomResizedCrop {
+            width,
+            height,
+            scale,
+            ratio,
+        }) = self.transforms.first()
+        else {
+            return None;
+        };
+        // A file without its end marker is truncated: the full-decode path reports
+        // it, while a window above the cut would decode.
+        if !matches!(decode::sniff(bytes), Ok(decode::Format::Jpeg))
+            || !decode::ends_with_eoi(bytes)
+            || !matches!(channels, 1 | 3)
+        {
+            return None;
+        }
+        let saved = rng.clone();
+        let mut window = std::mem::take(&mut scratch.decoded);
+        let done = crate::turbo::with_decoder(|dec| {
+            self.turbo_rrc(
+                dec,
+                bytes,
+                channels,
+                (width, height, scale, ratio),
+                rng,
+                &mut window.data,
+                scratch,
+                out,
+            )
+        });
+        scratch.decoded = window;
+        match done {
+            Some(Ok(true)) => Some(Ok(())),
+            _ => {
+                *rng = saved;
+                None
+            }
+        }
+    }
+
+    /// `Ok(false)`: not handled here (CMYK, or libjpeg warned of corrupt data).
+    #[cfg(feature = "turbo")]
+    #[allow(clippy::too_many_arguments)]
+    fn turbo_rrc(
+        &self,
+        dec: &mut crate::turbo::TurboDecoder,
+        bytes: &[u8],
+        channels: usize,
+        (tw, th, scale, ratio): (usize, usize, (f64, f64), (f64, f64)),
+        rng: &mut SampleRng,
+        buf: &mut Vec<u8>,
+        scratch: &mut Scratch,
+        out: &mut [u8],
+    ) -> Result<bool, AugmentError> {
+        use crate::turbo::{scale_denom, Header};
+        let hdr = match dec.header(bytes)? {
+            Header::Ready(h) => h,
+            Header::Unsupported => return Ok(false),
+        };
+        let (w, h) = (hdr.width, hdr.height);
+        decode::check_size(w, h)?;
+        self.check_out(w, h, channels, out.len())?;
+        let r = rrc_box(rng, w, h, scale, ratio);
+        let win = hdr.decode_window(r, scale_denom(r, tw, th), buf)?;
+        if win.warnings {
+            return Ok(false);
+        }
+        let n = win.width * win.height;
+        decode::rgb_to_channels(buf, n, channels);
+        let view = ImageView {
+            width: win.width,
+            height: win.height,
+            channels,
+            data: &buf[..n * channels],
+        };
+        let last_geo = self.transforms.iter().rposition(Transform::is_geometric);
+        let to = if last_geo == Some(0) {
+            Loc::Out
+        } else {
+            Loc::A
+        };
+        let d = match to {
+            Loc::Out => &mut *out,
+            _ => sized(&mut scratch.a, tw * th * channels),
+        };
+        resample(&mut scratch.resizer, view, win.hard, win.soft, d, tw, th)?;
+        let after = ImageView {
+            width: tw,
+            height: th,
+            channels,
+            data: &[],
+        };
+        self.execute(1, to, after, rng, scratch, out)?;
+        Ok(true)
     }
 
     fn check_out(&self, w: usize, h: usize, c: usize, got: usize) -> Result<(), AugmentError> {
@@ -191,8 +325,12 @@ impl Pipeline {
         (width <= rw && height <= rh).then_some((width, height))
     }
 
+    /// Run the transforms from step `k`, the image being in `cur` with the size and
+    /// channels of `src` (whose pixels are read only when `cur` is `Input`).
     fn execute(
         &self,
+        mut k: usize,
+        mut cur: Loc,
         src: ImageView<'_>,
         rng: &mut SampleRng,
         scratch: &mut Scratch,
@@ -203,8 +341,6 @@ impl Pipeline {
         let Scratch { a, b, resizer, .. } = scratch;
         let c = src.channels;
         let (mut w, mut h) = (src.width, src.height);
-        let mut cur = Loc::Input;
-        let mut k = 0;
         while k < ts.len() {
             if ts[k].is_geometric() {
                 let fused = self.fused_crop(k, w, h);

@@ -2,18 +2,24 @@
 
 use std::ops::Deref;
 
-use crate::pool::PooledBuf;
+use crate::pool::{Pool, PooledBuf};
 
 /// Images of one batch, u8 (N, H, W, C). Dereferences to the image bytes; dropping it
 /// returns the buffer to the loader's pool.
 pub struct Images {
     buf: PooledBuf,
     len: usize,
+    /// Counted as held by the consumer (see [`Batch::deliver`]).
+    delivered: bool,
 }
 
 impl Images {
     pub(crate) fn new(buf: PooledBuf, len: usize) -> Self {
-        Images { buf, len }
+        Images {
+            buf,
+            len,
+            delivered: false,
+        }
     }
 }
 
@@ -26,7 +32,9 @@ impl Deref for Images {
 
 impl Drop for Images {
     fn drop(&mut self) {
-        self.buf.unmark_consumer();
+        if self.delivered {
+            self.buf.unmark_consumer();
+        }
     }
 }
 
@@ -45,6 +53,8 @@ pub struct Batch {
     pub labels: Vec<u32>,
     /// The source index of each sample.
     pub indices: Vec<usize>,
+    /// Samples of this batch left out under `on_error = skip`.
+    pub skipped: usize,
     /// The epoch and the batch's position in it.
     pub epoch: u64,
     pub step: usize,
@@ -53,6 +63,15 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// Marks the batch as handed to the consumer: from now on its buffer counts as
+    /// the consumer's (which lets the pool see a consumer that holds everything).
+    pub(crate) fn deliver(&mut self) {
+        if !self.images.delivered {
+            Pool::mark_consumer(&mut self.images.buf);
+            self.images.delivered = true;
+        }
+    }
+
     /// Number of samples (fewer than the batch size only for the last batch, or when
     /// samples were skipped).
     pub fn len(&self) -> usize {

@@ -162,16 +162,18 @@ fn a_consumer_that_keeps_every_batch_does_not_hang() {
 
 #[test]
 fn a_bad_sample_fails_with_its_name_or_is_skipped_and_counted() {
-    for mode in [Mode::Sync, Mode::Async] {
+    let source = |fail: Vec<usize>| {
         let mut raw = RawSource::new(30, 4);
-        raw.fail = vec![12, 17];
-        let raw = Arc::new(raw);
-        let src: Arc<dyn Source> = raw.clone();
+        raw.fail = fail;
+        Arc::new(raw)
+    };
+    for mode in [Mode::Sync, Mode::Async] {
         let cfg = LoaderConfig {
             shuffle: false,
             ..config(mode, 2, "")
         };
-        let mut loader = Loader::new(src.clone(), cfg.clone()).expect("loader");
+        let src: Arc<dyn Source> = source(vec![12, 17]);
+        let mut loader = Loader::new(src, cfg.clone()).expect("loader");
         let results: Vec<_> = loader.epoch(0).collect();
         assert!(results[0].is_ok());
         let err = results
@@ -185,6 +187,14 @@ fn a_bad_sample_fails_with_its_name_or_is_skipped_and_counted() {
         );
         assert_eq!(results.len(), 2, "the epoch ends at the error");
 
+        // A bad first sample: under `fail` the loader cannot start (and says why);
+        // under `skip` it sizes batches from the next sample and leaves it out.
+        let raw = source(vec![0, 12, 17]);
+        let src: Arc<dyn Source> = raw.clone();
+        let err = Loader::new(src.clone(), cfg.clone())
+            .err()
+            .expect("an error");
+        assert!(err.to_string().contains("mem record 0"), "{err}");
         let mut loader = Loader::new(
             src,
             LoaderConfig {
@@ -201,9 +211,9 @@ fn a_bad_sample_fails_with_its_name_or_is_skipped_and_counted() {
             }
             seen.extend(b.indices);
         }
-        let expected: Vec<usize> = (0..30).filter(|i| *i != 12 && *i != 17).collect();
+        let expected: Vec<usize> = (1..30).filter(|i| *i != 12 && *i != 17).collect();
         assert_eq!(seen, expected, "{mode}");
-        assert_eq!(loader.metrics().skipped, 2);
+        assert_eq!(loader.metrics().skipped, 3);
     }
 }
 

@@ -17,6 +17,7 @@ mod async_;
 mod sync;
 pub(crate) mod work;
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -228,7 +229,20 @@ impl Loader {
                 cfg.world
             )));
         }
-        let (w, h, raw_c) = work::probe_shape(source.as_ref(), 0)?;
+        // The first sample that reads fixes the batch's image size; under `skip`, bad
+        // samples at the front must not make the whole data set unusable.
+        let tries = match cfg.on_error {
+            OnError::Fail => 1,
+            OnError::Skip => source.len().min(64),
+        };
+        let mut probed = work::probe_shape(source.as_ref(), 0);
+        for index in 1..tries {
+            if probed.is_ok() {
+                break;
+            }
+            probed = work::probe_shape(source.as_ref(), index);
+        }
+        let (w, h, raw_c) = probed?;
         let (ow, oh) = cfg.transform.output_size(w, h);
         let c = cfg.channels.or(raw_c).unwrap_or(3);
         let shape = (oh, ow, c);
@@ -431,7 +445,7 @@ impl Iterator for Epoch<'_> {
         }
         let step = self.next;
         let loader = &mut *self.loader;
-        let out = match loader.config.mode {
+        let mut out = match loader.config.mode {
             Mode::Sync => loader
                 .sync
                 .next_batch(&loader.shared, &loader.pool, &self.plan, step),
@@ -440,8 +454,17 @@ impl Iterator for Epoch<'_> {
                 None => Err(LoaderError::Stopped("no pipeline is running".into())),
             },
         };
-        match &out {
-            Ok(_) => self.next += 1,
+        match &mut out {
+            Ok(b) => {
+                // Counted here, at delivery: the async pipeline may already be
+                // working on the next epoch.
+                b.deliver();
+                let c = &loader.shared.counters;
+                c.samples.fetch_add(b.len() as u64, Relaxed);
+                c.skipped.fetch_add(b.skipped as u64, Relaxed);
+                c.batches.fetch_add(1, Relaxed);
+                self.next += 1;
+            }
             Err(_) => {
                 // The pipeline's position is now unknown: the next epoch starts afresh.
                 self.failed = true;

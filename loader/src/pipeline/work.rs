@@ -10,7 +10,7 @@ use stoker_augment::{decode, ImageView, SampleRng, Scratch};
 use super::{OnError, Shared};
 use crate::batch::{Batch, Images};
 use crate::metrics::add_time;
-use crate::pool::{Pool, PooledBuf};
+use crate::pool::PooledBuf;
 use crate::source::{RecordKind, SourceError};
 use crate::LoaderError;
 
@@ -125,8 +125,8 @@ impl Shared {
             return Err(errors.swap_remove(i).1);
         }
         if self.on_error == OnError::Fail {
-            if let Some((_, e)) = errors.into_iter().next() {
-                return Err(e);
+            if !errors.is_empty() {
+                return Err(errors.swap_remove(0).1);
             }
         } else if !errors.is_empty() {
             let slot = self.slot_bytes();
@@ -145,21 +145,14 @@ impl Shared {
                 kept += 1;
             }
             indices.truncate(kept);
-            self.counters
-                .skipped
-                .fetch_add(errors.len() as u64, Relaxed);
         }
         let labels = indices.iter().map(|&i| self.source.label(i)).collect();
-        self.counters
-            .samples
-            .fetch_add(indices.len() as u64, Relaxed);
-        self.counters.batches.fetch_add(1, Relaxed);
         let len = indices.len() * self.slot_bytes();
-        Pool::mark_consumer(&mut buf);
         Ok(Batch {
             images: Images::new(buf, len),
             labels,
             indices,
+            skipped: errors.len(),
             epoch,
             step,
             image_shape: self.shape,

@@ -372,6 +372,7 @@ mod tests {
             images: crate::Images::new(buf, len),
             labels: (0..n as u32).map(|l| l * 1000 + fill as u32).collect(),
             indices: (0..n).collect(),
+            skipped: 0,
             epoch: 0,
             step,
             image_shape: (4, 4, 3),

@@ -237,6 +237,34 @@ impl Backend for CpuBackend {
         }
         let (rsa, csa) = if g.ta { (1, g.lda) } else { (g.lda, 1) };
         let (rsb, csb) = if g.tb { (1, g.ldb) } else { (g.ldb, 1) };
+        // matrixmultiply packs B on one thread and splits only a tall `m` (at least 96
+        // rows) across threads; for a short, wide product (a convolution: `cout` rows,
+        // images x pixels columns) it packs the big operand serially. Computing the
+        // transpose `C^T = B^T A^T` instead puts the wide side in `m`, so each thread packs
+        // its own part. Every element is still one dot product in the same `k` order, so
+        // the result is the same.
+        if g.m < 96 && g.n > g.m {
+            // SAFETY: the same extents as below, with the operands' roles swapped.
+            unsafe {
+                matrixmultiply::sgemm(
+                    g.n,
+                    g.k,
+                    g.m,
+                    g.alpha,
+                    b.as_ptr(),
+                    csb as isize,
+                    rsb as isize,
+                    a.as_ptr(),
+                    csa as isize,
+                    rsa as isize,
+                    g.beta,
+                    c.as_mut_ptr(),
+                    1,
+                    g.ldc as isize,
+                );
+            }
+            return Ok(());
+        }
         // SAFETY: the extents of a, b and c were checked above for these strides.
         unsafe {
             matrixmultiply::sgemm(

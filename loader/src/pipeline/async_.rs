@@ -140,8 +140,14 @@ impl Running {
         self.handles.iter().filter(|h| !h.is_finished()).count()
     }
 
-    /// Waits for the next batch, which must be (epoch, step).
-    pub fn next_batch(&mut self, epoch: u64, step: usize) -> Result<Batch, LoaderError> {
+    /// Waits for the next batch, which must be (epoch, step) of an epoch of
+    /// `epoch_len` batches.
+    pub fn next_batch(
+        &mut self,
+        epoch: u64,
+        step: usize,
+        epoch_len: usize,
+    ) -> Result<Batch, LoaderError> {
         let Some(rx) = &self.ready_rx else {
             return Err(LoaderError::Stopped("the pipeline was shut down".into()));
         };
@@ -167,8 +173,7 @@ impl Running {
                 ready.epoch, ready.step
             )));
         }
-        let len = self.shared.plan(epoch).len();
-        self.next_expected = if step + 1 < len {
+        self.next_expected = if step + 1 < epoch_len {
             (epoch, step + 1)
         } else {
             (epoch + 1, 0)

@@ -450,7 +450,7 @@ impl Iterator for Epoch<'_> {
                 .sync
                 .next_batch(&loader.shared, &loader.pool, &self.plan, step),
             Mode::Async => match loader.running.as_mut() {
-                Some(r) => r.next_batch(self.plan.epoch, step),
+                Some(r) => r.next_batch(self.plan.epoch, step, self.plan.len()),
                 None => Err(LoaderError::Stopped("no pipeline is running".into())),
             },
         };

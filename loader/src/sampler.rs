@@ -14,6 +14,10 @@ pub enum ShardPolicy {
     Pad,
     /// Drop the tail so every rank has `floor(len / world)`.
     Drop,
+    /// Every sample exactly once: ranks below `len % world` get one more. For
+    /// evaluation, whose sums are added up across ranks; training ranks must take
+    /// equal steps, so they pad or drop instead.
+    Exact,
 }
 
 /// The order of one epoch's samples.
@@ -84,6 +88,7 @@ impl Sampler {
         match self.shard_policy {
             ShardPolicy::Pad => len.div_ceil(world),
             ShardPolicy::Drop => len / world,
+            ShardPolicy::Exact => (len + world - 1 - self.rank.min(world - 1)) / world,
         }
     }
 
@@ -101,6 +106,13 @@ impl Sampler {
         }
         if self.world <= 1 {
             return order;
+        }
+        if self.shard_policy == ShardPolicy::Exact {
+            return order
+                .into_iter()
+                .skip(self.rank)
+                .step_by(self.world)
+                .collect();
         }
         let per_rank = self.shard_len(len);
         let total = per_rank * self.world;
@@ -176,6 +188,21 @@ mod tests {
             covered.sort_unstable();
             covered.dedup();
             prop_assert_eq!(covered, (0..len).collect::<Vec<_>>());
+        }
+
+        #[test]
+        fn exact_shards_partition_the_epoch(len in 1usize..300, world in 1usize..6, seed: u64) {
+            let shards: Vec<Vec<usize>> = (0..world)
+                .map(|r| Sampler::shuffled(seed).distributed(r, world, ShardPolicy::Exact))
+                .map(|s| {
+                    let got = s.indices(len, 2);
+                    assert_eq!(got.len(), s.shard_len(len), "rank {}", s.rank);
+                    got
+                })
+                .collect();
+            let mut all: Vec<usize> = shards.concat();
+            all.sort_unstable();
+            prop_assert_eq!(all, (0..len).collect::<Vec<_>>());
         }
     }
 }

@@ -2,10 +2,12 @@
 //! backward over a [`Backend`] (CPU, or CUDA found at run time, behind the same trait).
 //!
 //! Reading order: [`backend`] -> [`tensor`] -> [`layer`] -> [`model`] -> [`optim`] ->
-//! [`schedule`] -> [`checkpoint`] -> [`feed`] -> [`train`] (the loop) -> [`report`].
+//! [`schedule`] -> [`checkpoint`] -> [`feed`] -> [`collective`] -> [`train`] (the loop) ->
+//! [`report`].
 
 pub mod backend;
 pub mod checkpoint;
+pub mod collective;
 pub mod device;
 pub mod error;
 pub mod feed;
@@ -21,6 +23,7 @@ pub mod train;
 
 pub use backend::{Backend, BackendError, CpuBackend, CudaBackend};
 pub use checkpoint::CheckpointError;
+pub use collective::{Collective, CollectiveError, Launch, Local};
 pub use device::{select_device, DevicePref, SelectedDevice};
 pub use error::{Result, TrainerError};
 pub use feed::{BatchFeed, DeviceFeed, HostFeed};

@@ -105,6 +105,11 @@ pub fn epoch_line(rec: &EpochRecord, epochs: u64) -> String {
 /// What a run was, for its summary.
 #[derive(Clone, Debug)]
 pub struct RunInfo {
+    /// This process's rank, and the number of processes training together.
+    pub rank: usize,
+    pub world_size: usize,
+    /// What averaged the gradients: `local` (one process), `mpi` or `nccl`.
+    pub collective: String,
     pub model: String,
     /// `cpu`, or `cuda:N (<name>)`.
     pub device: String,
@@ -149,8 +154,15 @@ pub fn summary_json(info: &RunInfo, h: &History) -> Value {
         "train_loss": last.map(|e| e.train_loss),
         "train_accuracy": last.map(|e| e.train_accuracy),
         "images_per_sec": t.images_per_sec(),
+        // Every rank trains on as many images per step as this one, in lock step.
+        "images_per_sec_all_ranks": t.images_per_sec() * info.world_size as f64,
         "data_wait_share": t.wait_share(),
         "data_wait_covers": info.wait_covers,
+        "allreduce_seconds": t.comm_seconds,
+        "allreduce_share": t.comm_share(),
+        "world_size": info.world_size,
+        "rank": info.rank,
+        "collective": info.collective,
         "epochs": h.epochs.len(),
         "steps": t.steps,
         "images": t.images,
@@ -188,6 +200,16 @@ pub fn summary_text(info: &RunInfo, h: &History) -> String {
         t.images_per_sec(),
         100.0 * t.wait_share()
     );
+    if info.world_size > 1 {
+        s += &format!(
+            "\n{} ranks ({}): {:.0} images/s over all ranks, averaging gradients {:.1}% of \
+             the training time",
+            info.world_size,
+            info.collective,
+            t.images_per_sec() * info.world_size as f64,
+            100.0 * t.comm_share()
+        );
+    }
     if let Some(e) = h.epochs.last() {
         s += &format!(
             "\nfinal: train loss {:.4}, train accuracy {:.1}%",

@@ -18,6 +18,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::time::Instant;
 
 use serde_json::{json, Value};
@@ -25,6 +26,7 @@ use stoker_loader::{Loader, LoaderError, LoaderState};
 
 use crate::backend::Backend;
 use crate::checkpoint::{self, CheckpointError};
+use crate::collective::{reshard::reshard, Collective, CollectiveError, Local};
 use crate::error::TrainerError;
 use crate::feed::{BatchFeed, HostFeed};
 use crate::model::{Model, Stats};
@@ -42,6 +44,8 @@ pub enum TrainError {
     Checkpoint(#[from] CheckpointError),
     #[error("upload: {0}")]
     Upload(#[from] stoker_loader::upload::UploadError),
+    #[error(transparent)]
+    Collective(#[from] CollectiveError),
     /// A feed asked to run a step before any batch was put into it (a bug in the caller).
     #[error("the batch feed was asked for a step with no batch put")]
     NoBatch,
@@ -87,6 +91,10 @@ pub struct StepTime {
     pub wait: f32,
     /// Forward, backward and optimizer step (on an asynchronous device: enqueueing them).
     pub compute: f32,
+    /// Averaging the gradients across ranks, including waiting for the slowest rank
+    /// (and, when they are on a GPU and the engine works on the host, for the device).
+    /// Zero in a single process.
+    pub comm: f32,
 }
 
 /// What one epoch did.
@@ -99,7 +107,8 @@ pub struct EpochRecord {
     pub train_accuracy: f64,
     pub samples: u64,
     pub val: Option<Stats>,
-    /// Data wait plus compute over the epoch's steps; excludes evaluation.
+    /// Data wait, compute and gradient averaging over the epoch's steps; excludes
+    /// evaluation.
     pub train_seconds: f64,
     pub wait_seconds: f64,
     pub eval_seconds: f64,
@@ -224,6 +233,8 @@ pub struct Trainer<B: Backend + Clone + 'static> {
     feed: Box<dyn BatchFeed<B>>,
     /// Set by `load`: the loader state the next `run` resumes from.
     resume: Option<LoaderState>,
+    /// The other ranks of a data-parallel run ([`Local`] in a single process).
+    collective: Rc<dyn Collective<B>>,
 }
 
 impl<B: Backend + Clone + 'static> Trainer<B> {
@@ -244,7 +255,59 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
             history: History::default(),
             feed: Box::new(HostFeed::new()),
             resume: None,
+            collective: Rc::new(Local),
         }
+    }
+
+    /// Trains as one rank of a data-parallel run: gradients are averaged over the
+    /// ranks after every backward, statistics are summed over them, and only rank 0
+    /// writes checkpoints. The training loader must be sharded for this rank (and the
+    /// validation loader too, with `ShardPolicy::Exact`, so that each validation sample
+    /// counts once). Checks with the other ranks that they train the same model on the
+    /// same data; every rank must call this at the same point.
+    pub fn with_collective(mut self, c: Rc<dyn Collective<B>>) -> Result<Self, TrainError> {
+        let (rank, world) = (c.rank(), c.world());
+        let bad = |what: &str, cfg: &stoker_loader::LoaderConfig| {
+            TrainError::Model(crate::error::config(
+                "data-parallel trainer",
+                format!(
+                    "the {what} loader is sharded as rank {} of {}, but this process is \
+                     rank {rank} of {world}",
+                    cfg.rank, cfg.world
+                ),
+            ))
+        };
+        let cfg = self.train.config();
+        if (cfg.rank, cfg.world) != (rank, world) {
+            return Err(bad("training", cfg));
+        }
+        if let Some(v) = &self.val {
+            let vc = v.config();
+            if (vc.rank, vc.world) != (rank, world) {
+                return Err(bad("validation", vc));
+            }
+        }
+        c.check_same("the parameter count", self.model.param_count() as u64)?;
+        c.check_same("the batch size", cfg.batch_size as u64)?;
+        c.check_same("the sample count", self.train.source().len() as u64)?;
+        c.check_same("the seed (mod 2^20)", cfg.seed % (1 << 20))?;
+        c.check_same(
+            "the batches per epoch",
+            self.train.batches_per_epoch() as u64,
+        )?;
+        c.check_same("the epoch count", self.cfg.epochs)?;
+        self.collective = c;
+        Ok(self)
+    }
+
+    /// This process's rank in the run (0 in a single process).
+    pub fn rank(&self) -> usize {
+        self.collective.rank()
+    }
+
+    /// Number of processes training together.
+    pub fn world(&self) -> usize {
+        self.collective.world()
     }
 
     /// Feeds batches through `feed` (e.g. the CUDA upload stage) instead of the host path.
@@ -270,7 +333,12 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
             history,
             feed,
             resume,
+            collective,
         } = self;
+        let coll = collective.as_ref();
+        let distributed = coll.world() > 1;
+        let writes = coll.rank() == 0;
+        let backend = model.backend().clone();
         let log_every = cfg.log_every.max(1);
         while pos.epoch < cfg.epochs {
             // A fresh epoch, or the rest of the one a checkpoint stopped in.
@@ -283,7 +351,15 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
             loop {
                 if cfg.max_steps.is_some_and(|m| pos.step >= m) {
                     if let Some(path) = &cfg.checkpoint {
-                        write_checkpoint(path, model, opt, pos, cfg, history)?;
+                        if distributed {
+                            // Rank 0 saves the whole run's state: the other ranks' share
+                            // of the running sums and batch-norm statistics too.
+                            take_stats(model, pos, history, cfg, coll)?;
+                            average_state(model, coll)?;
+                        }
+                        if writes {
+                            write_checkpoint(path, model, opt, pos, cfg, history)?;
+                        }
                     }
                     return Ok(Stop::MaxSteps);
                 }
@@ -296,9 +372,14 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
                 feed.put(batch)?;
                 let t1 = Instant::now();
                 feed.forward_backward(model)?;
+                let t2 = Instant::now();
+                if distributed {
+                    coll.all_reduce_mean(&backend, &mut model.grads)?;
+                }
+                let t3 = Instant::now();
                 opt.step(model, cfg.schedule.lr(pos.step))?;
                 feed.end_step(model)?;
-                let t2 = Instant::now();
+                let t4 = Instant::now();
 
                 pos.step += 1;
                 pos.loader = Some(batches.state());
@@ -306,13 +387,14 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
                     step: pos.step,
                     samples: n as u32,
                     wait: (t1 - t0).as_secs_f32(),
-                    compute: (t2 - t1).as_secs_f32(),
+                    compute: ((t2 - t1) + (t4 - t3)).as_secs_f32(),
+                    comm: (t3 - t2).as_secs_f32(),
                 };
                 pos.wait_seconds += (t1 - t0).as_secs_f64();
-                pos.train_seconds += (t2 - t0).as_secs_f64();
+                pos.train_seconds += (t4 - t0).as_secs_f64();
                 history.steps.push(time);
                 let logged = if pos.step % log_every == 0 {
-                    take_stats(model, pos, history, cfg)?
+                    take_stats(model, pos, history, cfg, coll)?
                 } else {
                     None
                 };
@@ -321,12 +403,15 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
             let end_state = batches.state();
             drop(batches);
             // The epoch's last partial logging window.
-            take_stats(model, pos, history, cfg)?;
+            take_stats(model, pos, history, cfg, coll)?;
+            if distributed {
+                average_state(model, coll)?;
+            }
 
             obs.eval_start(pos.epoch);
             let t = Instant::now();
             let val_stats = match val.as_mut() {
-                Some(v) => Some(evaluate(model, feed.as_mut(), v)?),
+                Some(v) => Some(evaluate(model, feed.as_mut(), v, coll)?),
                 None => None,
             };
             let record = EpochRecord {
@@ -351,7 +436,7 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
                 }),
                 ..Position::default()
             };
-            if let Some(path) = &cfg.checkpoint {
+            if let Some(path) = cfg.checkpoint.as_ref().filter(|_| writes) {
                 write_checkpoint(path, model, opt, pos, cfg, history)?;
             }
         }
@@ -361,7 +446,12 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
     /// Loss and accuracy of the current weights on the validation loader.
     pub fn evaluate(&mut self) -> Result<Option<Stats>, TrainError> {
         match self.val.as_mut() {
-            Some(v) => Ok(Some(evaluate(&mut self.model, self.feed.as_mut(), v)?)),
+            Some(v) => Ok(Some(evaluate(
+                &mut self.model,
+                self.feed.as_mut(),
+                v,
+                self.collective.as_ref(),
+            )?)),
             None => Ok(None),
         }
     }
@@ -417,7 +507,26 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
             .ok_or_else(|| bad(format!("`{KEY_POSITION}` has no valid `acc_bits`")))?;
         let loader = match meta.get(KEY_LOADER) {
             Some(s) => {
-                Some(LoaderState::from_json(s).map_err(|e| bad(format!("`{KEY_LOADER}`: {e}")))?)
+                let saved =
+                    LoaderState::from_json(s).map_err(|e| bad(format!("`{KEY_LOADER}`: {e}")))?;
+                // The checkpoint holds rank 0's place; this rank's follows from it, also
+                // when the batch size or the number of ranks changed.
+                let saved_shard_len = stoker_loader::Sampler {
+                    rank: 0,
+                    world: saved.world.max(1),
+                    ..self.train.config().sampler()
+                }
+                .shard_len(saved.samples);
+                let target = self.train.state_at(saved.epoch, 0);
+                Some(
+                    reshard(
+                        &saved,
+                        saved_shard_len,
+                        &target,
+                        self.train.batches_per_epoch(),
+                    )
+                    .map_err(bad)?,
+                )
             }
             None => None,
         };
@@ -451,10 +560,17 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
         });
 
         checkpoint::load(path, &mut self.model, &mut self.opt)?;
-        self.model.set_train_accumulator(
-            [f32::from_bits(bits[0]), f32::from_bits(bits[1])],
-            u("acc_samples")?,
-        )?;
+        // Sums not yet taken belong to the run that wrote the checkpoint; they must be
+        // counted once, so only rank 0 takes them back.
+        let (acc, acc_samples) = if self.collective.rank() == 0 {
+            (
+                [f32::from_bits(bits[0]), f32::from_bits(bits[1])],
+                u("acc_samples")?,
+            )
+        } else {
+            ([0.0; 2], 0)
+        };
+        self.model.set_train_accumulator(acc, acc_samples)?;
         self.resume = pos.loader;
         self.pos = pos;
         self.history = History {
@@ -504,14 +620,20 @@ fn write_checkpoint<B: Backend + Clone + 'static>(
 }
 
 /// Reads the training sums since the last read (one host sync), adds them to the
-/// epoch's, and logs them. None when no step ran since the last read.
+/// epoch's, and logs them. None when no step ran since the last read. In a
+/// data-parallel run the sums are those of all ranks (every rank calls this at the
+/// same steps), so every rank holds the same running totals.
 fn take_stats<B: Backend + Clone + 'static>(
     model: &mut Model<B>,
     pos: &mut Position,
     history: &mut History,
     cfg: &TrainConfig,
+    coll: &dyn Collective<B>,
 ) -> Result<Option<LogPoint>, TrainError> {
-    let s = model.take_train_stats()?;
+    let mut s = model.take_train_stats()?;
+    if coll.world() > 1 {
+        s = sum_stats(s, coll)?;
+    }
     if s.samples == 0 {
         return Ok(None);
     }
@@ -529,17 +651,49 @@ fn take_stats<B: Backend + Clone + 'static>(
     Ok(Some(point))
 }
 
-/// One pass over `loader`'s first epoch in eval mode, through the run's feed.
+/// One pass over `loader`'s first epoch in eval mode, through the run's feed; in a
+/// data-parallel run each rank evaluates its shard and the sums are added up.
 fn evaluate<B: Backend + Clone + 'static>(
     model: &mut Model<B>,
     feed: &mut dyn BatchFeed<B>,
     loader: &mut Loader,
+    coll: &dyn Collective<B>,
 ) -> Result<Stats, TrainError> {
     for batch in loader.epoch(0) {
         feed.put(batch?)?;
         feed.evaluate(model)?;
     }
-    Ok(model.take_eval_stats()?)
+    let s = model.take_eval_stats()?;
+    if coll.world() > 1 {
+        return sum_stats(s, coll);
+    }
+    Ok(s)
+}
+
+/// Mean loss and accuracy over the samples of every rank.
+fn sum_stats<B: Backend>(s: Stats, coll: &dyn Collective<B>) -> Result<Stats, TrainError> {
+    let n = s.samples as f64;
+    let mut sums = [s.loss as f64 * n, s.accuracy as f64 * n, n];
+    coll.all_reduce_sum(&mut sums)?;
+    let n = sums[2].max(1.0);
+    Ok(Stats {
+        loss: (sums[0] / n) as f32,
+        accuracy: (sums[1] / n) as f32,
+        samples: sums[2] as u64,
+    })
+}
+
+/// Averages the non-trained state (batch-norm running statistics) over the ranks:
+/// each rank's follows its own shard, and evaluation and checkpoints need one.
+fn average_state<B: Backend + Clone + 'static>(
+    model: &mut Model<B>,
+    coll: &dyn Collective<B>,
+) -> Result<(), TrainError> {
+    if !model.state.is_empty() {
+        let backend = model.backend().clone();
+        coll.all_reduce_mean(&backend, &mut model.state)?;
+    }
+    Ok(())
 }
 
 fn schedule_json(s: &Schedule) -> Value {
@@ -551,9 +705,12 @@ fn schedule_json(s: &Schedule) -> Value {
 pub struct Totals {
     pub steps: u64,
     pub images: u64,
-    /// Data wait plus compute over the steps this process took; excludes evaluation.
+    /// Data wait, compute and gradient averaging over the steps this process took;
+    /// excludes evaluation.
     pub train_seconds: f64,
     pub wait_seconds: f64,
+    /// Averaging gradients across ranks (zero in a single process).
+    pub comm_seconds: f64,
     pub eval_seconds: f64,
 }
 
@@ -564,14 +721,21 @@ impl Totals {
             images: 0,
             train_seconds: 0.0,
             wait_seconds: 0.0,
+            comm_seconds: 0.0,
             eval_seconds: h.epochs.iter().fold(0.0, |s, e| s + e.eval_seconds),
         };
         for s in &h.steps {
             t.images += s.samples as u64;
             t.wait_seconds += s.wait as f64;
-            t.train_seconds += (s.wait + s.compute) as f64;
+            t.comm_seconds += s.comm as f64;
+            t.train_seconds += (s.wait + s.compute + s.comm) as f64;
         }
         t
+    }
+
+    /// Share of the training time spent averaging gradients across ranks.
+    pub fn comm_share(&self) -> f64 {
+        self.comm_seconds / self.train_seconds.max(1e-9)
     }
 
     pub fn images_per_sec(&self) -> f64 {

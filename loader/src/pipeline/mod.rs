@@ -322,7 +322,9 @@ impl Loader {
         }
     }
 
-    fn state_at(&self, epoch: u64, next_batch: usize) -> LoaderState {
+    /// The state of this loader at batch `next_batch` of `epoch`, as
+    /// [`Epoch::state`] would report it there.
+    pub fn state_at(&self, epoch: u64, next_batch: usize) -> LoaderState {
         LoaderState {
             seed: self.config.seed,
             epoch,

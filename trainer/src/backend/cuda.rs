@@ -173,6 +173,11 @@ impl<T: Elem> CudaBuf<T> {
     pub fn bytes(&self) -> &CudaSlice<u8> {
         &self.raw
     }
+
+    /// The underlying device bytes, for writing (e.g. by a collective engine).
+    pub fn bytes_mut(&mut self) -> &mut CudaSlice<u8> {
+        &mut self.raw
+    }
 }
 
 impl<T> std::fmt::Debug for CudaBuf<T> {

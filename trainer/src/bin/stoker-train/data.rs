@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use stoker_augment::Pipeline;
-use stoker_loader::{source, Loader, LoaderConfig, Mode, Source};
+use stoker_loader::{source, Loader, LoaderConfig, Mode, ShardPolicy, Source};
 
 /// The opened sources and the transforms that go with them.
 pub struct Data {
@@ -21,6 +21,9 @@ pub struct Data {
 
 /// Loader settings shared by the training and validation loaders.
 pub struct Reading {
+    /// This process's shard of every epoch (0 of 1 in a single process).
+    pub rank: usize,
+    pub world: usize,
     pub mode: Mode,
     pub batch_size: usize,
     pub workers: usize,
@@ -102,6 +105,11 @@ impl Data {
             transform: self.transform.clone(),
             // Nothing to prefetch past the last epoch.
             last_epoch: Some(r.epochs.saturating_sub(1)),
+            // Ranks must take the same number of steps: pad the shards to equal length
+            // (a few samples are seen twice per epoch when the ranks do not divide it).
+            rank: r.rank,
+            world: r.world,
+            shard_policy: ShardPolicy::Pad,
             ..LoaderConfig::default()
         };
         let train = Loader::new(self.train.clone(), cfg.clone())
@@ -115,6 +123,9 @@ impl Data {
                             shuffle: false,
                             transform,
                             last_epoch: Some(0),
+                            // Each validation sample once, whatever the rank count: the
+                            // ranks' sums are added up.
+                            shard_policy: ShardPolicy::Exact,
                             ..cfg.clone()
                         },
                     )

@@ -3,23 +3,28 @@
 //! much of the time the step waited for data. With no `--data` it makes a demo set of
 //! shapes in the cache folder and trains on it.
 
+mod cluster;
 mod data;
 mod demo;
 
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::str::FromStr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::{Parser, ValueEnum};
 use stoker_loader::Mode;
 use stoker_trainer::report::{self, CompareRow, Console, RunInfo};
+use stoker_trainer::train::Observer;
 use stoker_trainer::train::{History, Stop, TrainConfig, Trainer};
 use stoker_trainer::{
-    feed, select_device, Backend, BatchFeed, CpuBackend, CudaBackend, DevicePref, HostFeed, Model,
-    ModelConfig, ModelKind, Optimizer, OptimizerKind, Schedule, SelectedDevice,
+    feed, select_device, Backend, BatchFeed, Collective, CpuBackend, CudaBackend, DevicePref,
+    HostFeed, Launch, Model, ModelConfig, ModelKind, Optimizer, OptimizerKind, Schedule,
+    SelectedDevice,
 };
 
+use cluster::{Cluster, Engine};
 use data::{Data, Reading};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -87,9 +92,10 @@ struct Args {
     #[arg(long, default_value_t = 2)]
     prefetch: usize,
     /// auto (CUDA device 0 when usable, else the CPU, saying why), cpu, cuda or cuda:N
-    /// (an error when that device is not usable).
-    #[arg(long, default_value_t = DevicePref::Auto, value_parser = DevicePref::from_str)]
-    device: DevicePref,
+    /// (an error when that device is not usable). With several ranks, auto and cuda
+    /// mean the device numbered by the rank on its machine (LOCAL_RANK).
+    #[arg(long, default_value = "auto", value_parser = parse_device)]
+    device: String,
     /// Seeds the weights, the shuffle and the augmentation.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -115,32 +121,104 @@ struct Args {
     /// Train twice, once with each reader, and compare them side by side.
     #[arg(long)]
     compare_readers: bool,
+    /// This process's rank in a data-parallel run (default: from mpirun's
+    /// OMPI_COMM_WORLD_RANK, or RANK; must agree with them). Launch the ranks with
+    /// mpirun; each trains on its shard of every epoch with batch --batch-size.
+    #[arg(long, requires = "world_size")]
+    rank: Option<usize>,
+    /// Number of processes in a data-parallel run (default: OMPI_COMM_WORLD_SIZE, or
+    /// WORLD_SIZE, else 1).
+    #[arg(long, requires = "rank")]
+    world_size: Option<usize>,
+    /// What averages the gradients across ranks.
+    #[arg(long, value_enum, default_value_t = Engine::Auto)]
+    collective: Engine,
+    /// Seconds a rank waits in a gradient exchange for the others before it gives up
+    /// and ends the job (a rank that died or hangs).
+    #[arg(long, default_value_t = 300.0, value_parser = parse_timeout)]
+    collective_timeout: f64,
+    /// Set when this process is not rank 0: it prints only errors.
+    #[arg(skip)]
+    quiet: bool,
+}
+
+fn parse_device(s: &str) -> Result<String, String> {
+    DevicePref::from_str(s).map(|_| s.to_string())
+}
+
+fn parse_timeout(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("{s:?} is not a positive number of seconds")),
+    }
+}
+
+impl Args {
+    /// A progress line: to stdout, or stderr when stdout carries JSON; rank 0 only.
+    fn say(&self, s: &str) {
+        if self.quiet {
+        } else if self.json {
+            eprintln!("{s}");
+        } else {
+            println!("{s}");
+        }
+    }
 }
 
 fn main() {
-    let args = Args::parse();
-    if let Err(e) = run(args) {
-        eprintln!("error: {e:#}");
+    let mut args = Args::parse();
+    let cluster = match Launch::detect(args.rank, args.world_size)
+        .map_err(anyhow::Error::from)
+        .and_then(|l| Cluster::join(l, Duration::from_secs_f64(args.collective_timeout)))
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::exit(1);
+        }
+    };
+    args.quiet = !cluster.is_leader();
+    if let Err(e) = run(args, &cluster) {
+        if cluster.world() > 1 {
+            eprintln!(
+                "error: rank {} of {}: {e:#}",
+                cluster.rank(),
+                cluster.world()
+            );
+        } else {
+            eprintln!("error: {e:#}");
+        }
+        // The other ranks may be waiting for this one in a gradient exchange.
+        cluster.abort(1);
         std::process::exit(1);
     }
 }
 
-fn run(a: Args) -> anyhow::Result<()> {
+fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
     if a.compare_readers && (a.resume.is_some() || a.checkpoint.is_some()) {
         bail!("--compare-readers runs from scratch: it takes no --checkpoint or --resume");
     }
     if a.epochs == 0 || a.batch_size == 0 || a.log_every == 0 {
         bail!("--epochs, --batch-size and --log-every must be at least 1");
     }
-    let say = |s: &str| {
-        if a.json {
-            eprintln!("{s}");
-        } else {
-            println!("{s}");
-        }
-    };
+    let say = |s: &str| a.say(s);
+    if cluster.world() > 1 {
+        say(&format!(
+            "data-parallel: {} ranks (from {}), each with batches of {} ({} per step in all)",
+            cluster.world(),
+            cluster.launch.from,
+            a.batch_size,
+            a.batch_size * cluster.world()
+        ));
+    }
     // The device first: a bad --device should fail before any data is generated.
-    let device = open_device(a.device, &say)?;
+    let pref = match a.device.as_str() {
+        // One GPU per rank on each machine.
+        "cuda" | "gpu" if cluster.world() > 1 => DevicePref::Cuda(cluster.launch.local_rank),
+        s => DevicePref::from_str(s).map_err(anyhow::Error::msg)?,
+    };
+    let local = (cluster.world() > 1).then_some(cluster.launch.local_rank);
+    let device = open_device(pref, local, &say)?;
 
     let data = match &a.data {
         Some(dir) => Data::open(
@@ -150,6 +228,11 @@ fn run(a: Args) -> anyhow::Result<()> {
             a.val_transform.as_deref(),
         )?,
         None => {
+            // One process per machine makes the demo set; the others wait, then find it.
+            if cluster.launch.local_rank == 0 {
+                demo::ensure()?;
+            }
+            cluster.barrier()?;
             let (train, val) = demo::ensure()?;
             Data::open(
                 &train,
@@ -179,13 +262,17 @@ fn run(a: Args) -> anyhow::Result<()> {
 
     // The one place the device decides anything: which backend, and how batches reach it.
     match &device {
-        Device::Cpu(b) => train_and_report(&a, &data, b, "cpu".into(), &|_, _, _| {
-            Ok(Box::new(HostFeed::new()) as Box<dyn BatchFeed<CpuBackend>>)
-        }),
+        Device::Cpu(b) => {
+            let coll = cluster.host_collective::<CpuBackend>(a.collective)?;
+            train_and_report(&a, &data, b, "cpu".into(), coll, &|_, _, _| {
+                Ok(Box::new(HostFeed::new()) as Box<dyn BatchFeed<CpuBackend>>)
+            })
+        }
         Device::Cuda(b) => {
             let info = b.info();
             let label = format!("cuda:{} ({})", info.ordinal, info.name);
-            train_and_report(&a, &data, b, label, &|mode, shape, max_batch| {
+            let coll = cluster.cuda_collective(a.collective, b)?;
+            train_and_report(&a, &data, b, label, coll, &|mode, shape, max_batch| {
                 Ok(feed::cuda_feed(b, mode, shape, max_batch)?)
             })
         }
@@ -200,9 +287,20 @@ enum Device {
 
 /// Resolves `--device` and opens the backend, printing which device and why. `auto`
 /// falls back to the CPU (with the reason) whenever CUDA is missing or fails to start;
-/// an explicit `cuda` that cannot be met is an error.
-fn open_device(pref: DevicePref, say: &dyn Fn(&str)) -> anyhow::Result<Device> {
-    match select_device(pref).map_err(anyhow::Error::msg)? {
+/// an explicit `cuda` that cannot be met is an error. In a data-parallel run `auto`
+/// takes the GPU numbered `local_rank`.
+fn open_device(
+    pref: DevicePref,
+    local_rank: Option<usize>,
+    say: &dyn Fn(&str),
+) -> anyhow::Result<Device> {
+    let mut selected = select_device(pref).map_err(anyhow::Error::msg)?;
+    if let (DevicePref::Auto, SelectedDevice::Cuda { .. }, Some(local)) =
+        (pref, &selected, local_rank)
+    {
+        selected = select_device(DevicePref::Cuda(local)).map_err(anyhow::Error::msg)?;
+    }
+    match selected {
         SelectedDevice::Cpu { reason } => {
             say(&reason);
             Ok(Device::Cpu(CpuBackend::new()))
@@ -234,21 +332,20 @@ fn train_and_report<B: Backend + Clone + 'static>(
     data: &Data,
     backend: &B,
     device: String,
+    coll: Option<Rc<dyn Collective<B>>>,
     make_feed: &MakeFeed<'_, B>,
 ) -> anyhow::Result<()> {
-    let say = |s: &str| {
-        if a.json {
-            eprintln!("{s}");
-        } else {
-            println!("{s}");
-        }
-    };
+    let say = |s: &str| a.say(s);
     if a.compare_readers {
         let mut runs = Vec::new();
         for mode in [Mode::Sync, Mode::Async] {
             say(&format!("\n== {mode} reader =="));
-            let (history, info) = train_once(backend, a, data, &device, make_feed, mode)?;
+            let (history, info) =
+                train_once(backend, a, data, &device, coll.clone(), make_feed, mode)?;
             runs.push((mode.to_string(), history, info));
+        }
+        if a.quiet {
+            return Ok(());
         }
         let rows: Vec<CompareRow<'_>> = runs
             .iter()
@@ -301,7 +398,10 @@ fn train_and_report<B: Backend + Clone + 'static>(
         return Ok(());
     }
 
-    let (history, info) = train_once(backend, a, data, &device, make_feed, a.reader)?;
+    let (history, info) = train_once(backend, a, data, &device, coll, make_feed, a.reader)?;
+    if a.quiet {
+        return Ok(());
+    }
     if a.json {
         println!(
             "{}",
@@ -324,10 +424,15 @@ fn train_once<B: Backend + Clone + 'static>(
     a: &Args,
     data: &Data,
     device: &str,
+    coll: Option<Rc<dyn Collective<B>>>,
     make_feed: &MakeFeed<'_, B>,
     mode: Mode,
 ) -> anyhow::Result<(History, RunInfo)> {
+    let (rank, world) = coll.as_ref().map_or((0, 1), |c| (c.rank(), c.world()));
+    let engine = coll.as_ref().map_or("local", |c| c.engine());
     let reading = Reading {
+        rank,
+        world,
         mode,
         batch_size: a.batch_size,
         workers: a.workers,
@@ -364,13 +469,7 @@ fn train_once<B: Backend + Clone + 'static>(
         max_steps: a.max_steps,
         checkpoint: a.checkpoint.clone(),
     };
-    let say = |s: &str| {
-        if a.json {
-            eprintln!("{s}");
-        } else {
-            println!("{s}");
-        }
-    };
+    let say = |s: &str| a.say(s);
     say(&format!(
         "model: {kind}, {} parameters, input {}x{}x{}, {classes} classes, on {}",
         model.param_count(),
@@ -394,6 +493,11 @@ fn train_once<B: Backend + Clone + 'static>(
     ));
     let feed = make_feed(mode, input, a.batch_size).context("setting up the batch feed")?;
     let mut trainer = Trainer::new(model, opt, train, val, cfg).with_feed(feed);
+    if let Some(c) = coll {
+        trainer = trainer
+            .with_collective(c)
+            .context("joining the other ranks")?;
+    }
     if device != "cpu" {
         say(&format!("data wait: {}", trainer.wait_covers()));
     }
@@ -407,7 +511,7 @@ fn train_once<B: Backend + Clone + 'static>(
             trainer.pos.loader.map_or(0, |s| s.next_batch)
         ));
         if changed {
-            say("note: the learning-rate schedule differs from the checkpoint's (other --epochs, --lr or --batch-size?): the run goes on with this one");
+            say("note: the learning-rate schedule differs from the checkpoint's (other --epochs, --lr, --batch-size or number of ranks?): the run goes on with this one");
         }
         if trainer.pos.epoch >= a.epochs {
             say(&format!(
@@ -423,8 +527,9 @@ fn train_once<B: Backend + Clone + 'static>(
         String::new()
     };
     let mut console = Console::new(a.epochs, a.json, &tag);
+    let obs: &mut dyn Observer = if a.quiet { &mut () } else { &mut console };
     let t = Instant::now();
-    let stop = trainer.run(&mut console)?;
+    let stop = trainer.run(obs)?;
     let wall_seconds = t.elapsed().as_secs_f64();
     if stop == Stop::MaxSteps {
         say(&format!(
@@ -436,6 +541,9 @@ fn train_once<B: Backend + Clone + 'static>(
         say(&format!("checkpoint: {}", path.display()));
     }
     let info = RunInfo {
+        rank,
+        world_size: world,
+        collective: engine.to_string(),
         model: kind.to_string(),
         device: device.to_string(),
         wait_covers: trainer.wait_covers().to_string(),

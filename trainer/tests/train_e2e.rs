@@ -155,9 +155,13 @@ fn resume_rejects_another_loader_configuration() {
     // Same model, other data set size: the loader state does not fit.
     let other = shapes(&tmp.path().join("other"), 40, 5);
     let mut t2 = trainer(&other, &val, Mode::Sync, None, None, 1);
-    t2.load(&ckpt).unwrap();
-    let err = t2.run(&mut ()).unwrap_err().to_string();
-    assert!(err.contains("cannot resume"), "{err}");
+    // Refused when loading, before anything of the trainer is changed.
+    let err = t2.load(&ckpt).unwrap_err().to_string();
+    assert!(
+        err.contains("trained on 32 samples, this data has 40"),
+        "{err}"
+    );
+    assert_eq!(t2.pos.step, 0);
 }
 
 #[test]

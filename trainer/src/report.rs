@@ -193,11 +193,16 @@ pub fn summary_text(info: &RunInfo, h: &History) -> String {
         t.eval_seconds
     );
     s += &format!(
-        "{} on {}, {} reader: {:.0} images/s, waiting for data {:.1}% of the training time",
+        "{} on {}, {} reader: {:.0} images/s{}, waiting for data {:.1}% of the training time",
         info.model,
         info.device,
         info.reader,
         t.images_per_sec(),
+        if info.world_size > 1 {
+            " on rank 0"
+        } else {
+            ""
+        },
         100.0 * t.wait_share()
     );
     if info.world_size > 1 {

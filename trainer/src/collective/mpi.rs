@@ -3,7 +3,7 @@
 //! the host; [`super::nccl`] is the GPU-to-GPU path).
 //!
 //! Each operation is a non-blocking `MPI_Iallreduce` polled with `MPI_Test` until done
-//! or past the deadline, because a blocking `MPI_Allreduce` would wait forever for a
+//! or past the deadline (yielding the core between polls), because a blocking `MPI_Allreduce` would wait forever for a
 //! rank that stopped. A rank that exits is noticed by `mpirun`, which ends the job; a
 //! rank that hangs is noticed here, and the caller then [`Mpi::abort`]s the job.
 
@@ -156,7 +156,9 @@ impl Mpi {
                 }
                 polls += 1;
                 // Spin briefly (the common case: the peers are a few microseconds
-                // behind), then give the core to the other threads of the machine.
+                // behind), then let other threads (loader workers) have the core
+                // between polls. Not a sleep: the exchange only moves on while it is
+                // polled, and a 20 us sleep made a 3 MB all-reduce 7x slower.
                 if polls > 1000 {
                     if Instant::now() > deadline {
                         return Err(CollectiveError::Timeout {
@@ -166,7 +168,7 @@ impl Mpi {
                             timeout: self.timeout,
                         });
                     }
-                    std::thread::sleep(Duration::from_micros(20));
+                    std::thread::yield_now();
                 } else {
                     std::hint::spin_loop();
                 }

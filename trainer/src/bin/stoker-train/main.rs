@@ -179,14 +179,13 @@ fn main() {
     };
     args.quiet = !cluster.is_leader();
     if let Err(e) = run(args, &cluster) {
-        if cluster.world() > 1 {
-            eprintln!(
-                "error: rank {} of {}: {e:#}",
-                cluster.rank(),
-                cluster.world()
-            );
+        let msg = format!("{e:#}");
+        let who = format!("rank {} of {}: ", cluster.rank(), cluster.world());
+        // Errors of the collective engine name the rank already.
+        if cluster.world() > 1 && !msg.contains(&who) {
+            eprintln!("error: {who}{msg}");
         } else {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {msg}");
         }
         // The other ranks may be waiting for this one in a gradient exchange.
         cluster.abort(1);

@@ -3,7 +3,8 @@
 # a GPU machine that has CUDA but no Rust toolchain and no network:
 #   bin/    stoker-train, stoker-load, stoker-upload-bench (release, stripped)
 #   tests/  the GPU test executables (cargo test --release --no-run), stripped:
-#           cuda_parity, cuda_train (trainer), loader_upload (the loader's lib tests)
+#           cuda_parity, cuda_train, cuda_nccl (trainer, with its nccl feature, which
+#           does not link MPI), loader_upload (the loader's lib tests)
 #   gpu-check.sh, MANIFEST
 # Run on the build machine from anywhere in the repository; then run
 # .gpu-bundle/gpu-check.sh on the GPU machine.
@@ -27,7 +28,7 @@ test_exes() {
 echo "== building GPU test executables"
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/tests"
-trainer_tests=$(test_exes -p stoker-trainer --test cuda_parity --test cuda_train)
+trainer_tests=$(test_exes -p stoker-trainer --features nccl --test cuda_parity --test cuda_train --test cuda_nccl)
 loader_tests=$(test_exes -p stoker-loader --features cuda --lib)
 
 copy() { # copy SRC DEST: strip symbols to keep the bundle small

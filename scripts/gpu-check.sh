@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the GPU checks from a bundle made by scripts/gpu-bundle.sh, on a machine with a
 # GPU and CUDA 13 libraries but no Rust: the CUDA parity tests, the training loop through
-# the upload stage against the CPU (cuda_train), the loader's upload round-trip test, the
+# the upload stage against the CPU (cuda_train), a one-rank NCCL all-reduce (cuda_nccl), the loader's upload round-trip test, the
 # upload bench (pinned vs pageable GB/s) and `stoker-train --device cuda --compare-readers
 # --epochs 2 --json` on the demo set. Prints a summary; the whole run stays under 5
 # minutes (each piece has a time limit). Logs go to $LOGDIR (default: a fresh temporary
@@ -75,6 +75,21 @@ if [ -x "$here/tests/cuda_train" ]; then
     grep -E "^test result|panicked|FAILED|losses" "$logs/cuda_train.log" | head -20 | sed 's/^/   /'
 else
     missing cuda_train "tests/cuda_train not in the bundle"
+fi
+
+# 1c. NCCL on one GPU (a one-rank communicator: the plumbing of the multi-GPU path).
+# libnccl from PyTorch's pip dependency nvidia-nccl-cu13 when the system has none.
+if [ -x "$here/tests/cuda_nccl" ]; then
+    nccl_lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
+    LD_LIBRARY_PATH="${nccl_lib:+$nccl_lib:}${LD_LIBRARY_PATH:-}" \
+        run cuda_nccl 30 "$here/tests/cuda_nccl" --nocapture || true
+    if grep -q "SKIPPED" "$logs/cuda_nccl.log"; then
+        unset 'summary[${#summary[@]}-1]'
+        note cuda_nccl SKIPPED "$(grep -m1 -o 'SKIPPED.*' "$logs/cuda_nccl.log")"
+    fi
+    grep -E "^test result|panicked|FAILED|nccl:" "$logs/cuda_nccl.log" | head -5 | sed 's/^/   /'
+else
+    missing cuda_nccl "tests/cuda_nccl not in the bundle"
 fi
 
 # 2. The loader's upload stage: round trip through both slots, async and sync.

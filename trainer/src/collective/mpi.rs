@@ -15,7 +15,6 @@ use mpi::environment::Universe;
 use mpi::ffi;
 use mpi::raw::AsRaw;
 use mpi::topology::{Communicator, SimpleCommunicator};
-use mpi::traits::Root;
 use mpi::Threading;
 
 use super::{Collective, CollectiveError};
@@ -95,11 +94,6 @@ impl Mpi {
     /// out when a rank failed and the others may be blocked waiting for it.
     pub fn abort(&self, code: i32) -> ! {
         self.world.abort(code)
-    }
-
-    /// Rank 0's `bytes` on every rank (blocking: used only while setting up).
-    pub fn broadcast_bytes(&self, bytes: &mut [u8]) {
-        self.world.process_at_rank(0).broadcast_into(bytes);
     }
 
     fn engine_error(&self, op: &'static str, code: c_int) -> CollectiveError {

@@ -1,20 +1,22 @@
 //! The NCCL engine: gradients averaged GPU to GPU on the CUDA backend's compute stream
 //! (`ncclAllReduce` with `ncclAvg`, in place), so the exchange is ordered after the
 //! backward and before the optimizer step without any host synchronisation. NCCL is
-//! found at run time like the rest of CUDA; its unique id travels from rank 0 to the
-//! others over MPI, and small host statistics go over MPI too.
+//! found at run time like the rest of CUDA.
+//!
+//! NCCL cannot find its peers by itself: it needs one id, made by rank 0, on every
+//! rank. A host engine (MPI in `stoker-train`) hands it out, and also carries the small
+//! host-side sums (logged statistics, evaluation). So this module needs no MPI itself,
+//! and a single rank (host engine [`super::Local`]) can test it on one GPU.
 //!
 //! Deadlines: the gradient exchange is enqueued, not waited for, so a rank that stops
-//! shows up at the next host synchronisation (the periodic loss read), which goes
-//! through MPI and its deadline. A rank that dies is noticed by `mpirun`.
+//! shows up at the next host synchronisation (the periodic statistics sum), which goes
+//! through the host engine and its deadline. A rank that dies is noticed by `mpirun`.
 
 use std::ffi::c_char;
 use std::rc::Rc;
-use std::time::Duration;
 
 use cudarc::nccl::safe::{Comm, Id, ReduceOp};
 
-use super::mpi::Mpi;
 use super::{Collective, CollectiveError};
 use crate::backend::CudaBackend;
 use crate::tensor::Tensor;
@@ -22,7 +24,7 @@ use crate::tensor::Tensor;
 /// An NCCL communicator over the ranks of an MPI world, one GPU per rank.
 pub struct Nccl {
     comm: Comm,
-    mpi: Rc<Mpi>,
+    host: Rc<dyn Collective<CudaBackend>>,
     rank: usize,
     world: usize,
 }
@@ -37,30 +39,33 @@ impl std::fmt::Debug for Nccl {
 }
 
 impl Nccl {
-    /// Joins every rank of `mpi` in one NCCL communicator on `backend`'s stream. Every
-    /// rank must call this at the same point. `_timeout` is MPI's (see the module docs).
+    /// Whether this process can load NCCL (`libnccl.so.2`).
+    pub fn is_available() -> bool {
+        // SAFETY: only tries to open the library.
+        unsafe { cudarc::nccl::sys::is_culib_present() }
+    }
+
+    /// Joins every rank of `host` in one NCCL communicator on `backend`'s stream, one
+    /// GPU per rank. Every rank must call this at the same point.
     pub fn new(
-        mpi: &Rc<Mpi>,
+        host: Rc<dyn Collective<CudaBackend>>,
         backend: &CudaBackend,
-        _timeout: Duration,
     ) -> Result<Self, CollectiveError> {
-        let rank = Collective::<CudaBackend>::rank(mpi.as_ref());
-        let world = Collective::<CudaBackend>::world(mpi.as_ref());
+        let (rank, world) = (host.rank(), host.world());
         let fail = |op: &'static str, reason: String| CollectiveError::Engine {
             op,
             rank,
             world,
             reason,
         };
-        // Every rank must learn whether every other rank has NCCL before any of them
-        // blocks in the broadcast below.
-        // SAFETY: only tries to open the library.
-        let present = unsafe { cudarc::nccl::sys::is_culib_present() };
+        // Every rank learns whether every other rank has NCCL before any of them waits
+        // for the id, so that all of them fail (or fall back) together.
+        let present = Self::is_available();
         let mut missing = [if present { 0.0 } else { 1.0 }];
-        Collective::<CudaBackend>::all_reduce_sum(mpi.as_ref(), &mut missing)?;
+        host.all_reduce_sum(&mut missing)?;
         if missing[0] > 0.0 {
             return Err(fail(
-                "loading NCCL",
+                LOADING,
                 format!(
                     "libnccl was not found on {} of the {world} ranks (this one: {}); \
                      use --collective mpi, or install NCCL (e.g. pip's nvidia-nccl-cu13, \
@@ -70,25 +75,30 @@ impl Nccl {
                 ),
             ));
         }
-        let mut bytes = [0u8; 128];
+        // Rank 0's id to everyone, as a sum in which the other ranks add zeros (every
+        // byte is exact in an f64).
+        let mut id = [0.0f64; 128];
         if rank == 0 {
-            let id = Id::new().map_err(|e| fail("ncclGetUniqueId", format!("{e:?}")))?;
-            for (b, c) in bytes.iter_mut().zip(id.internal()) {
-                *b = *c as u8;
+            let made = Id::new().map_err(|e| fail("ncclGetUniqueId", format!("{e:?}")))?;
+            for (v, c) in id.iter_mut().zip(made.internal()) {
+                *v = f64::from(*c as u8);
             }
         }
-        mpi.broadcast_bytes(&mut bytes);
-        let id = Id::uninit(bytes.map(|b| b as c_char));
+        host.all_reduce_sum(&mut id)?;
+        let id = Id::uninit(id.map(|v| v as u8 as c_char));
         let comm = Comm::from_rank(backend.stream().clone(), rank, world, id)
             .map_err(|e| fail("ncclCommInitRank", format!("{e:?}")))?;
         Ok(Nccl {
             comm,
-            mpi: mpi.clone(),
+            host,
             rank,
             world,
         })
     }
 }
+
+/// The `op` of the error [`Nccl::new`] returns when a rank lacks the library.
+pub const LOADING: &str = "loading NCCL";
 
 impl Collective<CudaBackend> for Nccl {
     fn rank(&self) -> usize {
@@ -130,6 +140,6 @@ impl Collective<CudaBackend> for Nccl {
     }
 
     fn all_reduce_sum(&self, vals: &mut [f64]) -> Result<(), CollectiveError> {
-        Collective::<CudaBackend>::all_reduce_sum(self.mpi.as_ref(), vals)
+        self.host.all_reduce_sum(vals)
     }
 }

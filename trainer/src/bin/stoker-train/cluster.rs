@@ -23,21 +23,18 @@ pub enum Engine {
 /// This process's place in the run.
 pub struct Cluster {
     pub launch: Launch,
-    /// The deadline of each collective call (the MPI engine holds its own copy).
-    #[cfg_attr(not(feature = "nccl"), allow(dead_code))]
-    timeout: Duration,
     #[cfg(feature = "mpi")]
     mpi: Option<Rc<stoker_trainer::collective::mpi::Mpi>>,
 }
 
 impl Cluster {
     /// Joins the run `launch` describes: initialises MPI when there are several ranks
-    /// and checks that MPI sees the same rank and world size.
+    /// (each of its calls then gives up after `timeout`) and checks that MPI sees the
+    /// same rank and world size.
     pub fn join(launch: Launch, timeout: Duration) -> anyhow::Result<Self> {
         if !launch.is_distributed() {
             return Ok(Cluster {
                 launch,
-                timeout,
                 #[cfg(feature = "mpi")]
                 mpi: None,
             });
@@ -63,19 +60,21 @@ impl Cluster {
             }
             Ok(Cluster {
                 launch,
-                timeout,
                 mpi: Some(Rc::new(mpi)),
             })
         }
         #[cfg(not(feature = "mpi"))]
-        bail!(
-            "{} say this is rank {} of {}, but this stoker-train was built without MPI: \
+        {
+            let _ = timeout;
+            bail!(
+                "{} say this is rank {} of {}, but this stoker-train was built without MPI: \
              build it with `cargo build --release -p stoker-trainer --features mpi` \
              (needs Debian's libopenmpi-dev, openmpi-bin and libclang-dev)",
-            launch.from,
-            launch.rank,
-            launch.world
-        )
+                launch.from,
+                launch.rank,
+                launch.world
+            )
+        }
     }
 
     pub fn rank(&self) -> usize {
@@ -131,20 +130,19 @@ impl Cluster {
             return Ok(None);
         }
         let _ = backend;
-        #[cfg(feature = "nccl")]
+        #[cfg(all(feature = "nccl", feature = "mpi"))]
         if engine != Engine::Mpi {
             if let Some(mpi) = &self.mpi {
-                use stoker_trainer::collective::nccl::Nccl;
+                use stoker_trainer::collective::nccl::{Nccl, LOADING};
                 use stoker_trainer::CollectiveError;
-                match Nccl::new(mpi, backend, self.timeout) {
+                let host = mpi.clone() as Rc<dyn Collective<CudaBackend>>;
+                match Nccl::new(host, backend) {
                     Ok(nccl) => return Ok(Some(Rc::new(nccl) as Rc<dyn Collective<CudaBackend>>)),
                     // Every rank sees the same answer here (they agree on it first), so
                     // all of them fall back together.
-                    Err(CollectiveError::Engine {
-                        op: "loading NCCL",
-                        reason,
-                        ..
-                    }) if engine == Engine::Auto => {
+                    Err(CollectiveError::Engine { op, reason, .. })
+                        if op == LOADING && engine == Engine::Auto =>
+                    {
                         if self.is_leader() {
                             eprintln!("collective: mpi through host memory ({reason})");
                         }
@@ -153,11 +151,11 @@ impl Cluster {
                 }
             }
         }
-        #[cfg(not(feature = "nccl"))]
+        #[cfg(not(all(feature = "nccl", feature = "mpi")))]
         if engine == Engine::Nccl {
             bail!(
                 "--collective nccl: this stoker-train was built without NCCL (build with \
-                 `--features nccl`)"
+                 `--features mpi,nccl`)"
             );
         }
         self.mpi_collective()

@@ -210,7 +210,13 @@ fn gemm_matches_in_every_transpose_and_stride() {
     let c = CpuBackend::new();
     let mut rng = Rng::new(2);
     for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-        for (m, n, k) in [(33, 47, 65), (128, 300, 288), (1, 5, 1), (7, 1, 513)] {
+        for (m, n, k) in [
+            (33, 47, 65),
+            (128, 300, 288),
+            (1, 5, 1),
+            (7, 1, 513),
+            (5, 7, 8197),
+        ] {
             for beta in [0.0, 1.0] {
                 let mut gm = Gemm::dense(ta, tb, m, n, k).beta(beta);
                 gm.alpha = 0.75;

@@ -3,10 +3,12 @@
 //!
 //! Determinism: work is split into fixed chunks (never by thread count) and every
 //! reduction runs sequentially inside one chunk, so results are bit-identical across runs
-//! and thread counts. `matrixmultiply` partitions only the output, never the `k` sum.
+//! and thread counts. `matrixmultiply` partitions only the output, never the `k` sum; a
+//! GEMM with a long `k` and a small output (a convolution's weight gradient) is split
+//! here into a fixed number of `k` slabs whose partial products are added in slab order.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
 
@@ -27,7 +29,57 @@ pub struct CpuBuf<T>(pub Vec<T>);
 #[derive(Debug, Clone, Default)]
 pub struct CpuBackend {
     allocs: Arc<AtomicUsize>,
+    /// Partial products of split-`k` GEMMs, kept between calls.
+    slabs: Arc<Mutex<Vec<f32>>>,
 }
+
+/// A split-`k` GEMM computes this many partial products. Fixed, not the thread count:
+/// the sum's order, and so the result, must not depend on the machine.
+const K_SLABS: usize = 4;
+
+/// Split `k` when each slab still has at least this many terms and the output is at most
+/// `SPLIT_MAX_OUT` elements (so the partial products stay in cache and cheap to add).
+const SPLIT_MIN_SLAB_K: usize = 2048;
+const SPLIT_MAX_OUT: usize = 1 << 17;
+
+/// One `matrixmultiply` call on raw strided operands (`C = alpha A B + beta C`).
+///
+/// matrixmultiply packs B on one thread and splits only a tall `m` (at least 96 rows)
+/// across threads; for a short, wide product (a convolution: `cout` rows, images x
+/// pixels columns) it packs the big operand serially. Computing the transpose
+/// `C^T = B^T A^T` instead puts the wide side in `m`, so each thread packs its own part.
+/// Every element is still one dot product in the same `k` order, so the result is the
+/// same.
+///
+/// # Safety
+/// The operands must hold every element the shapes and strides address.
+#[allow(clippy::too_many_arguments)]
+unsafe fn sgemm_raw(
+    m: usize,
+    k: usize,
+    n: usize,
+    alpha: f32,
+    a: *const f32,
+    (rsa, csa): (isize, isize),
+    b: *const f32,
+    (rsb, csb): (isize, isize),
+    beta: f32,
+    c: *mut f32,
+    (rsc, csc): (isize, isize),
+) {
+    if m < 96 && n > m {
+        matrixmultiply::sgemm(n, k, m, alpha, b, csb, rsb, a, csa, rsa, beta, c, csc, rsc);
+    } else {
+        matrixmultiply::sgemm(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc);
+    }
+}
+
+/// A raw pointer that may cross to a rayon worker (the slabs it addresses are disjoint).
+#[derive(Clone, Copy)]
+struct SendPtr<T>(*const T);
+// SAFETY: only used for read-only operands shared by the slab tasks.
+unsafe impl<T> Send for SendPtr<T> {}
+unsafe impl<T> Sync for SendPtr<T> {}
 
 impl CpuBackend {
     pub fn new() -> Self {
@@ -237,51 +289,71 @@ impl Backend for CpuBackend {
         }
         let (rsa, csa) = if g.ta { (1, g.lda) } else { (g.lda, 1) };
         let (rsb, csb) = if g.tb { (1, g.ldb) } else { (g.ldb, 1) };
-        // matrixmultiply packs B on one thread and splits only a tall `m` (at least 96
-        // rows) across threads; for a short, wide product (a convolution: `cout` rows,
-        // images x pixels columns) it packs the big operand serially. Computing the
-        // transpose `C^T = B^T A^T` instead puts the wide side in `m`, so each thread packs
-        // its own part. Every element is still one dot product in the same `k` order, so
-        // the result is the same.
-        if g.m < 96 && g.n > g.m {
-            // SAFETY: the same extents as below, with the operands' roles swapped.
-            unsafe {
-                matrixmultiply::sgemm(
-                    g.n,
-                    g.k,
-                    g.m,
-                    g.alpha,
-                    b.as_ptr(),
-                    csb as isize,
-                    rsb as isize,
-                    a.as_ptr(),
-                    csa as isize,
-                    rsa as isize,
-                    g.beta,
-                    c.as_mut_ptr(),
-                    1,
-                    g.ldc as isize,
-                );
+        let (sa, sb) = ((rsa as isize, csa as isize), (rsb as isize, csb as isize));
+        let out = g.m * g.n;
+        if g.k >= K_SLABS * SPLIT_MIN_SLAB_K && out <= SPLIT_MAX_OUT {
+            // A long sum into a small output (the weight gradient of a convolution: k is
+            // images x pixels): matrixmultiply would run it on about one core. The slabs
+            // run in parallel, then are added in order into C.
+            let mut slabs = self.slabs.lock().unwrap_or_else(|e| e.into_inner());
+            if slabs.len() < K_SLABS * out {
+                slabs.resize(K_SLABS * out, 0.0);
+            }
+            let per = g.k.div_ceil(K_SLABS);
+            let (ap, bp) = (SendPtr(a.as_ptr()), SendPtr(b.as_ptr()));
+            slabs[..K_SLABS * out]
+                .par_chunks_mut(out)
+                .enumerate()
+                .for_each(|(i, part)| {
+                    let k0 = (i * per).min(g.k);
+                    let kc = per.min(g.k - k0);
+                    let (ap, bp) = (ap, bp);
+                    // SAFETY: slab i reads columns k0..k0+kc of A and rows k0..k0+kc of
+                    // B, inside the extents checked above; it writes only its own part.
+                    unsafe {
+                        sgemm_raw(
+                            g.m,
+                            kc,
+                            g.n,
+                            1.0,
+                            ap.0.offset(k0 as isize * sa.1),
+                            sa,
+                            bp.0.offset(k0 as isize * sb.0),
+                            sb,
+                            0.0,
+                            part.as_mut_ptr(),
+                            (g.n as isize, 1),
+                        );
+                    }
+                });
+            let parts = &slabs[..K_SLABS * out];
+            for r in 0..g.m {
+                let row = &mut c[r * g.ldc..r * g.ldc + g.n];
+                for (j, v) in row.iter_mut().enumerate() {
+                    let mut sum = 0.0f32;
+                    for p in 0..K_SLABS {
+                        sum += parts[p * out + r * g.n + j];
+                    }
+                    let prev = if g.beta == 0.0 { 0.0 } else { g.beta * *v };
+                    *v = prev + g.alpha * sum;
+                }
             }
             return Ok(());
         }
         // SAFETY: the extents of a, b and c were checked above for these strides.
         unsafe {
-            matrixmultiply::sgemm(
+            sgemm_raw(
                 g.m,
                 g.k,
                 g.n,
                 g.alpha,
                 a.as_ptr(),
-                rsa as isize,
-                csa as isize,
+                sa,
                 b.as_ptr(),
-                rsb as isize,
-                csb as isize,
+                sb,
                 g.beta,
                 c.as_mut_ptr(),
-                g.ldc as isize,
-                1,
+                (g.ldc as isize, 1),
             );
         }
         Ok(())
@@ -942,5 +1014,107 @@ impl Backend for CpuBackend {
                 }
             });
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic values in [-1, 1).
+    fn values(seed: u64, len: usize) -> Vec<f32> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+            })
+            .collect()
+    }
+
+    /// `gm` on the backend, and the same product in f64, for padded strides.
+    fn both(gm: Gemm, seed: u64) -> (Vec<f32>, Vec<f64>) {
+        let b = CpuBackend::new();
+        let (ar, br) = (
+            if gm.ta { gm.k } else { gm.m },
+            if gm.tb { gm.n } else { gm.k },
+        );
+        let a = CpuBuf(values(seed, ar * gm.lda));
+        let bb = CpuBuf(values(seed + 1, br * gm.ldb));
+        let c0 = values(seed + 2, gm.m * gm.ldc);
+        let mut c = CpuBuf(c0.clone());
+        b.gemm(gm, In::new(&a), In::new(&bb), Out::new(&mut c))
+            .unwrap();
+        let at = |r: usize, k: usize| {
+            if gm.ta {
+                a.0[k * gm.lda + r]
+            } else {
+                a.0[r * gm.lda + k]
+            }
+        };
+        let bt = |k: usize, j: usize| {
+            if gm.tb {
+                bb.0[j * gm.ldb + k]
+            } else {
+                bb.0[k * gm.ldb + j]
+            }
+        };
+        let mut want = vec![0.0f64; gm.m * gm.n];
+        for r in 0..gm.m {
+            for j in 0..gm.n {
+                let dot: f64 = (0..gm.k).map(|k| at(r, k) as f64 * bt(k, j) as f64).sum();
+                want[r * gm.n + j] =
+                    gm.alpha as f64 * dot + gm.beta as f64 * c0[r * gm.ldc + j] as f64;
+            }
+        }
+        let got = (0..gm.m)
+            .flat_map(|r| c.0[r * gm.ldc..r * gm.ldc + gm.n].to_vec())
+            .collect();
+        (got, want)
+    }
+
+    /// The split-`k` path (long k, small output) against an f64 reference, in every
+    /// transpose, with padded strides, alpha and beta; and one plain product.
+    #[test]
+    fn split_k_gemm_matches_a_reference() {
+        let k = K_SLABS * SPLIT_MIN_SLAB_K + 5;
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            for (m, n, k) in [(5, 7, k), (32, 27, k), (9, 4, 100)] {
+                let mut gm = Gemm::dense(ta, tb, m, n, k).beta(0.5);
+                gm.alpha = 0.75;
+                gm.lda += 3;
+                gm.ldb += 2;
+                gm.ldc += 1;
+                let (got, want) = both(gm, (m * 31 + n) as u64);
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    // Sums of k products of values below 1: rounding grows like sqrt(k).
+                    let tol = 1e-6 * (k as f64).sqrt() * (1.0 + w.abs());
+                    assert!(
+                        (*g as f64 - w).abs() <= tol,
+                        "ta={ta} tb={tb} {m}x{n}x{k}: element {i} is {g}, want {w}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The slabs run on however many threads there are; the sum's order is fixed.
+    #[test]
+    fn split_k_gemm_does_not_depend_on_the_thread_count() {
+        let gm = Gemm::dense(false, true, 16, 9, K_SLABS * SPLIT_MIN_SLAB_K * 2 + 3);
+        let run = |threads| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| both(gm, 7).0)
+        };
+        let (one, three) = (run(1), run(3));
+        assert!(one
+            .iter()
+            .zip(&three)
+            .all(|(a, b)| a.to_bits() == b.to_bits()));
     }
 }

@@ -326,6 +326,34 @@ fn distributed_ranks_split_each_epoch() {
     assert_eq!(all.len(), 36, "ranks overlap");
 }
 
+/// Exact shards (for evaluation) visit every sample once, and a rank past the end of a
+/// small data set gets an empty epoch in either mode instead of an error.
+#[test]
+fn exact_shards_visit_each_sample_once_and_may_be_empty() {
+    let src: Arc<dyn Source> = Arc::new(RawSource::new(3, 4));
+    for mode in [Mode::Sync, Mode::Async] {
+        let mut all = Vec::new();
+        for rank in 0..5 {
+            let cfg = LoaderConfig {
+                rank,
+                world: 5,
+                shard_policy: stoker_loader::ShardPolicy::Exact,
+                last_epoch: Some(0),
+                ..config(mode, 1, "")
+            };
+            let mut loader = Loader::new(src.clone(), cfg).expect("loader");
+            let got: Vec<usize> = loader
+                .epoch(0)
+                .flat_map(|b| b.expect("batch").indices)
+                .collect();
+            assert_eq!(got.len(), usize::from(rank < 3), "{mode} rank {rank}");
+            all.extend(got);
+        }
+        all.sort_unstable();
+        assert_eq!(all, vec![0, 1, 2], "{mode}");
+    }
+}
+
 #[test]
 fn the_last_epoch_is_delivered_whole_and_nothing_runs_after_it() {
     let raw = Arc::new(RawSource::new(200, 8));

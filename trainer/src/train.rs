@@ -290,12 +290,17 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
         c.check_same("the parameter count", self.model.param_count() as u64)?;
         c.check_same("the batch size", cfg.batch_size as u64)?;
         c.check_same("the sample count", self.train.source().len() as u64)?;
-        c.check_same("the seed (mod 2^20)", cfg.seed % (1 << 20))?;
+        c.check_same("the seed", cfg.seed)?;
         c.check_same(
             "the batches per epoch",
             self.train.batches_per_epoch() as u64,
         )?;
         c.check_same("the epoch count", self.cfg.epochs)?;
+        // What decides which collective calls the loop makes, and when.
+        c.check_same("--log-every", self.cfg.log_every)?;
+        c.check_same("--max-steps", self.cfg.max_steps.unwrap_or(u64::MAX))?;
+        c.check_same("writing checkpoints", self.cfg.checkpoint.is_some() as u64)?;
+        c.check_same("having validation data", self.val.is_some() as u64)?;
         self.collective = c;
         Ok(self)
     }
@@ -505,12 +510,15 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
             })
             .and_then(|[l, c]| Some([u32::try_from(l).ok()?, u32::try_from(c).ok()?]))
             .ok_or_else(|| bad(format!("`{KEY_POSITION}` has no valid `acc_bits`")))?;
+        // The checkpoint holds rank 0's place; this rank's follows from it, also when
+        // the batch size or the number of ranks changed. With another batch per step in
+        // all, the step count is re-counted in this run's steps, which its learning-rate
+        // schedule and --max-steps are in.
+        let mut step = u("step")?;
         let loader = match meta.get(KEY_LOADER) {
             Some(s) => {
                 let saved =
                     LoaderState::from_json(s).map_err(|e| bad(format!("`{KEY_LOADER}`: {e}")))?;
-                // The checkpoint holds rank 0's place; this rank's follows from it, also
-                // when the batch size or the number of ranks changed.
                 let saved_shard_len = stoker_loader::Sampler {
                     rank: 0,
                     world: saved.world.max(1),
@@ -518,20 +526,23 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
                 }
                 .shard_len(saved.samples);
                 let target = self.train.state_at(saved.epoch, 0);
-                Some(
-                    reshard(
-                        &saved,
-                        saved_shard_len,
-                        &target,
-                        self.train.batches_per_epoch(),
-                    )
-                    .map_err(bad)?,
+                let mine = reshard(
+                    &saved,
+                    saved_shard_len,
+                    &target,
+                    self.train.batches_per_epoch(),
                 )
+                .map_err(bad)?;
+                if saved.batch_size * saved.world != target.batch_size * target.world {
+                    step = saved.epoch * self.train.batches_per_epoch() as u64
+                        + mine.next_batch as u64;
+                }
+                Some(mine)
             }
             None => None,
         };
         let pos = Position {
-            step: u("step")?,
+            step,
             epoch: u("epoch")?,
             loader,
             loss_sum: f("loss_sum")?,
@@ -560,6 +571,25 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
         });
 
         checkpoint::load(path, &mut self.model, &mut self.opt)?;
+        // Every rank reads its own copy of the file: a stale copy on one machine would
+        // put the ranks out of step. Compare where each would continue, and the weights.
+        let c = self.collective.as_ref();
+        c.check_same("the checkpoint's step", pos.step)?;
+        c.check_same("the checkpoint's epoch", pos.epoch)?;
+        c.check_same(
+            "the checkpoint's batch in its epoch",
+            pos.loader.map_or(0, |s| s.next_batch as u64),
+        )?;
+        if c.world() > 1 {
+            let fingerprint = self
+                .model
+                .params_to_host()?
+                .iter()
+                .fold(0xcbf2_9ce4_8422_2325u64, |h, v| {
+                    (h ^ u64::from(v.to_bits())).wrapping_mul(0x0100_0000_01b3)
+                });
+            c.check_same("the checkpoint's weights (a fingerprint)", fingerprint)?;
+        }
         // Sums not yet taken belong to the run that wrote the checkpoint; they must be
         // counted once, so only rank 0 takes them back.
         let (acc, acc_samples) = if self.collective.rank() == 0 {
@@ -673,7 +703,13 @@ fn evaluate<B: Backend + Clone + 'static>(
 /// Mean loss and accuracy over the samples of every rank.
 fn sum_stats<B: Backend>(s: Stats, coll: &dyn Collective<B>) -> Result<Stats, TrainError> {
     let n = s.samples as f64;
-    let mut sums = [s.loss as f64 * n, s.accuracy as f64 * n, n];
+    // A rank with no samples (a validation shard can be empty) adds nothing; its
+    // means are not numbers.
+    let mut sums = if s.samples == 0 {
+        [0.0; 3]
+    } else {
+        [s.loss as f64 * n, s.accuracy as f64 * n, n]
+    };
     coll.all_reduce_sum(&mut sums)?;
     let n = sums[2].max(1.0);
     Ok(Stats {

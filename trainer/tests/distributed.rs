@@ -264,6 +264,20 @@ mod mpi {
         let d = max_diff(&tensors(&straight), &tensors(&resumed));
         assert!(d < 1e-4, "resumed run differs by {d}");
 
+        // 4 steps of 2 x 16 continue as step 2 of batch 64: the step count (which the
+        // learning-rate schedule follows) is re-counted in the new run's steps.
+        let four = tmp.path().join("four.safetensors");
+        run_ok(mpirun(
+            2,
+            &strs(&train_args(&data, 16, 4, &four)),
+            tmp.path(),
+        ));
+        let mut args = train_args(&data, 64, 8, &four);
+        args.extend(["--resume".into(), four.to_str().unwrap().into()]);
+        let out = run_ok(alone(stoker_train(&strs(&args), tmp.path())));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("step 2, epoch 1, batch 2"), "{}", text(&out));
+
         // 5 steps of 2 x 16 = 160 samples is not a whole number of steps of 64.
         let mut args = train_args(&data, 64, 12, &resumed);
         std::fs::copy(&half, &resumed).unwrap();
@@ -274,6 +288,43 @@ mod mpi {
         assert!(!out.status.success());
         assert!(
             String::from_utf8_lossy(&out.stderr).contains("160 samples into epoch 1"),
+            "{}",
+            text(&out)
+        );
+    }
+
+    /// Ranks started with settings that cannot train together stop at once, naming
+    /// the difference, instead of exchanging mismatched data.
+    #[test]
+    fn ranks_that_disagree_stop_with_the_difference() {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = shapes(&tmp.path().join("train"), 64);
+        let bin = env!("CARGO_BIN_EXE_stoker-train");
+        let args = |log_every: &str| {
+            [
+                "-np",
+                "1",
+                bin,
+                "--data",
+                data.to_str().unwrap(),
+                "--model",
+                "mlp",
+                "--log-every",
+                log_every,
+            ]
+            .map(String::from)
+        };
+        let mut c = Command::new("mpirun");
+        c.args(["--oversubscribe", "--allow-run-as-root"])
+            .args(args("1"))
+            .arg(":")
+            .args(args("5"))
+            .env("STOKER_CACHE", tmp.path())
+            .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
+        let out = c.output().unwrap();
+        assert!(!out.status.success(), "{}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("the ranks disagree on --log-every"),
             "{}",
             text(&out)
         );

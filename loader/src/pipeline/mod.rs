@@ -222,7 +222,9 @@ impl Loader {
                 cfg.batch_size
             )));
         }
-        if per_rank == 0 {
+        // An exact shard may be empty (fewer samples than ranks): that rank evaluates
+        // nothing. Training shards may not: every rank must take steps.
+        if per_rank == 0 && cfg.shard_policy != ShardPolicy::Exact {
             return Err(LoaderError::Config(format!(
                 "{} samples cannot be shared among {} ranks with drop",
                 source.len(),

@@ -8,7 +8,7 @@
 //! here into a fixed number of `k` slabs whose partial products are added in slab order.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, TryLockError};
 
 use rayon::prelude::*;
 
@@ -295,7 +295,23 @@ impl Backend for CpuBackend {
             // A long sum into a small output (the weight gradient of a convolution: k is
             // images x pixels): matrixmultiply would run it on about one core. The slabs
             // run in parallel, then are added in order into C.
-            let mut slabs = self.slabs.lock().unwrap_or_else(|e| e.into_inner());
+            // The kept buffer, unless another GEMM holds it (one issued from inside a
+            // rayon task): then a buffer of its own rather than waiting on the lock.
+            let (mut held, mut own);
+            let slabs: &mut Vec<f32> = match self.slabs.try_lock() {
+                Ok(guard) => {
+                    held = guard;
+                    &mut held
+                }
+                Err(TryLockError::Poisoned(p)) => {
+                    held = p.into_inner();
+                    &mut held
+                }
+                Err(TryLockError::WouldBlock) => {
+                    own = Vec::new();
+                    &mut own
+                }
+            };
             if slabs.len() < K_SLABS * out {
                 slabs.resize(K_SLABS * out, 0.0);
             }

@@ -82,31 +82,40 @@ pub trait Collective<B: Backend> {
     fn all_reduce_sum(&self, vals: &mut [f64]) -> Result<(), CollectiveError>;
 
     /// Fails unless every rank passes the same `value` for `what` (run set-up checks:
-    /// parameter count, batches per epoch...). Values must be below 2^26 to compare
-    /// exactly.
+    /// parameter count, batches per epoch, resume position...).
     fn check_same(&self, what: &str, value: u64) -> Result<(), CollectiveError> {
         if self.world() <= 1 {
             return Ok(());
         }
-        // Sums of v and v^2 match W*v and W*v^2 only when all values are equal.
-        let v = value as f64;
-        let mut s = [v, v * v];
+        // In 22-bit pieces, so that every sum below is exact in an f64: the sums of p
+        // and p^2 over the ranks equal W*p and W*p^2 only when every rank has p.
+        let pieces = [value & PIECE, (value >> 22) & PIECE, value >> 44];
+        let mut s = [0.0f64; 6];
+        for (i, p) in pieces.iter().enumerate() {
+            let p = *p as f64;
+            s[2 * i] = p;
+            s[2 * i + 1] = p * p;
+        }
         self.all_reduce_sum(&mut s)?;
         let w = self.world() as f64;
-        if s[0] != w * v || s[1] != w * v * v {
+        let same = pieces.iter().enumerate().all(|(i, p)| {
+            let p = *p as f64;
+            s[2 * i] == w * p && s[2 * i + 1] == w * p * p
+        });
+        if !same {
             return Err(CollectiveError::Mismatch {
                 rank: self.rank(),
                 world: self.world(),
                 what: what.to_string(),
-                detail: format!(
-                    "this rank has {value}, the mean over all ranks is {}",
-                    s[0] / w
-                ),
+                detail: format!("this rank has {value}, another rank something else"),
             });
         }
         Ok(())
     }
 }
+
+/// The low 22 bits (see `check_same`).
+const PIECE: u64 = (1 << 22) - 1;
 
 /// One process: nothing to exchange.
 #[derive(Clone, Copy, Debug, Default)]
@@ -136,3 +145,86 @@ impl<B: Backend> Collective<B> for Local {
 
 /// The deadline of every collective call unless the run sets another.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::CpuBackend;
+    use std::sync::{Arc, Barrier, Mutex};
+
+    /// Ranks as threads: sums through shared memory, in step with a barrier.
+    struct Threads {
+        rank: usize,
+        world: usize,
+        sum: Arc<Mutex<Vec<f64>>>,
+        barrier: Arc<Barrier>,
+    }
+
+    impl Collective<CpuBackend> for Threads {
+        fn rank(&self) -> usize {
+            self.rank
+        }
+        fn world(&self) -> usize {
+            self.world
+        }
+        fn engine(&self) -> &'static str {
+            "threads"
+        }
+        fn all_reduce_mean(
+            &self,
+            b: &CpuBackend,
+            t: &mut Tensor<CpuBackend>,
+        ) -> Result<(), CollectiveError> {
+            let mut v: Vec<f64> = t.to_vec(b)?.iter().map(|&x| x as f64).collect();
+            self.all_reduce_sum(&mut v)?;
+            let mean: Vec<f32> = v.iter().map(|&x| (x / self.world as f64) as f32).collect();
+            b.upload(&mean, t.w())?;
+            Ok(())
+        }
+        fn all_reduce_sum(&self, vals: &mut [f64]) -> Result<(), CollectiveError> {
+            {
+                let mut s = self.sum.lock().unwrap();
+                s.resize(vals.len(), 0.0);
+                s.iter_mut().zip(vals.iter()).for_each(|(s, v)| *s += v);
+            }
+            self.barrier.wait();
+            vals.copy_from_slice(&self.sum.lock().unwrap());
+            // Nobody may clear the sum before everyone has read it.
+            if self.barrier.wait().is_leader() {
+                self.sum.lock().unwrap().clear();
+            }
+            self.barrier.wait();
+            Ok(())
+        }
+    }
+
+    /// `check_same` on one thread per value; which ranks failed.
+    fn check(values: &[u64]) -> Vec<bool> {
+        let (sum, barrier) = (Arc::default(), Arc::new(Barrier::new(values.len())));
+        let handles: Vec<_> = values
+            .iter()
+            .enumerate()
+            .map(|(rank, &v)| {
+                let c = Threads {
+                    rank,
+                    world: values.len(),
+                    sum: Arc::clone(&sum),
+                    barrier: Arc::clone(&barrier),
+                };
+                std::thread::spawn(move || c.check_same("x", v).is_err())
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    }
+
+    #[test]
+    fn check_same_tells_any_difference_on_every_rank() {
+        assert_eq!(check(&[7, 7, 7]), [false; 3]);
+        assert_eq!(check(&[u64::MAX, u64::MAX]), [false; 2]);
+        // Differences in each 22-bit piece, and values whose sums alone would agree.
+        assert_eq!(check(&[1 << 50, 0]), [true; 2]);
+        assert_eq!(check(&[3, 5, 4]), [true; 3]);
+        assert_eq!(check(&[u64::MAX, u64::MAX - 1]), [true; 2]);
+        assert_eq!(check(&[1 << 22, 1 << 21, 3 << 21]), [true; 3]);
+    }
+}

@@ -204,11 +204,20 @@ impl<B: Backend> Collective<B> for Mpi {
     }
 
     fn all_reduce_sum(&self, vals: &mut [f64]) -> Result<(), CollectiveError> {
+        // Both sides on buffers of our own: the caller's may be reused (they are often
+        // on its stack) while an abandoned request could still write.
         let send = vals.to_vec();
-        let r = self.sum_into("statistics all-reduce", &send, vals);
-        if r.is_err() {
-            std::mem::forget(send);
+        let mut recv = vec![0.0; vals.len()];
+        match self.sum_into("statistics all-reduce", &send, &mut recv) {
+            Ok(()) => {
+                vals.copy_from_slice(&recv);
+                Ok(())
+            }
+            Err(e) => {
+                std::mem::forget(send);
+                std::mem::forget(recv);
+                Err(e)
+            }
         }
-        r
     }
 }

@@ -8,9 +8,12 @@
 //! host-side sums (logged statistics, evaluation). So this module needs no MPI itself,
 //! and a single rank (host engine [`super::Local`]) can test it on one GPU.
 //!
-//! Deadlines: the gradient exchange is enqueued, not waited for, so a rank that stops
-//! shows up at the next host synchronisation (the periodic statistics sum), which goes
-//! through the host engine and its deadline. A rank that dies is noticed by `mpirun`.
+//! Deadlines: none here. The gradient exchange is enqueued, not waited for, and the
+//! next host synchronisation (reading the loss back) waits on the device behind the
+//! NCCL kernel, which waits for every rank: a rank that hangs makes the others block
+//! there, before the host engine's deadline can fire. A rank that dies is noticed by
+//! `mpirun`, which ends the job. (Catching a hung rank would take polling an event
+//! against the deadline and `ncclCommAbort`; not done.)
 
 use std::ffi::c_char;
 use std::rc::Rc;

@@ -161,6 +161,15 @@ impl Cluster {
         self.mpi_collective()
     }
 
+    /// Fails unless every rank has the same `value` for `what` (nothing in a single
+    /// process).
+    pub fn check_same(&self, what: &str, value: u64) -> anyhow::Result<()> {
+        if let Some(c) = self.host_collective::<stoker_trainer::CpuBackend>(Engine::Mpi)? {
+            c.check_same(what, value)?;
+        }
+        Ok(())
+    }
+
     /// Waits until every rank gets here (nothing in a single process).
     pub fn barrier(&self) -> anyhow::Result<()> {
         if let Some(c) = self.host_collective::<stoker_trainer::CpuBackend>(Engine::Mpi)? {

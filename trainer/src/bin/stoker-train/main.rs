@@ -135,7 +135,7 @@ struct Args {
     collective: Engine,
     /// Seconds a rank waits in a gradient exchange for the others before it gives up
     /// and ends the job (a rank that died or hangs).
-    #[arg(long, default_value_t = 300.0, value_parser = parse_timeout)]
+    #[arg(long, default_value_t = stoker_trainer::collective::DEFAULT_TIMEOUT.as_secs_f64(), value_parser = parse_timeout)]
     collective_timeout: f64,
     /// Set when this process is not rank 0: it prints only errors.
     #[arg(skip)]
@@ -218,6 +218,12 @@ fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
     };
     let local = (cluster.world() > 1).then_some(cluster.launch.local_rank);
     let device = open_device(pref, local, &say)?;
+    // `auto` may fall back to the CPU on one machine only; the ranks would then pick
+    // different engines and stop matching each other's calls.
+    cluster.check_same(
+        "the device kind (0: cpu, 1: cuda)",
+        matches!(device, Device::Cuda(_)) as u64,
+    )?;
 
     let data = match &a.data {
         Some(dir) => Data::open(

@@ -300,34 +300,38 @@ mod mpi {
         let tmp = tempfile::tempdir().unwrap();
         let data = shapes(&tmp.path().join("train"), 64);
         let bin = env!("CARGO_BIN_EXE_stoker-train");
-        let args = |log_every: &str| {
-            [
-                "-np",
-                "1",
-                bin,
-                "--data",
-                data.to_str().unwrap(),
-                "--model",
-                "mlp",
-                "--log-every",
-                log_every,
-            ]
-            .map(String::from)
+        let data = data.to_str().unwrap();
+        let rank = |extra: [&'static str; 2]| -> Vec<&str> {
+            let mut v = vec!["-np", "1", bin, "--data", data, "--model", "mlp"];
+            v.extend(extra);
+            v
         };
-        let mut c = Command::new("mpirun");
-        c.args(["--oversubscribe", "--allow-run-as-root"])
-            .args(args("1"))
-            .arg(":")
-            .args(args("5"))
-            .env("STOKER_CACHE", tmp.path())
-            .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
-        let out = c.output().unwrap();
-        assert!(!out.status.success(), "{}", text(&out));
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains("the ranks disagree on --log-every"),
-            "{}",
-            text(&out)
-        );
+        // Checked by the trainer once it is built, and by stoker-train before that.
+        for (one, other, named) in [
+            (["--log-every", "1"], ["--log-every", "5"], "--log-every"),
+            (
+                ["--optimizer", "sgd"],
+                ["--optimizer", "adamw"],
+                "the training settings",
+            ),
+        ] {
+            let out = Command::new("mpirun")
+                .args(["--oversubscribe", "--allow-run-as-root"])
+                .args(rank(one))
+                .arg(":")
+                .args(rank(other))
+                .env("STOKER_CACHE", tmp.path())
+                .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+                .output()
+                .unwrap();
+            assert!(!out.status.success(), "{}", text(&out));
+            assert!(
+                String::from_utf8_lossy(&out.stderr)
+                    .contains(&format!("the ranks disagree on {named}")),
+                "{}",
+                text(&out)
+            );
+        }
     }
 
     /// The pids of the processes whose parent is `parent`.

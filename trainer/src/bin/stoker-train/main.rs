@@ -142,6 +142,24 @@ struct Args {
     quiet: bool,
 }
 
+/// A fingerprint of the settings every rank of a run must share (see `run`).
+fn settings_fingerprint(a: &Args) -> u64 {
+    let text = format!(
+        "{:?} {:?} {:?} {} {:?} {:?} {} {}",
+        a.model,
+        a.optimizer,
+        a.lr.map(f32::to_bits),
+        a.weight_decay.to_bits(),
+        a.transform,
+        a.val_transform,
+        a.compare_readers,
+        a.resume.is_some()
+    );
+    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 fn parse_device(s: &str) -> Result<String, String> {
     DevicePref::from_str(s).map(|_| s.to_string())
 }
@@ -223,6 +241,14 @@ fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
     cluster.check_same(
         "the device kind (0: cpu, 1: cuda)",
         matches!(device, Device::Cuda(_)) as u64,
+    )?;
+    // Settings that change what the ranks do together (how many runs, whether they
+    // resume) or the weights they must keep equal (the optimizer); the data, model and
+    // batch are compared once the trainer is built.
+    cluster.check_same(
+        "the training settings (--model, --optimizer, --lr, --weight-decay, --transform, \
+         --compare-readers, --resume given or not)",
+        settings_fingerprint(&a),
     )?;
 
     let data = match &a.data {

@@ -236,6 +236,48 @@ mod mpi {
         assert!(d > 100.0 * TOL, "batch 16 alone differs by only {d}");
     }
 
+    /// Evaluation split over two ranks (exact shards of an odd-sized set, sums added)
+    /// gives one process's validation loss and accuracy, and the logged training sums
+    /// are the whole run's.
+    #[test]
+    fn two_ranks_evaluate_and_log_like_one_process() {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = shapes(&tmp.path().join("train"), 128);
+        // 51 images: rank 0 evaluates 26, rank 1 evaluates 25.
+        let val = shapes(&tmp.path().join("val"), 51);
+        let summary = |out: Output| -> serde_json::Value {
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+                panic!(
+                    "{e}
+{}",
+                    text(&out)
+                )
+            })
+        };
+        let with_val = |batch: usize, ck: &Path| {
+            let mut a = train_args(&data, batch, 100, ck);
+            a.extend(["--val".into(), val.to_str().unwrap().into()]);
+            a
+        };
+        let (two, one) = (tmp.path().join("two"), tmp.path().join("one"));
+        let a = summary(run_ok(mpirun(2, &strs(&with_val(16, &two)), tmp.path())));
+        let b = summary(run_ok(alone(stoker_train(
+            &strs(&with_val(32, &one)),
+            tmp.path(),
+        ))));
+        for e in 0..2 {
+            let (x, y) = (&a["per_epoch"][e], &b["per_epoch"][e]);
+            for k in ["val_loss", "val_accuracy", "train_loss", "train_accuracy"] {
+                let (p, q) = (x[k].as_f64().unwrap(), y[k].as_f64().unwrap());
+                assert!(
+                    (p - q).abs() <= 1e-5 * q.abs().max(1.0),
+                    "epoch {}: {k} is {p} on two ranks, {q} in one process",
+                    e + 1
+                );
+            }
+        }
+    }
+
     /// A checkpoint written by two ranks resumes in one process with the whole batch,
     /// and the result is the uninterrupted two-rank run's.
     #[test]

@@ -581,13 +581,13 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
             pos.loader.map_or(0, |s| s.next_batch as u64),
         )?;
         if c.world() > 1 {
-            let fingerprint = self
+            let bytes: Vec<u8> = self
                 .model
                 .params_to_host()?
                 .iter()
-                .fold(0xcbf2_9ce4_8422_2325u64, |h, v| {
-                    (h ^ u64::from(v.to_bits())).wrapping_mul(0x0100_0000_01b3)
-                });
+                .flat_map(|v| v.to_le_bytes())
+                .collect();
+            let fingerprint = xxhash_rust::xxh3::xxh3_64(&bytes);
             c.check_same("the checkpoint's weights (a fingerprint)", fingerprint)?;
         }
         // Sums not yet taken belong to the run that wrote the checkpoint; they must be

@@ -164,7 +164,7 @@ impl Cluster {
     /// Fails unless every rank has the same `value` for `what` (nothing in a single
     /// process).
     pub fn check_same(&self, what: &str, value: u64) -> anyhow::Result<()> {
-        if let Some(c) = self.host_collective::<stoker_trainer::CpuBackend>(Engine::Mpi)? {
+        if let Some(c) = self.mpi_collective::<stoker_trainer::CpuBackend>()? {
             c.check_same(what, value)?;
         }
         Ok(())
@@ -172,7 +172,7 @@ impl Cluster {
 
     /// Waits until every rank gets here (nothing in a single process).
     pub fn barrier(&self) -> anyhow::Result<()> {
-        if let Some(c) = self.host_collective::<stoker_trainer::CpuBackend>(Engine::Mpi)? {
+        if let Some(c) = self.mpi_collective::<stoker_trainer::CpuBackend>()? {
             c.all_reduce_sum(&mut [0.0])?;
         }
         Ok(())

@@ -155,9 +155,7 @@ fn settings_fingerprint(a: &Args) -> u64 {
         a.compare_readers,
         a.resume.is_some()
     );
-    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    xxhash_rust::xxh3::xxh3_64(text.as_bytes())
 }
 
 fn parse_device(s: &str) -> Result<String, String> {

@@ -20,6 +20,7 @@ fn nccl_single_rank_all_reduce() {
 
     use stoker_trainer::backend::cuda::{self, CudaBackend};
     use stoker_trainer::collective::nccl::Nccl;
+    use stoker_trainer::collective::DEFAULT_TIMEOUT;
     use stoker_trainer::{Collective, Local, Tensor};
 
     let backend = match cuda::probe().and_then(|_| CudaBackend::new(0).map_err(|e| e.to_string())) {
@@ -33,7 +34,8 @@ fn nccl_single_rank_all_reduce() {
         eprintln!("SKIPPED: libnccl not found (put NCCL's lib folder on LD_LIBRARY_PATH) [nccl_single_rank_all_reduce]");
         return;
     }
-    let nccl = Nccl::new(Rc::new(Local), &backend).expect("a one-rank NCCL communicator");
+    let nccl =
+        Nccl::new(Rc::new(Local), &backend, DEFAULT_TIMEOUT).expect("a one-rank NCCL communicator");
     assert_eq!((nccl.rank(), nccl.world(), nccl.engine()), (0, 1, "nccl"));
     // An odd length, so that a byte/element mix-up in the count shows.
     let values: Vec<f32> = (0..1001).map(|i| i as f32 * 0.25 - 7.0).collect();

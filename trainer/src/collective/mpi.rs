@@ -105,6 +105,11 @@ impl Mpi {
         }
     }
 
+    /// How long each collective call waits for the other ranks.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// Sums `send` over all ranks into `recv`, giving up at the deadline.
     fn sum_into<T: MpiType>(
         &self,

@@ -1,23 +1,28 @@
 //! The NCCL engine: gradients averaged GPU to GPU on the CUDA backend's compute stream
 //! (`ncclAllReduce` with `ncclAvg`, in place), so the exchange is ordered after the
-//! backward and before the optimizer step without any host synchronisation. NCCL is
-//! found at run time like the rest of CUDA.
+//! backward and before the optimizer step by the stream itself, with no copies through
+//! the host. NCCL is found at run time like the rest of CUDA.
 //!
 //! NCCL cannot find its peers by itself: it needs one id, made by rank 0, on every
 //! rank. A host engine (MPI in `stoker-train`) hands it out, and also carries the small
 //! host-side sums (logged statistics, evaluation). So this module needs no MPI itself,
 //! and a single rank (host engine [`super::Local`]) can test it on one GPU.
 //!
-//! Deadlines: none here. The gradient exchange is enqueued, not waited for, and the
-//! next host synchronisation (reading the loss back) waits on the device behind the
-//! NCCL kernel, which waits for every rank: a rank that hangs makes the others block
-//! there, before the host engine's deadline can fire. A rank that dies is noticed by
-//! `mpirun`, which ends the job. (Catching a hung rank would take polling an event
-//! against the deadline and `ncclCommAbort`; not done.)
+//! Deadlines: the host waits for each all-reduce to finish (an event recorded behind it,
+//! polled) until the deadline, so that a rank that hangs makes the others fail with
+//! [`CollectiveError::Timeout`] instead of blocking at their next device synchronisation.
+//! On a timeout the communicator is aborted (`ncclCommAbort`, which stops this rank's
+//! NCCL kernel) and every later call fails. The wait costs one kernel-launch gap per
+//! exchange: the optimizer step is enqueued after the exchange ends instead of behind
+//! it. A rank that dies is also noticed by `mpirun`, which ends the job.
 
+use std::cell::RefCell;
 use std::ffi::c_char;
 use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use cudarc::driver::{sys::CUevent_flags, CudaEvent, CudaStream};
 use cudarc::nccl::safe::{Comm, Id, ReduceOp};
 
 use super::{Collective, CollectiveError};
@@ -26,7 +31,13 @@ use crate::tensor::Tensor;
 
 /// An NCCL communicator over the ranks of an MPI world, one GPU per rank.
 pub struct Nccl {
-    comm: Comm,
+    /// `None` once aborted after a timeout (dropping a cudarc `Comm` calls
+    /// `ncclCommAbort`).
+    comm: RefCell<Option<Comm>>,
+    stream: Arc<CudaStream>,
+    /// Recorded behind each all-reduce and polled against the deadline.
+    done: CudaEvent,
+    timeout: Duration,
     host: Rc<dyn Collective<CudaBackend>>,
     rank: usize,
     world: usize,
@@ -37,6 +48,7 @@ impl std::fmt::Debug for Nccl {
         f.debug_struct("Nccl")
             .field("rank", &self.rank)
             .field("world", &self.world)
+            .field("timeout", &self.timeout)
             .finish()
     }
 }
@@ -49,10 +61,12 @@ impl Nccl {
     }
 
     /// Joins every rank of `host` in one NCCL communicator on `backend`'s stream, one
-    /// GPU per rank. Every rank must call this at the same point.
+    /// GPU per rank; each all-reduce then gives up after `timeout`. Every rank must
+    /// call this at the same point.
     pub fn new(
         host: Rc<dyn Collective<CudaBackend>>,
         backend: &CudaBackend,
+        timeout: Duration,
     ) -> Result<Self, CollectiveError> {
         let (rank, world) = (host.rank(), host.world());
         let fail = |op: &'static str, reason: String| CollectiveError::Engine {
@@ -89,14 +103,67 @@ impl Nccl {
         }
         host.all_reduce_sum(&mut id)?;
         let id = Id::uninit(id.map(|v| v as u8 as c_char));
-        let comm = Comm::from_rank(backend.stream().clone(), rank, world, id)
+        let stream = backend.stream().clone();
+        let done = stream
+            .context()
+            .new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))
+            .map_err(|e| fail("cuEventCreate", e.to_string()))?;
+        let comm = Comm::from_rank(stream.clone(), rank, world, id)
             .map_err(|e| fail("ncclCommInitRank", format!("{e:?}")))?;
         Ok(Nccl {
-            comm,
+            comm: RefCell::new(Some(comm)),
+            stream,
+            done,
+            timeout,
             host,
             rank,
             world,
         })
+    }
+
+    fn engine_error(&self, op: &'static str, reason: String) -> CollectiveError {
+        CollectiveError::Engine {
+            op,
+            rank: self.rank,
+            world: self.world,
+            reason,
+        }
+    }
+
+    /// Waits until the work enqueued so far on the stream (the exchange just enqueued)
+    /// has finished, or aborts the communicator at the deadline.
+    fn wait(&self, op: &'static str) -> Result<(), CollectiveError> {
+        self.done
+            .record(&self.stream)
+            .map_err(|e| self.engine_error(op, e.to_string()))?;
+        let deadline = Instant::now() + self.timeout;
+        let mut polls = 0u32;
+        loop {
+            match self.done.try_is_complete() {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(e) => return Err(self.engine_error(op, e.to_string())),
+            }
+            polls += 1;
+            // As in the MPI engine: spin briefly, then yield the core between polls
+            // (the loader's workers want it); a sleep would add its length to a step.
+            if polls > 1000 {
+                if Instant::now() > deadline {
+                    // Stops this rank's NCCL kernel, so that the stream and the process
+                    // can go on to report the error.
+                    drop(self.comm.borrow_mut().take());
+                    return Err(CollectiveError::Timeout {
+                        op,
+                        rank: self.rank,
+                        world: self.world,
+                        timeout: self.timeout,
+                    });
+                }
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
     }
 }
 
@@ -121,25 +188,23 @@ impl Collective<CudaBackend> for Nccl {
         _backend: &CudaBackend,
         t: &mut Tensor<CudaBackend>,
     ) -> Result<(), CollectiveError> {
+        const OP: &str = "ncclAllReduce";
         let n = t.len();
         let raw = t.buf_mut().bytes_mut();
         // SAFETY: the buffer holds at least `n` f32 values (a tensor's buffer is
         // allocated for its shape), and f32 has no invalid bit patterns.
-        let mut view = unsafe { raw.transmute_mut::<f32>(n) }.ok_or(CollectiveError::Engine {
-            op: "ncclAllReduce",
-            rank: self.rank,
-            world: self.world,
-            reason: format!("a tensor of {n} values has a smaller buffer"),
+        let mut view = unsafe { raw.transmute_mut::<f32>(n) }.ok_or_else(|| {
+            self.engine_error(OP, format!("a tensor of {n} values has a smaller buffer"))
         })?;
-        self.comm
-            .all_reduce_in_place(&mut view, &ReduceOp::Avg)
-            .map_err(|e| CollectiveError::Engine {
-                op: "ncclAllReduce",
-                rank: self.rank,
-                world: self.world,
-                reason: format!("{e:?}"),
+        {
+            let comm = self.comm.borrow();
+            let comm = comm.as_ref().ok_or_else(|| {
+                self.engine_error(OP, "the communicator was aborted after a timeout".into())
             })?;
-        Ok(())
+            comm.all_reduce_in_place(&mut view, &ReduceOp::Avg)
+                .map_err(|e| self.engine_error(OP, format!("{e:?}")))?;
+        }
+        self.wait(OP)
     }
 
     fn all_reduce_sum(&self, vals: &mut [f64]) -> Result<(), CollectiveError> {

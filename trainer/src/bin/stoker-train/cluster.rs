@@ -136,7 +136,7 @@ impl Cluster {
                 use stoker_trainer::collective::nccl::{Nccl, LOADING};
                 use stoker_trainer::CollectiveError;
                 let host = mpi.clone() as Rc<dyn Collective<CudaBackend>>;
-                match Nccl::new(host, backend) {
+                match Nccl::new(host, backend, mpi.timeout()) {
                     Ok(nccl) => return Ok(Some(Rc::new(nccl) as Rc<dyn Collective<CudaBackend>>)),
                     // Every rank sees the same answer here (they agree on it first), so
                     // all of them fall back together.

@@ -222,14 +222,21 @@ fn encode_jpeg(rgb: &[u8], size: u32, path: &Path, out: &mut Vec<u8>) -> Result<
         })
 }
 
-/// `DIR.tmp-PID`: where a set for `dir` is made before it is renamed into place.
+/// `DIR.tmp-PID-N-NANOS`: where a set for `dir` is made before it is renamed into place.
 fn temp_dir_for(dir: &Path) -> Result<PathBuf, GenError> {
     let name = dir.file_name().ok_or_else(|| GenError::Refused {
         path: dir.to_path_buf(),
         reason: "not a directory name".into(),
     })?;
     let mut name = name.to_os_string();
-    name.push(format!(".tmp-{}", std::process::id()));
+    // Unique to this call: a counter for the threads of one process, and the time for
+    // processes on two machines (same pid) writing to one shared folder.
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    name.push(format!(".tmp-{}-{call}-{nanos}", std::process::id()));
     Ok(dir.with_file_name(name))
 }
 
@@ -277,7 +284,7 @@ impl Drop for TempDir {
 /// Generate an ImageFolder of `opts.count` JPEG shapes in `dir` (one sub-folder per
 /// class, `00_circle` …, balanced: image `i` has class `i % classes`).
 ///
-/// The set is built in `DIR.tmp-PID` and renamed to `dir` when complete, so an
+/// The set is built in `DIR.tmp-PID-N-NANOS` and renamed to `dir` when complete, so an
 /// interrupted run never leaves a `dir` that looks whole. `dir` must not exist or be
 /// empty. `progress(done, total)` is called on this thread as images are written. The
 /// bytes depend only on the options, not on the number of threads.

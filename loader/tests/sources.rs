@@ -887,6 +887,38 @@ fn shapes_refuses_bad_options_and_occupied_folders() {
     assert_eq!(tree(&d).len(), 4);
 }
 
+/// Several processes (ranks on machines sharing a folder) may make the same set at once:
+/// each builds in its own temporary folder, one publishes, and the folder only ever
+/// holds a whole set.
+#[test]
+fn racing_makers_leave_one_whole_set() {
+    let dir = tmp();
+    let d = dir.path().join("race");
+    let opts = ShapesOptions {
+        count: 300,
+        size: 16,
+        classes: 4,
+        seed: 3,
+    };
+    let results: Vec<_> = std::thread::scope(|s| {
+        let makers: Vec<_> = (0..6)
+            .map(|_| s.spawn(|| gen::shapes(&d, &opts, |_, _| {})))
+            .collect();
+        makers.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(results.iter().any(|r| r.is_ok()), "{results:?}");
+    assert_eq!(tree(&d).len(), 300);
+    let reference = dir.path().join("alone");
+    gen::shapes(&reference, &opts, |_, _| {}).unwrap();
+    assert_eq!(tree(&d), tree(&reference));
+    // No temporary folder is left behind by the makers that lost.
+    let names: Vec<_> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+}
+
 #[test]
 fn generated_mnist_and_cifar_are_valid_and_deterministic() {
     let dir = tmp();

@@ -89,10 +89,11 @@ pub struct StepTime {
     /// Blocked in the loader's `next()`, plus handing the batch to the device (the
     /// feed's `put`: an upload on CUDA; see [`BatchFeed::wait_covers`]).
     pub wait: f32,
-    /// Forward, backward and optimizer step (on an asynchronous device: enqueueing them).
+    /// Forward, backward and optimizer step (on an asynchronous device: enqueueing them;
+    /// in a distributed run the backward is also waited for, before the exchange).
     pub compute: f32,
-    /// Averaging the gradients across ranks, including waiting for the slowest rank
-    /// (and, when they are on a GPU and the engine works on the host, for the device).
+    /// Averaging the gradients across ranks, including waiting for the slowest rank (on
+    /// a GPU with either engine: until the averaged gradients are on the device).
     /// Zero in a single process.
     pub comm: f32,
 }
@@ -377,6 +378,12 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
                 feed.put(batch)?;
                 let t1 = Instant::now();
                 feed.forward_backward(model)?;
+                if distributed {
+                    // On a device that runs behind the host, wait for the backward here,
+                    // so that the exchange's time below is the exchange's (and the wait
+                    // for slower ranks), not the rest of this rank's backward.
+                    backend.synchronize().map_err(TrainerError::from)?;
+                }
                 let t2 = Instant::now();
                 if distributed {
                     coll.all_reduce_mean(&backend, &mut model.grads)?;

@@ -146,11 +146,56 @@ impl<B: Backend> Collective<B> for Local {
 /// The deadline of every collective call unless the run sets another.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// Polls `done` until it returns `Ok(true)` (then `Ok(true)`), fails, or `timeout`
+/// passes (then `Ok(false)`). It spins briefly, for the common case of peers a few
+/// microseconds behind, then lets other threads (the loader's workers) have the core
+/// between polls. Not a sleep: an MPI exchange only moves on while it is polled, and a
+/// 20 us sleep between polls made a 3 MB all-reduce 7x slower.
+#[cfg_attr(not(any(feature = "mpi", feature = "nccl")), allow(dead_code))]
+pub(crate) fn poll_until<E>(
+    timeout: Duration,
+    mut done: impl FnMut() -> Result<bool, E>,
+) -> Result<bool, E> {
+    const SPINS: u32 = 1000;
+    let deadline = std::time::Instant::now() + timeout;
+    let mut polls = 0u32;
+    loop {
+        if done()? {
+            return Ok(true);
+        }
+        if polls < SPINS {
+            polls += 1;
+            std::hint::spin_loop();
+        } else if std::time::Instant::now() > deadline {
+            return Ok(false);
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::backend::CpuBackend;
     use std::sync::{Arc, Barrier, Mutex};
+
+    #[test]
+    fn polling_ends_when_done_at_the_deadline_or_on_an_error() {
+        let mut n = 0;
+        let r: Result<bool, ()> = poll_until(Duration::from_secs(60), || {
+            n += 1;
+            Ok(n == 5000)
+        });
+        assert_eq!((r, n), (Ok(true), 5000), "past the spins, into the yields");
+        let t = std::time::Instant::now();
+        let r: Result<bool, ()> = poll_until(Duration::from_millis(30), || Ok(false));
+        assert_eq!(r, Ok(false));
+        let waited = t.elapsed();
+        assert!(waited >= Duration::from_millis(30), "{waited:?}");
+        let r = poll_until(Duration::from_secs(60), || Err::<bool, _>("broken"));
+        assert_eq!(r, Err("broken"));
+    }
 
     /// Ranks as threads: sums through shared memory, in step with a barrier.
     struct Threads {

@@ -3,13 +3,14 @@
 //! the host; [`super::nccl`] is the GPU-to-GPU path).
 //!
 //! Each operation is a non-blocking `MPI_Iallreduce` polled with `MPI_Test` until done
-//! or past the deadline (yielding the core between polls), because a blocking `MPI_Allreduce` would wait forever for a
-//! rank that stopped. A rank that exits is noticed by `mpirun`, which ends the job; a
-//! rank that hangs is noticed here, and the caller then [`Mpi::abort`]s the job.
+//! or past the deadline (`collective::poll_until`), because a blocking `MPI_Allreduce`
+//! would wait forever for a rank that stopped. A rank that exits is noticed by
+//! `mpirun`, which ends the job; a rank that hangs is noticed here, and the caller then
+//! [`Mpi::abort`]s the job.
 
 use std::cell::RefCell;
 use std::ffi::{c_int, c_void};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mpi::environment::Universe;
 use mpi::ffi;
@@ -124,7 +125,6 @@ impl Mpi {
             world: self.size,
             reason: format!("{} values exceed MPI's count limit", send.len()),
         })?;
-        let deadline = Instant::now() + self.timeout;
         // SAFETY: `send` and `recv` stay borrowed until the request completes. On a
         // timeout the request stays pending (MPI cannot cancel a collective): the
         // callers below leak their own buffers, and the caller of the trait aborts the
@@ -143,35 +143,22 @@ impl Mpi {
             if rc != 0 {
                 return Err(self.engine_error(op, rc));
             }
-            let mut polls = 0u32;
-            loop {
+            let completed = super::poll_until(self.timeout, || {
                 let mut done: c_int = 0;
-                let rc = ffi::MPI_Test(&mut req, &mut done, ffi::RSMPI_STATUS_IGNORE);
-                if rc != 0 {
-                    return Err(self.engine_error(op, rc));
+                match ffi::MPI_Test(&mut req, &mut done, ffi::RSMPI_STATUS_IGNORE) {
+                    0 => Ok(done != 0),
+                    rc => Err(self.engine_error(op, rc)),
                 }
-                if done != 0 {
-                    return Ok(());
-                }
-                polls += 1;
-                // Spin briefly (the common case: the peers are a few microseconds
-                // behind), then let other threads (loader workers) have the core
-                // between polls. Not a sleep: the exchange only moves on while it is
-                // polled, and a 20 us sleep made a 3 MB all-reduce 7x slower.
-                if polls > 1000 {
-                    if Instant::now() > deadline {
-                        return Err(CollectiveError::Timeout {
-                            op,
-                            rank: self.rank,
-                            world: self.size,
-                            timeout: self.timeout,
-                        });
-                    }
-                    std::thread::yield_now();
-                } else {
-                    std::hint::spin_loop();
-                }
+            })?;
+            if !completed {
+                return Err(CollectiveError::Timeout {
+                    op,
+                    rank: self.rank,
+                    world: self.size,
+                    timeout: self.timeout,
+                });
             }
+            Ok(())
         }
     }
 }

@@ -20,7 +20,7 @@ use std::cell::RefCell;
 use std::ffi::c_char;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cudarc::driver::{sys::CUevent_flags, CudaEvent, CudaStream};
 use cudarc::nccl::safe::{Comm, Id, ReduceOp};
@@ -136,34 +136,23 @@ impl Nccl {
         self.done
             .record(&self.stream)
             .map_err(|e| self.engine_error(op, e.to_string()))?;
-        let deadline = Instant::now() + self.timeout;
-        let mut polls = 0u32;
-        loop {
-            match self.done.try_is_complete() {
-                Ok(true) => return Ok(()),
-                Ok(false) => {}
-                Err(e) => return Err(self.engine_error(op, e.to_string())),
-            }
-            polls += 1;
-            // As in the MPI engine: spin briefly, then yield the core between polls
-            // (the loader's workers want it); a sleep would add its length to a step.
-            if polls > 1000 {
-                if Instant::now() > deadline {
-                    // Stops this rank's NCCL kernel, so that the stream and the process
-                    // can go on to report the error.
-                    drop(self.comm.borrow_mut().take());
-                    return Err(CollectiveError::Timeout {
-                        op,
-                        rank: self.rank,
-                        world: self.world,
-                        timeout: self.timeout,
-                    });
-                }
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
+        let completed = super::poll_until(self.timeout, || {
+            self.done
+                .try_is_complete()
+                .map_err(|e| self.engine_error(op, e.to_string()))
+        })?;
+        if !completed {
+            // Stops this rank's NCCL kernel, so that the stream and the process can go
+            // on to report the error.
+            drop(self.comm.borrow_mut().take());
+            return Err(CollectiveError::Timeout {
+                op,
+                rank: self.rank,
+                world: self.world,
+                timeout: self.timeout,
+            });
         }
+        Ok(())
     }
 }
 

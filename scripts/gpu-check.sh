@@ -139,5 +139,13 @@ fi
 echo
 echo "== summary"
 printf '%s\n' "${summary[@]}"
-if [ $failed -eq 0 ]; then echo "GPU check: all present pieces passed"; else echo "GPU check: FAILED"; fi
+# A piece skipped for want of a usable GPU counts as a failure here (this is the GPU
+# check); the verdict says which kind of failure it was.
+skipped=$(printf '%s\n' "${summary[@]}" | grep -c ' SKIPPED ' || true)
+broken=$(printf '%s\n' "${summary[@]}" | grep -cE ' (FAIL|TIMEOUT|MISSING) ' || true)
+if [ $failed -eq 0 ]; then
+    echo "GPU check: all present pieces passed ($skipped skipped)"
+else
+    echo "GPU check: FAILED ($broken failed, timed out or missing; $skipped skipped)"
+fi
 exit $failed

@@ -302,8 +302,17 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
         c.check_same("--max-steps", self.cfg.max_steps.unwrap_or(u64::MAX))?;
         c.check_same("writing checkpoints", self.cfg.checkpoint.is_some() as u64)?;
         c.check_same("having validation data", self.val.is_some() as u64)?;
+        if c.world() > 1 {
+            let fingerprint = weights_fingerprint(&self.model)?;
+            c.check_same("the initial weights (a fingerprint)", fingerprint)?;
+        }
         self.collective = c;
         Ok(self)
+    }
+
+    /// The model being trained (its weights: [`Model::params_to_host`]).
+    pub fn model(&self) -> &Model<B> {
+        &self.model
     }
 
     /// This process's rank in the run (0 in a single process).
@@ -418,6 +427,12 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
             take_stats(model, pos, history, cfg, coll)?;
             if distributed {
                 average_state(model, coll)?;
+                // Every rank applies the same averaged gradients to the same weights, so
+                // the weights agree to the bit. A difference is a bug (in an engine or in
+                // this loop) that would otherwise grow silently: stop and say so.
+                let fingerprint = weights_fingerprint(model)?;
+                let what = format!("the weights after epoch {} (a fingerprint)", pos.epoch + 1);
+                coll.check_same(&what, fingerprint)?;
             }
 
             obs.eval_start(pos.epoch);
@@ -588,13 +603,7 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
             pos.loader.map_or(0, |s| s.next_batch as u64),
         )?;
         if c.world() > 1 {
-            let bytes: Vec<u8> = self
-                .model
-                .params_to_host()?
-                .iter()
-                .flat_map(|v| v.to_le_bytes())
-                .collect();
-            let fingerprint = xxhash_rust::xxh3::xxh3_64(&bytes);
+            let fingerprint = weights_fingerprint(&self.model)?;
             c.check_same("the checkpoint's weights (a fingerprint)", fingerprint)?;
         }
         // Sums not yet taken belong to the run that wrote the checkpoint; they must be
@@ -724,6 +733,16 @@ fn sum_stats<B: Backend>(s: Stats, coll: &dyn Collective<B>) -> Result<Stats, Tr
         accuracy: (sums[1] / n) as f32,
         samples: sums[2] as u64,
     })
+}
+
+/// A fingerprint of the weights (xxh3 of their bytes), for ranks to compare.
+fn weights_fingerprint<B: Backend + Clone + 'static>(model: &Model<B>) -> Result<u64, TrainError> {
+    let bytes: Vec<u8> = model
+        .params_to_host()?
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    Ok(xxhash_rust::xxh3::xxh3_64(&bytes))
 }
 
 /// Averages the non-trained state (batch-norm running statistics) over the ranks:

@@ -1,5 +1,6 @@
-//! The data-parallel training loop with ranks as threads of one process, behind the
-//! public `Collective` trait: no MPI needed, so it runs with the plain test command.
+//! Data-parallel pieces with ranks as threads of one process, behind the public
+//! `Collective` trait: `check_same`, and the training loop. No MPI needed, so this runs
+//! with the plain test command.
 //! (`distributed.rs` runs the real thing under `mpirun`.)
 
 use std::path::Path;
@@ -67,6 +68,43 @@ impl Collective<CpuBackend> for Threads {
     }
 }
 
+impl Threads {
+    /// `world` ranks sharing one sum.
+    fn group(world: usize, average: bool) -> Vec<Threads> {
+        let (sum, barrier) = (Arc::default(), Arc::new(Barrier::new(world)));
+        (0..world)
+            .map(|rank| Threads {
+                rank,
+                world,
+                sum: Arc::clone(&sum),
+                barrier: Arc::clone(&barrier),
+                average,
+            })
+            .collect()
+    }
+}
+
+/// `check_same` on one thread per value; which ranks failed.
+fn check(values: &[u64]) -> Vec<bool> {
+    let handles: Vec<_> = Threads::group(values.len(), true)
+        .into_iter()
+        .zip(values.to_vec())
+        .map(|(c, v)| std::thread::spawn(move || c.check_same("x", v).is_err()))
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+#[test]
+fn check_same_tells_any_difference_on_every_rank() {
+    assert_eq!(check(&[7, 7, 7]), [false; 3]);
+    assert_eq!(check(&[u64::MAX, u64::MAX]), [false; 2]);
+    // Differences in each 22-bit piece, and values whose sums alone would agree.
+    assert_eq!(check(&[1 << 50, 0]), [true; 2]);
+    assert_eq!(check(&[3, 5, 4]), [true; 3]);
+    assert_eq!(check(&[u64::MAX, u64::MAX - 1]), [true; 2]);
+    assert_eq!(check(&[1 << 22, 1 << 21, 3 << 21]), [true; 3]);
+}
+
 /// Rank `rank` of `world`'s trainer over `dir`'s `train` and `val` sets.
 fn trainer(dir: &Path, rank: usize, world: usize) -> Trainer<CpuBackend> {
     let cfg = LoaderConfig {
@@ -115,19 +153,11 @@ fn train_two_ranks(average: bool) -> Vec<Result<Vec<f32>, String>> {
         };
         gen::shapes(&tmp.path().join(name), &opts, |_, _| {}).unwrap();
     }
-    let (sum, barrier) = (Arc::default(), Arc::new(Barrier::new(2)));
     let (tx, rx) = mpsc::channel();
-    for rank in 0..2 {
-        let (sum, barrier, tx) = (Arc::clone(&sum), Arc::clone(&barrier), tx.clone());
-        let dir = tmp.path().to_path_buf();
+    for c in Threads::group(2, average) {
+        let (tx, dir) = (tx.clone(), tmp.path().to_path_buf());
         std::thread::spawn(move || {
-            let c = Threads {
-                rank,
-                world: 2,
-                sum,
-                barrier,
-                average,
-            };
+            let rank = c.rank;
             let run = || -> Result<Vec<f32>, TrainError> {
                 let mut t = trainer(&dir, rank, 2).with_collective(Rc::new(c))?;
                 t.run(&mut ())?;

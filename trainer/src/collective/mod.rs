@@ -177,8 +177,6 @@ pub(crate) fn poll_until<E>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::CpuBackend;
-    use std::sync::{Arc, Barrier, Mutex};
 
     #[test]
     fn polling_ends_when_done_at_the_deadline_or_on_an_error() {
@@ -195,81 +193,5 @@ mod tests {
         assert!(waited >= Duration::from_millis(30), "{waited:?}");
         let r = poll_until(Duration::from_secs(60), || Err::<bool, _>("broken"));
         assert_eq!(r, Err("broken"));
-    }
-
-    /// Ranks as threads: sums through shared memory, in step with a barrier.
-    struct Threads {
-        rank: usize,
-        world: usize,
-        sum: Arc<Mutex<Vec<f64>>>,
-        barrier: Arc<Barrier>,
-    }
-
-    impl Collective<CpuBackend> for Threads {
-        fn rank(&self) -> usize {
-            self.rank
-        }
-        fn world(&self) -> usize {
-            self.world
-        }
-        fn engine(&self) -> &'static str {
-            "threads"
-        }
-        fn all_reduce_mean(
-            &self,
-            b: &CpuBackend,
-            t: &mut Tensor<CpuBackend>,
-        ) -> Result<(), CollectiveError> {
-            let mut v: Vec<f64> = t.to_vec(b)?.iter().map(|&x| x as f64).collect();
-            self.all_reduce_sum(&mut v)?;
-            let mean: Vec<f32> = v.iter().map(|&x| (x / self.world as f64) as f32).collect();
-            b.upload(&mean, t.w())?;
-            Ok(())
-        }
-        fn all_reduce_sum(&self, vals: &mut [f64]) -> Result<(), CollectiveError> {
-            {
-                let mut s = self.sum.lock().unwrap();
-                s.resize(vals.len(), 0.0);
-                s.iter_mut().zip(vals.iter()).for_each(|(s, v)| *s += v);
-            }
-            self.barrier.wait();
-            vals.copy_from_slice(&self.sum.lock().unwrap());
-            // Nobody may clear the sum before everyone has read it.
-            if self.barrier.wait().is_leader() {
-                self.sum.lock().unwrap().clear();
-            }
-            self.barrier.wait();
-            Ok(())
-        }
-    }
-
-    /// `check_same` on one thread per value; which ranks failed.
-    fn check(values: &[u64]) -> Vec<bool> {
-        let (sum, barrier) = (Arc::default(), Arc::new(Barrier::new(values.len())));
-        let handles: Vec<_> = values
-            .iter()
-            .enumerate()
-            .map(|(rank, &v)| {
-                let c = Threads {
-                    rank,
-                    world: values.len(),
-                    sum: Arc::clone(&sum),
-                    barrier: Arc::clone(&barrier),
-                };
-                std::thread::spawn(move || c.check_same("x", v).is_err())
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    }
-
-    #[test]
-    fn check_same_tells_any_difference_on_every_rank() {
-        assert_eq!(check(&[7, 7, 7]), [false; 3]);
-        assert_eq!(check(&[u64::MAX, u64::MAX]), [false; 2]);
-        // Differences in each 22-bit piece, and values whose sums alone would agree.
-        assert_eq!(check(&[1 << 50, 0]), [true; 2]);
-        assert_eq!(check(&[3, 5, 4]), [true; 3]);
-        assert_eq!(check(&[u64::MAX, u64::MAX - 1]), [true; 2]);
-        assert_eq!(check(&[1 << 22, 1 << 21, 3 << 21]), [true; 3]);
     }
 }

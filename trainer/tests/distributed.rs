@@ -246,13 +246,7 @@ mod mpi {
         // 51 images: rank 0 evaluates 26, rank 1 evaluates 25.
         let val = shapes(&tmp.path().join("val"), 51);
         let summary = |out: Output| -> serde_json::Value {
-            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-                panic!(
-                    "{e}
-{}",
-                    text(&out)
-                )
-            })
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}\n{}", text(&out)))
         };
         let with_val = |batch: usize, ck: &Path| {
             let mut a = train_args(&data, batch, 100, ck);

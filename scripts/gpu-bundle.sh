@@ -16,7 +16,7 @@ cd "$root"
 
 echo "== building release binaries"
 cargo build --release -p stoker-trainer --bin stoker-train
-cargo build --release -p stoker-loader --features cuda --bin stoker-load --bin stoker-upload-bench
+cargo build --release -p stoker-load --features cuda --bin stoker-load --bin stoker-upload-bench
 
 # Test executables: cargo prints their paths in its JSON messages ("executable"); test
 # harnesses live in deps/ (the stoker-train binary the trainer tests need does not).

@@ -15,12 +15,12 @@ use zune_jpeg::zune_core::colorspace::ColorSpace;
 use zune_jpeg::zune_core::options::DecoderOptions;
 use zune_jpeg::JpegDecoder;
 
+use crate::convert::{convert_in_place, Native};
+use crate::limits::{check_channels, check_size};
 use crate::{AugmentError, Image};
 
-/// The largest image we agree to decode, in pixels: Pillow's decompression-bomb
-/// threshold (2 * `MAX_IMAGE_PIXELS`), so that a forged header cannot make a worker
-/// allocate gigabytes.
-pub const MAX_PIXELS: usize = 178_956_970;
+pub use crate::convert::luma;
+pub use crate::limits::MAX_PIXELS;
 
 /// The encoded formats we recognise by their first bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,28 +63,6 @@ fn describe_head(bytes: &[u8]) -> String {
         })
         .collect();
     format!("{} \"{}\"", hex.join(" "), text)
-}
-
-pub(crate) fn check_size(width: usize, height: usize) -> Result<(), AugmentError> {
-    if width == 0 || height == 0 {
-        return Err(AugmentError::ZeroSize { width, height });
-    }
-    if width.saturating_mul(height) > MAX_PIXELS {
-        return Err(AugmentError::TooLarge {
-            width,
-            height,
-            limit: MAX_PIXELS,
-        });
-    }
-    Ok(())
-}
-
-fn check_channels(channels: usize) -> Result<(), AugmentError> {
-    if channels == 1 || channels == 3 {
-        Ok(())
-    } else {
-        Err(AugmentError::Channels(channels))
-    }
 }
 
 /// Width and height from the header alone.
@@ -178,32 +156,6 @@ fn turbo_full(bytes: &[u8], buf: &mut Vec<u8>, on: bool) -> Option<(usize, usize
 #[cfg(not(feature = "turbo"))]
 fn turbo_full(_: &[u8], _: &mut Vec<u8>, _: bool) -> Option<(usize, usize)> {
     None
-}
-
-/// The pixel layouts a decoder hands us before conversion.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Native {
-    L8,
-    La8,
-    Rgb8,
-    Rgba8,
-    L16,
-    La16,
-    Rgb16,
-    Rgba16,
-}
-
-impl Native {
-    fn bytes_per_pixel(self) -> usize {
-        match self {
-            Native::L8 => 1,
-            Native::La8 | Native::L16 => 2,
-            Native::Rgb8 => 3,
-            Native::Rgba8 | Native::La16 => 4,
-            Native::Rgb16 => 6,
-            Native::Rgba16 => 8,
-        }
-    }
 }
 
 fn jpeg_options() -> DecoderOptions {
@@ -316,108 +268,9 @@ fn decode_png_native(
     Ok((w, h, native))
 }
 
-/// PIL's `L` conversion: ITU-R 601-2 weights in 16-bit fixed point, rounded.
-#[inline]
-pub fn luma(r: u8, g: u8, b: u8) -> u8 {
-    ((r as u32 * 19595 + g as u32 * 38470 + b as u32 * 7471 + 0x8000) >> 16) as u8
-}
-
-/// Read pixel `i` of a `native` buffer as (r, g, b, is_gray).
-#[inline]
-fn read_pixel(buf: &[u8], i: usize, native: Native) -> (u8, u8, u8, bool) {
-    let p = &buf[i * native.bytes_per_pixel()..];
-    // 16-bit samples come native-endian from the decoder; keep the high byte as PIL's
-    // 16-to-8-bit unpackers do.
-    let hi = |k: usize| (u16::from_ne_bytes([p[2 * k], p[2 * k + 1]]) >> 8) as u8;
-    match native {
-        Native::L8 | Native::La8 => (p[0], p[0], p[0], true),
-        Native::Rgb8 | Native::Rgba8 => (p[0], p[1], p[2], false),
-        Native::L16 | Native::La16 => {
-            let v = hi(0);
-            (v, v, v, true)
-        }
-        Native::Rgb16 | Native::Rgba16 => (hi(0), hi(1), hi(2), false),
-    }
-}
-
-/// Turn `n` RGB pixels at the start of `buf` into `channels` (1 or 3) channels, as
-/// the JPEG path does.
-#[cfg(feature = "turbo")]
-pub(crate) fn rgb_to_channels(buf: &mut Vec<u8>, n: usize, channels: usize) {
-    convert_in_place(buf, n, Native::Rgb8, channels);
-}
-
-/// Turn `n` pixels of `native` layout at the start of `buf` into `channels` channels,
-/// in place, and cut `buf` to the result. Shrinking walks forward and growing walks
-/// backward, so no pixel is overwritten before it has been read.
-fn convert_in_place(buf: &mut Vec<u8>, n: usize, native: Native, channels: usize) {
-    let src_bpp = native.bytes_per_pixel();
-    let is_identity = matches!((native, channels), (Native::Rgb8, 3) | (Native::L8, 1));
-    if !is_identity {
-        let write = |buf: &mut [u8], i: usize| {
-            let (r, g, b, gray) = read_pixel(buf, i, native);
-            if channels == 1 {
-                buf[i] = if gray { r } else { luma(r, g, b) };
-            } else {
-                buf[3 * i..3 * i + 3].copy_from_slice(&[r, g, b]);
-            }
-        };
-        if channels <= src_bpp {
-            (0..n).for_each(|i| write(buf, i));
-        } else {
-            buf.resize(n * channels, 0);
-            (0..n).rev().for_each(|i| write(buf, i));
-        }
-    }
-    buf.truncate(n * channels);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn luma_matches_pil_fixed_point() {
-        assert_eq!(luma(255, 255, 255), 255);
-        assert_eq!(luma(0, 0, 0), 0);
-        assert_eq!(luma(255, 0, 0), 76);
-        assert_eq!(luma(0, 255, 0), 150);
-        assert_eq!(luma(0, 0, 255), 29);
-        for v in 0..=255u8 {
-            assert_eq!(luma(v, v, v), v);
-        }
-    }
-
-    #[test]
-    fn gray_grows_to_rgb_in_place() {
-        let mut buf = vec![1, 2, 3];
-        convert_in_place(&mut buf, 3, Native::L8, 3);
-        assert_eq!(buf, [1, 1, 1, 2, 2, 2, 3, 3, 3]);
-    }
-
-    #[test]
-    fn rgba_and_la_drop_alpha() {
-        let mut buf = vec![10, 20, 30, 255, 40, 50, 60, 0];
-        convert_in_place(&mut buf, 2, Native::Rgba8, 3);
-        assert_eq!(buf, [10, 20, 30, 40, 50, 60]);
-        let mut buf = vec![7, 255, 9, 0];
-        convert_in_place(&mut buf, 2, Native::La8, 3);
-        assert_eq!(buf, [7, 7, 7, 9, 9, 9]);
-    }
-
-    #[test]
-    fn sixteen_bit_keeps_high_byte() {
-        let px: Vec<u8> = [0x1234u16, 0xff00, 0x00ff]
-            .iter()
-            .flat_map(|v| v.to_ne_bytes())
-            .collect();
-        let mut buf = px.clone();
-        convert_in_place(&mut buf, 1, Native::Rgb16, 3);
-        assert_eq!(buf, [0x12, 0xff, 0x00]);
-        let mut buf = px;
-        convert_in_place(&mut buf, 1, Native::Rgb16, 1);
-        assert_eq!(buf, [luma(0x12, 0xff, 0)]);
-    }
 
     #[test]
     fn sniff_names_what_it_saw() {

@@ -44,3 +44,11 @@ pub enum AugmentError {
         got: usize,
     },
 }
+
+/// A malformed spec: which part, and what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("bad transform spec: in '{part}': {reason}")]
+pub struct SpecError {
+    pub part: String,
+    pub reason: String,
+}

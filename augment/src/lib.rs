@@ -5,9 +5,11 @@
 //! straight into a caller's buffer (a batch slot) and draws every random choice from a
 //! [`SampleRng`] that the caller seeds per sample, so results are reproducible.
 
+mod convert;
 pub mod decode;
 mod error;
 pub mod image;
+mod limits;
 mod pipeline;
 pub mod rng;
 pub mod spec;
@@ -15,9 +17,8 @@ pub mod transform;
 #[cfg(feature = "turbo")]
 pub mod turbo;
 
-pub use error::AugmentError;
+pub use error::{AugmentError, SpecError};
 pub use image::{Image, ImageView};
 pub use pipeline::{Pipeline, Scratch};
 pub use rng::SampleRng;
-pub use spec::SpecError;
 pub use transform::{ResizeTo, Transform};

@@ -105,7 +105,7 @@ impl Pipeline {
     /// a spec's would be.
     pub fn new(transforms: Vec<Transform>) -> Result<Self, crate::SpecError> {
         for t in &transforms {
-            crate::spec::validate(t)?;
+            crate::transform::check::validate(t)?;
         }
         Ok(Pipeline { transforms })
     }
@@ -263,7 +263,7 @@ impl Pipeline {
             Header::Unsupported => return Ok(false),
         };
         let (w, h) = (hdr.width, hdr.height);
-        decode::check_size(w, h)?;
+        crate::limits::check_size(w, h)?;
         self.check_out(w, h, channels, out.len())?;
         let r = rrc_box(rng, w, h, scale, ratio);
         let win = hdr.decode_window(r, scale_denom(r, tw, th), buf)?;
@@ -271,7 +271,7 @@ impl Pipeline {
             return Ok(false);
         }
         let n = win.width * win.height;
-        decode::rgb_to_channels(buf, n, channels);
+        crate::convert::rgb_to_channels(buf, n, channels);
         let view = ImageView {
             width: win.width,
             height: win.height,

@@ -30,21 +30,14 @@
 
 use std::fmt;
 
+pub use crate::transform::check::validate;
+use crate::transform::check::{validate_as, MAX_SIZE};
 use crate::transform::color::Jitter;
 use crate::transform::erase::Erasing;
 use crate::transform::{ResizeTo, Transform};
-use crate::Pipeline;
-
-/// A malformed spec: which part, and what is wrong with it.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad transform spec: in '{part}': {reason}")]
-pub struct SpecError {
-    pub part: String,
-    pub reason: String,
-}
+use crate::{Pipeline, SpecError};
 
 const KNOWN: &str = "resize, center, rrc, flip, crop, jitter, gray, erase, cutout";
-const MAX_SIZE: usize = 65536;
 /// torchvision's RandomResizedCrop defaults.
 pub const RRC_SCALE: (f64, f64) = (0.08, 1.0);
 pub const RRC_RATIO: (f64, f64) = (3.0 / 4.0, 4.0 / 3.0);
@@ -321,84 +314,6 @@ fn parse_part(text: &str) -> Result<Transform, SpecError> {
     };
     validate_as(&t, text)?;
     Ok(t)
-}
-
-/// Check a transform's parameters (for transforms built in code).
-pub fn validate(t: &Transform) -> Result<(), SpecError> {
-    validate_as(t, &t.to_string())
-}
-
-fn validate_as(t: &Transform, part: &str) -> Result<(), SpecError> {
-    let err = |reason: String| {
-        Err(SpecError {
-            part: part.to_string(),
-            reason,
-        })
-    };
-    let size_ok = |w: usize, h: usize| (1..=MAX_SIZE).contains(&w) && (1..=MAX_SIZE).contains(&h);
-    let prob = |name: &str, p: f64| -> Result<(), SpecError> {
-        if (0.0..=1.0).contains(&p) {
-            Ok(())
-        } else {
-            err(format!("{name} must be within 0..1, got {p}"))
-        }
-    };
-    let positive_range = |name: &str, r: (f64, f64), max: f64| -> Result<(), SpecError> {
-        if r.0 > 0.0 && r.0 <= r.1 && r.1 <= max && r.1.is_finite() {
-            Ok(())
-        } else if max.is_finite() {
-            err(format!(
-                "{name} range {}-{} must satisfy 0 < lo <= hi <= {max}",
-                r.0, r.1
-            ))
-        } else {
-            err(format!(
-                "{name} range {}-{} must satisfy 0 < lo <= hi",
-                r.0, r.1
-            ))
-        }
-    };
-    match *t {
-        Transform::Resize(ResizeTo::Shorter(n)) if !size_ok(n, n) => {
-            err(format!("size must be within 1..={MAX_SIZE}"))
-        }
-        Transform::Resize(ResizeTo::Exact { width, height })
-        | Transform::CenterCrop { width, height }
-        | Transform::RandomCrop { width, height, .. }
-        | Transform::RandomResizedCrop { width, height, .. }
-            if !size_ok(width, height) =>
-        {
-            err(format!("size must be within 1..={MAX_SIZE}"))
-        }
-        Transform::Cutout { size } if !size_ok(size, size) => {
-            err(format!("size must be within 1..={MAX_SIZE}"))
-        }
-        Transform::RandomCrop { pad, .. } if pad > MAX_SIZE => {
-            err(format!("pad must be at most {MAX_SIZE}"))
-        }
-        Transform::RandomResizedCrop { scale, ratio, .. } => {
-            positive_range("scale", scale, 1.0)?;
-            positive_range("ratio", ratio, f64::INFINITY)
-        }
-        Transform::HorizontalFlip { p } | Transform::Grayscale { p } => prob("p", p),
-        Transform::ColorJitter(j) => {
-            for (name, v) in [("b", j.brightness), ("c", j.contrast), ("s", j.saturation)] {
-                if !(v >= 0.0 && v.is_finite()) {
-                    return err(format!("{name} must be a non-negative number, got {v}"));
-                }
-            }
-            if !(0.0..=0.5).contains(&j.hue) {
-                return err(format!("h must be within 0..0.5, got {}", j.hue));
-            }
-            Ok(())
-        }
-        Transform::RandomErasing(e) => {
-            prob("p", e.p)?;
-            positive_range("scale", e.scale, 1.0)?;
-            positive_range("ratio", e.ratio, f64::INFINITY)
-        }
-        _ => Ok(()),
-    }
 }
 
 fn write_size(f: &mut fmt::Formatter<'_>, w: usize, h: usize) -> fmt::Result {

@@ -199,7 +199,7 @@ pub(crate) fn decode_full(bytes: &[u8], buf: &mut Vec<u8>) -> Option<(usize, usi
             return Ok(None);
         };
         let (w, h) = (hdr.width, hdr.height);
-        crate::decode::check_size(w, h)?;
+        crate::limits::check_size(w, h)?;
         let win = hdr.decode_window(Rect::full(w, h), 1, buf)?;
         Ok((!win.warnings).then_some((w, h)))
     };

@@ -45,7 +45,7 @@ epochs="${EPOCHS:-2}"
 batch="${BATCH_SIZE:-64}"
 
 [[ -x "$stoker" ]] || die "stoker-load binary not found at $stoker
-  build it with:  (cd $repo && cargo build --release -p stoker-loader --bin stoker-load)
+  build it with:  (cd $repo && cargo build --release -p stoker-load --bin stoker-load)
   or point STOKER_LOAD at an existing binary."
 
 py="$venv/bin/python"

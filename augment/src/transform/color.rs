@@ -12,7 +12,7 @@
 //! each *enabled* adjustment in the order brightness, contrast, saturation, hue. The
 //! adjustments are then applied in the drawn order.
 
-use crate::decode::luma;
+use crate::convert::luma;
 use crate::SampleRng;
 
 /// Strengths of a ColorJitter; 0 disables that adjustment.

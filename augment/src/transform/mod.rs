@@ -4,6 +4,7 @@
 //! numbers from the sample's [`SampleRng`](crate::SampleRng) in a fixed, documented
 //! order, so a (seed, epoch, index) triple always yields the same pixels.
 
+pub(crate) mod check;
 pub mod color;
 pub mod crop;
 pub mod erase;

@@ -1,0 +1,367 @@
+//! The packed format's byte layout: the fixed header, index entries and the class
+//! table, with their encoders and checked decoders (specified in docs/packed-format.md).
+
+use crate::source::RecordKind;
+
+/// The first eight bytes of every packed file.
+pub const MAGIC: [u8; 8] = *b"STKPACK1";
+/// The format version this build writes and reads.
+pub const VERSION: u32 = 1;
+/// Size of the fixed header in bytes.
+pub const HEADER_LEN: usize = 128;
+/// Size of one index entry in bytes: offset u64, length u64, label u32, crc32 u32.
+pub const ENTRY_LEN: usize = 24;
+
+const LAYOUT_ENCODED: u32 = 0;
+const LAYOUT_RAW: u32 = 1;
+/// Bytes 0..HEADER_CRC_AT are covered by the header checksum stored at HEADER_CRC_AT.
+const HEADER_CRC_AT: usize = HEADER_LEN - 4;
+/// A class name longer than this is taken as damage, not a name.
+pub(crate) const MAX_CLASS_NAME: usize = 4096;
+
+/// Bytes in one raw record of `layout`; `None` for encoded records or a size that
+/// does not fit in a u64.
+pub(crate) fn raw_len(layout: RecordKind) -> Option<u64> {
+    match layout {
+        RecordKind::Encoded => None,
+        RecordKind::Raw {
+            width,
+            height,
+            channels,
+        } => u64::from(width)
+            .checked_mul(u64::from(height))?
+            .checked_mul(u64::from(channels)),
+    }
+}
+
+/// `encoded` or `WxHxC`, for messages.
+pub fn layout_name(layout: RecordKind) -> String {
+    match layout {
+        RecordKind::Encoded => "encoded".into(),
+        RecordKind::Raw {
+            width,
+            height,
+            channels,
+        } => format!("{width}x{height}x{channels}"),
+    }
+}
+
+/// The decoded fixed header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Header {
+    pub(crate) count: u64,
+    pub(crate) layout: RecordKind,
+    pub(crate) num_classes: u32,
+    pub(crate) data_offset: u64,
+    pub(crate) data_len: u64,
+    pub(crate) classes_offset: u64,
+    pub(crate) classes_len: u64,
+    pub(crate) classes_crc: u32,
+    pub(crate) index_offset: u64,
+    pub(crate) index_crc: u32,
+}
+
+fn put_u32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+fn put_u64(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Little-endian u32 at `at`; `None` past the end of `b`.
+fn get_u32(b: &[u8], at: usize) -> Option<u32> {
+    let s = b.get(at..at.checked_add(4)?)?;
+    Some(u32::from_le_bytes(s.try_into().ok()?))
+}
+
+fn get_u64(b: &[u8], at: usize) -> Option<u64> {
+    let s = b.get(at..at.checked_add(8)?)?;
+    Some(u64::from_le_bytes(s.try_into().ok()?))
+}
+
+impl Header {
+    pub(crate) fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        b[0..8].copy_from_slice(&MAGIC);
+        put_u32(&mut b, 8, VERSION);
+        put_u32(&mut b, 12, HEADER_LEN as u32);
+        put_u64(&mut b, 16, self.count);
+        let (layout, w, h, c) = match self.layout {
+            RecordKind::Encoded => (LAYOUT_ENCODED, 0, 0, 0),
+            RecordKind::Raw {
+                width,
+                height,
+                channels,
+            } => (LAYOUT_RAW, width, height, u32::from(channels)),
+        };
+        put_u32(&mut b, 24, layout);
+        put_u32(&mut b, 28, w);
+        put_u32(&mut b, 32, h);
+        put_u32(&mut b, 36, c);
+        put_u32(&mut b, 40, self.num_classes);
+        put_u32(&mut b, 44, self.classes_crc);
+        put_u64(&mut b, 48, self.data_offset);
+        put_u64(&mut b, 56, self.data_len);
+        put_u64(&mut b, 64, self.classes_offset);
+        put_u64(&mut b, 72, self.classes_len);
+        put_u64(&mut b, 80, self.index_offset);
+        put_u32(&mut b, 88, self.index_crc);
+        // 92..124 reserved, zero.
+        let crc = crc32fast::hash(&b[..HEADER_CRC_AT]);
+        put_u32(&mut b, HEADER_CRC_AT, crc);
+        b
+    }
+
+    /// Parse and check the header of a file of `file_len` bytes whose first bytes are
+    /// `b`. Errors are reasons, to be prefixed with the file name.
+    pub(crate) fn decode(b: &[u8], file_len: u64) -> Result<Header, String> {
+        if b.is_empty() {
+            return Err("empty file".into());
+        }
+        let head = &b[..b.len().min(MAGIC.len())];
+        if head != &MAGIC[..head.len()] {
+            return Err(format!(
+                "bad magic {:?} (a packed file starts with {:?})",
+                String::from_utf8_lossy(head),
+                String::from_utf8_lossy(&MAGIC)
+            ));
+        }
+        if b.len() < HEADER_LEN {
+            return Err(format!(
+                "truncated: header needs {HEADER_LEN} bytes, file has {file_len}"
+            ));
+        }
+        let u32_at = |at| get_u32(b, at).unwrap_or(0);
+        let u64_at = |at| get_u64(b, at).unwrap_or(0);
+        let version = u32_at(8);
+        if version != VERSION {
+            return Err(format!(
+                "unsupported version {version} (this build reads version {VERSION})"
+            ));
+        }
+        let stored = u32_at(HEADER_CRC_AT);
+        let computed = crc32fast::hash(&b[..HEADER_CRC_AT]);
+        if stored != computed {
+            return Err(format!(
+                "header checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
+            ));
+        }
+        let header_len = u32_at(12);
+        if header_len as usize != HEADER_LEN {
+            return Err(format!(
+                "header length field is {header_len}, version {VERSION} uses {HEADER_LEN}"
+            ));
+        }
+        let layout = match u32_at(24) {
+            LAYOUT_ENCODED => RecordKind::Encoded,
+            LAYOUT_RAW => {
+                let (width, height, channels) = (u32_at(28), u32_at(32), u32_at(36));
+                let channels = u8::try_from(channels)
+                    .ok()
+                    .filter(|&c| c > 0)
+                    .ok_or_else(|| format!("raw layout has {channels} channels"))?;
+                if width == 0 || height == 0 {
+                    return Err(format!("raw layout has zero size {width}x{height}"));
+                }
+                let layout = RecordKind::Raw {
+                    width,
+                    height,
+                    channels,
+                };
+                if raw_len(layout).is_none() {
+                    return Err(format!(
+                        "raw layout {width}x{height}x{channels} is too large"
+                    ));
+                }
+                layout
+            }
+            other => return Err(format!("unknown record layout {other}")),
+        };
+        let h = Header {
+            count: u64_at(16),
+            layout,
+            num_classes: u32_at(40),
+            classes_crc: u32_at(44),
+            data_offset: u64_at(48),
+            data_len: u64_at(56),
+            classes_offset: u64_at(64),
+            classes_len: u64_at(72),
+            index_offset: u64_at(80),
+            index_crc: u32_at(88),
+        };
+        if b[92..HEADER_CRC_AT].iter().any(|&x| x != 0) {
+            return Err("reserved header bytes are not zero".into());
+        }
+        if h.num_classes == 0 {
+            return Err("header lists no classes".into());
+        }
+        let region = |name: &str, offset: u64, len: u64| -> Result<(), String> {
+            let end = offset
+                .checked_add(len)
+                .ok_or_else(|| format!("{name} offset {offset} + length {len} overflows"))?;
+            if offset < HEADER_LEN as u64 {
+                return Err(format!("{name} at byte {offset} overlaps the header"));
+            }
+            if end > file_len {
+                return Err(format!(
+                    "truncated: {name} needs {end} bytes, file has {file_len}"
+                ));
+            }
+            Ok(())
+        };
+        let index_len = h
+            .count
+            .checked_mul(ENTRY_LEN as u64)
+            .ok_or_else(|| format!("record count {} is impossibly large", h.count))?;
+        region("index", h.index_offset, index_len)?;
+        region("class table", h.classes_offset, h.classes_len)?;
+        region("record data", h.data_offset, h.data_len)?;
+        if usize::try_from(h.count).is_err() {
+            return Err(format!("record count {} does not fit in memory", h.count));
+        }
+        Ok(h)
+    }
+}
+
+/// Parse the class table: `num_classes` times (u32 length, UTF-8 bytes), filling `table`.
+pub(crate) fn decode_classes(table: &[u8], num_classes: u32) -> Result<Vec<String>, String> {
+    let mut classes = Vec::new();
+    let mut at = 0usize;
+    for k in 0..num_classes {
+        let len = get_u32(table, at).ok_or_else(|| format!("class table ends before class {k}"))?
+            as usize;
+        at += 4;
+        if len > MAX_CLASS_NAME {
+            return Err(format!("class {k} has a name of {len} bytes"));
+        }
+        let bytes = at
+            .checked_add(len)
+            .and_then(|end| table.get(at..end))
+            .ok_or_else(|| format!("class table ends inside the name of class {k}"))?;
+        let name =
+            std::str::from_utf8(bytes).map_err(|_| format!("class {k}'s name is not UTF-8"))?;
+        classes.push(name.to_owned());
+        at += len;
+    }
+    if at != table.len() {
+        return Err(format!(
+            "class table has {} bytes after its {num_classes} names",
+            table.len() - at
+        ));
+    }
+    Ok(classes)
+}
+
+pub(crate) fn encode_classes(classes: &[String]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for c in classes {
+        out.extend_from_slice(&(c.len() as u32).to_le_bytes());
+        out.extend_from_slice(c.as_bytes());
+    }
+    out
+}
+
+/// One index entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
+    pub(crate) label: u32,
+    pub(crate) crc: u32,
+}
+
+impl Entry {
+    pub(crate) fn encode(&self) -> [u8; ENTRY_LEN] {
+        let mut b = [0u8; ENTRY_LEN];
+        put_u64(&mut b, 0, self.offset);
+        put_u64(&mut b, 8, self.len);
+        put_u32(&mut b, 16, self.label);
+        put_u32(&mut b, 20, self.crc);
+        b
+    }
+
+    pub(crate) fn decode(b: &[u8]) -> Option<Entry> {
+        Some(Entry {
+            offset: get_u64(b, 0)?,
+            len: get_u64(b, 8)?,
+            label: get_u32(b, 16)?,
+            crc: get_u32(b, 20)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trip() {
+        let h = Header {
+            count: 3,
+            layout: RecordKind::Raw {
+                width: 28,
+                height: 28,
+                channels: 1,
+            },
+            num_classes: 10,
+            data_offset: HEADER_LEN as u64,
+            data_len: 3 * 784,
+            classes_offset: 128 + 3 * 784,
+            classes_len: 50,
+            classes_crc: 7,
+            index_offset: 128 + 3 * 784 + 50,
+            index_crc: 9,
+        };
+        let b = h.encode();
+        let len = h.index_offset + 3 * ENTRY_LEN as u64;
+        assert_eq!(Header::decode(&b, len), Ok(h));
+        // One byte short of the index.
+        let err = Header::decode(&b, len - 1).unwrap_err();
+        assert_eq!(
+            err,
+            format!("truncated: index needs {len} bytes, file has {}", len - 1)
+        );
+    }
+
+    #[test]
+    fn header_damage_is_named() {
+        assert!(Header::decode(b"JUNKJUNK", 8)
+            .unwrap_err()
+            .starts_with("bad magic"));
+        assert!(Header::decode(b"STK", 3)
+            .unwrap_err()
+            .starts_with("truncated: header"));
+        let mut b = Header {
+            count: 0,
+            layout: RecordKind::Encoded,
+            num_classes: 1,
+            data_offset: 128,
+            data_len: 0,
+            classes_offset: 128,
+            classes_len: 0,
+            classes_crc: 0,
+            index_offset: 128,
+            index_crc: 0,
+        }
+        .encode();
+        b[40] ^= 1;
+        assert!(Header::decode(&b, 200)
+            .unwrap_err()
+            .starts_with("header checksum mismatch"));
+        b[8] = 2;
+        assert!(Header::decode(&b, 200)
+            .unwrap_err()
+            .starts_with("unsupported version 2"));
+    }
+
+    #[test]
+    fn class_table_round_trip_and_damage() {
+        let names = vec!["cat".to_string(), "dög".to_string(), String::new()];
+        let t = encode_classes(&names);
+        assert_eq!(decode_classes(&t, 3).unwrap(), names);
+        assert!(decode_classes(&t, 4).is_err());
+        assert!(decode_classes(&t, 2).is_err());
+        assert!(decode_classes(&t[..t.len() - 1], 3).is_err());
+    }
+}

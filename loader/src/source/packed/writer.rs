@@ -1,0 +1,266 @@
+//! Writing a packed file record by record, and packing any source into one.
+
+use std::fs::{self, File};
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use super::format::{
+    encode_classes, layout_name, raw_len, Entry, Header, HEADER_LEN, MAX_CLASS_NAME,
+};
+use crate::source::{RecordKind, Source, SourceError};
+
+/// What a finished pack wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PackStats {
+    /// Number of records.
+    pub records: usize,
+    /// Sum of the records' lengths.
+    pub record_bytes: u64,
+    /// Size of the whole file.
+    pub file_bytes: u64,
+}
+
+/// Writes a packed file record by record.
+///
+/// Records go to `OUT.tmp-PID` beside `OUT`; [`finish`](Self::finish) writes the index
+/// and the header and only then renames the file to `OUT`. A writer dropped before
+/// `finish` (an error, a panic, Ctrl-C unwinding) removes its temporary file, and one
+/// killed outright leaves only the `.tmp-PID` name, so a file named `OUT` is always whole.
+pub struct PackedWriter {
+    out: PathBuf,
+    tmp: PathBuf,
+    file: Option<BufWriter<File>>,
+    layout: RecordKind,
+    classes: Vec<String>,
+    index: Vec<u8>,
+    count: u64,
+    pos: u64,
+    record_bytes: u64,
+}
+
+impl std::fmt::Debug for PackedWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackedWriter")
+            .field("out", &self.out)
+            .field("tmp", &self.tmp)
+            .field("records", &self.count)
+            .finish()
+    }
+}
+
+/// The temporary name a pack to `out` is written under.
+pub fn temp_path(out: &Path) -> PathBuf {
+    let mut name = out.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".tmp-{}", std::process::id()));
+    out.with_file_name(name)
+}
+
+impl PackedWriter {
+    /// Start a pack to `out` whose records all have `layout` and whose labels index
+    /// `classes`.
+    pub fn create(out: &Path, layout: RecordKind, classes: &[String]) -> Result<Self, SourceError> {
+        if out.file_name().is_none() {
+            return Err(SourceError::format(out, "not a file name"));
+        }
+        if classes.is_empty() {
+            return Err(SourceError::format(
+                out,
+                "a packed file needs at least one class",
+            ));
+        }
+        if u32::try_from(classes.len()).is_err() {
+            return Err(SourceError::format(out, "too many classes"));
+        }
+        if let Some(c) = classes.iter().find(|c| c.len() > MAX_CLASS_NAME) {
+            return Err(SourceError::format(
+                out,
+                format!("class name of {} bytes is too long", c.len()),
+            ));
+        }
+        if let RecordKind::Raw {
+            width,
+            height,
+            channels,
+        } = layout
+        {
+            if width == 0 || height == 0 || channels == 0 || raw_len(layout).is_none() {
+                return Err(SourceError::format(
+                    out,
+                    format!("raw layout {width}x{height}x{channels} is not usable"),
+                ));
+            }
+        }
+        let tmp = temp_path(out);
+        let file = File::create(&tmp).map_err(|e| SourceError::io(&tmp, e))?;
+        let mut w = PackedWriter {
+            out: out.to_path_buf(),
+            tmp,
+            file: Some(BufWriter::with_capacity(1 << 20, file)),
+            layout,
+            classes: classes.to_vec(),
+            index: Vec::new(),
+            count: 0,
+            pos: 0,
+            record_bytes: 0,
+        };
+        // A zeroed header until `finish`: a file left half-written has no magic.
+        w.write_bytes(&[0u8; HEADER_LEN])?;
+        Ok(w)
+    }
+
+    fn write_bytes(&mut self, bytes: &[u8]) -> Result<(), SourceError> {
+        let file = self
+            .file
+            .as_mut()
+            .ok_or_else(|| SourceError::format(&self.out, "writer already finished"))?;
+        file.write_all(bytes)
+            .map_err(|e| SourceError::io(&self.tmp, e))?;
+        self.pos += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Append one record.
+    pub fn append(&mut self, bytes: &[u8], label: u32) -> Result<(), SourceError> {
+        let what = || format!("{} record {}", self.out.display(), self.count);
+        if label as usize >= self.classes.len() {
+            return Err(SourceError::Record {
+                what: what(),
+                reason: format!("label {label} but only {} classes", self.classes.len()),
+            });
+        }
+        if let Some(want) = raw_len(self.layout) {
+            if bytes.len() as u64 != want {
+                return Err(SourceError::Record {
+                    what: what(),
+                    reason: format!(
+                        "{} bytes, the raw layout {} needs {want}",
+                        bytes.len(),
+                        layout_name(self.layout)
+                    ),
+                });
+            }
+        }
+        let entry = Entry {
+            offset: self.pos,
+            len: bytes.len() as u64,
+            label,
+            crc: crc32fast::hash(bytes),
+        };
+        self.write_bytes(bytes)?;
+        self.index.extend_from_slice(&entry.encode());
+        self.count += 1;
+        self.record_bytes += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Records appended so far.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Write the class table, the index and the header, flush to disk, and rename the
+    /// temporary file to the final name.
+    pub fn finish(mut self) -> Result<PackStats, SourceError> {
+        let data_len = self.pos - HEADER_LEN as u64;
+        let table = encode_classes(&self.classes);
+        let classes_offset = self.pos;
+        self.write_bytes(&table)?;
+        let index_offset = self.pos;
+        let index = std::mem::take(&mut self.index);
+        self.write_bytes(&index)?;
+        let header = Header {
+            count: self.count,
+            layout: self.layout,
+            num_classes: self.classes.len() as u32,
+            data_offset: HEADER_LEN as u64,
+            data_len,
+            classes_offset,
+            classes_len: table.len() as u64,
+            classes_crc: crc32fast::hash(&table),
+            index_offset,
+            index_crc: crc32fast::hash(&index),
+        };
+        let file_bytes = self.pos;
+        let tmp = self.tmp.clone();
+        let io = |e| SourceError::io(&tmp, e);
+        let Some(writer) = self.file.take() else {
+            return Err(SourceError::format(&self.out, "writer already finished"));
+        };
+        let mut file = writer.into_inner().map_err(|e| io(e.into_error()))?;
+        file.seek(SeekFrom::Start(0)).map_err(io)?;
+        file.write_all(&header.encode()).map_err(io)?;
+        // Data before name: a crash after the rename must not expose a file whose
+        // blocks never reached the disk.
+        file.sync_all().map_err(io)?;
+        drop(file);
+        fs::rename(&self.tmp, &self.out).map_err(|e| SourceError::io(&self.out, e))?;
+        Ok(PackStats {
+            records: self.count as usize,
+            record_bytes: self.record_bytes,
+            file_bytes,
+        })
+    }
+}
+
+impl Drop for PackedWriter {
+    fn drop(&mut self) {
+        // Still holding the file means `finish` never completed: discard the partial
+        // pack. A failed removal leaves only a `.tmp-PID` name, never `OUT`.
+        if self.file.take().is_some() {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Copy every record of `src`, in order, with its label and the class list, into a
+/// packed file at `out`. `progress(done, total)` is called after each record.
+///
+/// All records must share one [`RecordKind`] (the first record's); raw records keep
+/// their shape.
+pub fn pack_source(
+    src: &dyn Source,
+    out: &Path,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<PackStats, SourceError> {
+    let total = src.len();
+    if total == 0 {
+        return Err(SourceError::format(
+            out,
+            "nothing to pack: the source is empty",
+        ));
+    }
+    let mut buf = Vec::new();
+    let layout = src.read(0, &mut buf)?;
+    let mut writer = PackedWriter::create(out, layout, src.classes())?;
+    for i in 0..total {
+        let kind = if i == 0 {
+            layout
+        } else {
+            src.read(i, &mut buf)?
+        };
+        if kind != layout {
+            return Err(SourceError::Record {
+                what: src.describe(i),
+                reason: format!(
+                    "record layout {} differs from the first record's {}; a packed file \
+                     holds one layout",
+                    layout_name(kind),
+                    layout_name(layout)
+                ),
+            });
+        }
+        writer.append(&buf, src.label(i)).map_err(|e| match e {
+            SourceError::Record { reason, .. } => SourceError::Record {
+                what: src.describe(i),
+                reason,
+            },
+            other => other,
+        })?;
+        progress(i + 1, total);
+    }
+    writer.finish()
+}

@@ -27,8 +27,8 @@ use stoker_loader::{Loader, LoaderError, LoaderState};
 use crate::backend::Backend;
 use crate::checkpoint::{self, CheckpointError};
 use crate::collective::{reshard::reshard, Collective, CollectiveError, Local};
-use crate::error::TrainerError;
-use crate::feed::{BatchFeed, HostFeed};
+use crate::error::ModelError;
+use crate::feed::{BatchFeed, FeedError, HostFeed};
 use crate::model::{Model, Stats};
 use crate::optim::Optimizer;
 use crate::schedule::Schedule;
@@ -39,16 +39,13 @@ pub enum TrainError {
     #[error("data: {0}")]
     Loader(#[from] LoaderError),
     #[error(transparent)]
-    Model(#[from] TrainerError),
+    Model(#[from] ModelError),
     #[error("checkpoint {0}")]
     Checkpoint(#[from] CheckpointError),
-    #[error("upload: {0}")]
-    Upload(#[from] stoker_loader::upload::UploadError),
+    #[error(transparent)]
+    Feed(#[from] FeedError),
     #[error(transparent)]
     Collective(#[from] CollectiveError),
-    /// A feed asked to run a step before any batch was put into it (a bug in the caller).
-    #[error("the batch feed was asked for a step with no batch put")]
-    NoBatch,
     /// A checkpoint that `checkpoint::load` accepted but whose training state is not ours.
     #[error("checkpoint {path}: {reason}")]
     Resume { path: String, reason: String },
@@ -391,7 +388,7 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
                     // On a device that runs behind the host, wait for the backward here,
                     // so that the exchange's time below is the exchange's (and the wait
                     // for slower ranks), not the rest of this rank's backward.
-                    backend.synchronize().map_err(TrainerError::from)?;
+                    backend.synchronize().map_err(ModelError::from)?;
                 }
                 let t2 = Instant::now();
                 if distributed {

@@ -16,7 +16,7 @@ use std::str::FromStr;
 use std::time::Instant;
 
 use crate::backend::{Backend, DataLayout, In, Out};
-use crate::error::{config, Result, TrainerError};
+use crate::error::{config, Result, ModelError};
 use crate::layer::{Builder, Ctx, DataNorm, Layer, Shape, SoftmaxCrossEntropy};
 use crate::param::{ParamInfo, Registry};
 use crate::tensor::Tensor;
@@ -53,7 +53,7 @@ impl fmt::Display for ModelKind {
 }
 
 impl FromStr for ModelKind {
-    type Err = TrainerError;
+    type Err = ModelError;
     fn from_str(s: &str) -> Result<Self> {
         ModelKind::ALL
             .into_iter()
@@ -296,10 +296,10 @@ impl<B: Backend + Clone + 'static> Model<B> {
 
     fn check_batch(&self, n: usize) -> Result<()> {
         if n == 0 {
-            return Err(TrainerError::EmptyBatch);
+            return Err(ModelError::EmptyBatch);
         }
         if n > self.cfg.max_batch {
-            return Err(TrainerError::BatchTooLarge {
+            return Err(ModelError::BatchTooLarge {
                 n,
                 max: self.cfg.max_batch,
             });
@@ -312,14 +312,14 @@ impl<B: Backend + Clone + 'static> Model<B> {
         self.check_batch(n)?;
         let (h, w, c) = self.cfg.input;
         if images.len() != n * h * w * c {
-            return Err(TrainerError::InputLen {
+            return Err(ModelError::InputLen {
                 what: "images (n * h * w * c bytes)",
                 expected: n * h * w * c,
                 got: images.len(),
             });
         }
         if labels.len() != n {
-            return Err(TrainerError::InputLen {
+            return Err(ModelError::InputLen {
                 what: "labels",
                 expected: n,
                 got: labels.len(),
@@ -330,7 +330,7 @@ impl<B: Backend + Clone + 'static> Model<B> {
             .enumerate()
             .find(|(_, &l)| l as usize >= self.cfg.classes)
         {
-            return Err(TrainerError::Label {
+            return Err(ModelError::Label {
                 index,
                 label,
                 classes: self.cfg.classes,

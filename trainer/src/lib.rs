@@ -25,7 +25,7 @@ pub use backend::{Backend, BackendError, CpuBackend, CudaBackend};
 pub use checkpoint::CheckpointError;
 pub use collective::{Collective, CollectiveError, Launch, Local};
 pub use device::{select_device, DevicePref, SelectedDevice};
-pub use error::{Result, ModelError};
+pub use error::{ModelError, Result};
 pub use feed::{BatchFeed, DeviceFeed, FeedError, HostFeed};
 pub use model::{Model, ModelConfig, ModelKind, Stats};
 pub use optim::{Optimizer, OptimizerKind};

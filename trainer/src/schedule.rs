@@ -1,8 +1,9 @@
 //! Learning-rate schedule: linear warm-up from 0, then cosine decay to a floor.
 
 /// `lr(step)` for step 0, 1, ...: rises linearly over `warmup` steps to `base`, then
-/// follows half a cosine down to `min` at `total` steps, and stays there.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// follows half a cosine down to `min` at `total` steps, and stays there. Checkpoints
+/// keep it as JSON (`train.schedule`), under these field names.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Schedule {
     pub base: f32,
     pub min: f32,

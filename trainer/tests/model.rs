@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use stoker_trainer::checkpoint::{self, CheckpointError};
 use stoker_trainer::rng::Rng;
 use stoker_trainer::{
-    CpuBackend, Model, ModelConfig, ModelKind, Optimizer, OptimizerKind, ModelError,
+    CpuBackend, Model, ModelConfig, ModelError, ModelKind, Optimizer, OptimizerKind,
 };
 
 /// A separable problem: class k brightens quadrant k (of channel k % c) on a noisy

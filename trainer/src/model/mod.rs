@@ -16,7 +16,7 @@ use std::str::FromStr;
 use std::time::Instant;
 
 use crate::backend::{Backend, DataLayout, In, Out};
-use crate::error::{config, Result, ModelError};
+use crate::error::{config, ModelError, Result};
 use crate::layer::{Builder, Ctx, DataNorm, Layer, Shape, SoftmaxCrossEntropy};
 use crate::param::{ParamInfo, Registry};
 use crate::tensor::Tensor;

@@ -46,6 +46,15 @@ impl OptimizerKind {
         }
     }
 
+    /// The peak learning rate a run uses unless told otherwise: 0.1 for SGD, 0.003
+    /// for AdamW.
+    pub fn default_lr(&self) -> f32 {
+        match self {
+            OptimizerKind::Sgd { .. } => 0.1,
+            OptimizerKind::AdamW { .. } => 3e-3,
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             OptimizerKind::Sgd { .. } => "sgd",

@@ -702,7 +702,7 @@ fn layer_run<B: Backend + 'static, M: MakeLayer>(b: &B, mk: &M, n: usize) -> Vec
     let mut ye = Tensor::zeros(b, &[dy0.len()]).unwrap();
     {
         let mut cx = Ctx {
-            b,
+            backend: b,
             reg: &reg,
             params: params.buf(),
             grads: grads.buf_mut(),

@@ -9,7 +9,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::backend::cuda::{self, CudaBackend, DeviceInfo};
+use crate::backend::cuda::{self, CudaBackend, CudaError, DeviceInfo};
 use crate::backend::{BackendError, CpuBackend};
 
 /// What the user asked for.
@@ -75,8 +75,8 @@ impl SelectedDevice {
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
     /// `cuda:N` was asked for and the probe found no usable device `N`.
-    #[error("--device cuda:{ordinal}: no usable CUDA device: {reason}")]
-    NotUsable { ordinal: usize, reason: String },
+    #[error("--device cuda:{ordinal}: no usable CUDA device: {source}")]
+    NotUsable { ordinal: usize, source: CudaError },
     /// The device is there, but its backend failed to start.
     #[error("--device {pref}: {source}")]
     Open {
@@ -94,7 +94,7 @@ pub fn select_device(pref: DevicePref) -> Result<SelectedDevice, DeviceError> {
 /// [`select_device`] over any probe (tests use fakes).
 pub fn select_with(
     pref: DevicePref,
-    probe: impl Fn(usize) -> Result<DeviceInfo, String>,
+    probe: impl Fn(usize) -> Result<DeviceInfo, CudaError>,
 ) -> Result<SelectedDevice, DeviceError> {
     match pref {
         DevicePref::Cpu => Ok(SelectedDevice::Cpu {
@@ -114,7 +114,7 @@ pub fn select_with(
                 reason: format!("device: {info} (as asked)"),
                 info,
             }),
-            Err(reason) => Err(DeviceError::NotUsable { ordinal: n, reason }),
+            Err(source) => Err(DeviceError::NotUsable { ordinal: n, source }),
         },
     }
 }
@@ -148,7 +148,7 @@ pub fn open_device(
 pub fn open_with<C>(
     pref: DevicePref,
     local_rank: Option<usize>,
-    probe: impl Fn(usize) -> Result<DeviceInfo, String>,
+    probe: impl Fn(usize) -> Result<DeviceInfo, CudaError>,
     open_cuda: impl FnOnce(usize) -> Result<C, BackendError>,
 ) -> Result<OpenedDevice<C>, DeviceError> {
     let mut selected = select_with(pref, &probe)?;
@@ -180,7 +180,7 @@ pub fn open_with<C>(
 mod tests {
     use super::*;
 
-    fn fake_gpu(n: usize) -> Result<DeviceInfo, String> {
+    fn fake_gpu(n: usize) -> Result<DeviceInfo, CudaError> {
         Ok(DeviceInfo {
             ordinal: n,
             count: 1,
@@ -190,8 +190,8 @@ mod tests {
         })
     }
 
-    fn no_gpu(_: usize) -> Result<DeviceInfo, String> {
-        Err("libcuda (the NVIDIA driver) not found".into())
+    fn no_gpu(_: usize) -> Result<DeviceInfo, CudaError> {
+        Err(CudaError::Missing(vec!["libcuda (the NVIDIA driver)"]))
     }
 
     #[test]

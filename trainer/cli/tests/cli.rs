@@ -163,7 +163,7 @@ fn binary_rejects_missing_empty_and_classless_folders() {
     match cuda::probe() {
         Err(why) => {
             fails_with(&cuda, "--device cuda:0: no usable CUDA device");
-            fails_with(&cuda, &why);
+            fails_with(&cuda, &why.to_string());
         }
         Ok(_) => fails_with(&cuda, "at least 2"),
     }

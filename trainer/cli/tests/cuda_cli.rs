@@ -15,7 +15,7 @@ fn gpu(test: &str) -> Option<CudaBackend> {
             Ok(b) => return Some(b),
             Err(e) => e.to_string(),
         },
-        Err(why) => why,
+        Err(why) => why.to_string(),
     };
     eprintln!("SKIPPED: no usable CUDA device ({why}) [{test}]");
     None

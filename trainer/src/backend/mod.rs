@@ -44,6 +44,18 @@ pub enum BackendError {
     },
     #[error("{op}: {reason}")]
     Op { op: &'static str, reason: String },
+    /// A CUDA call failed inside backend op `op`.
+    #[error("{op}: {source}")]
+    Cuda {
+        op: &'static str,
+        source: cuda::CudaError,
+    },
+    /// The CUDA backend could not start on device `ordinal`.
+    #[error("cuda init: cuda:{ordinal}: {source}")]
+    CudaInit {
+        ordinal: usize,
+        source: cuda::CudaError,
+    },
     #[error("label {label} of sample {row} is out of range for {classes} classes")]
     Label {
         row: usize,

@@ -1,5 +1,5 @@
 //! The model's error type: every failure building or running a model can have, with
-//! context. (The training loop's, [`crate::train::TrainError`], wraps it.)
+//! context. (The training loop's error, `TrainError`, wraps it.)
 
 use crate::backend::BackendError;
 

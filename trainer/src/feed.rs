@@ -214,7 +214,7 @@ impl BatchFeed<CudaBackend> for DeviceFeed {
     }
 }
 
-/// A CUDA feed for `mode`, boxed for [`crate::train::Trainer::with_feed`].
+/// A CUDA feed for `mode`, boxed for the trainer's `with_feed`.
 pub fn cuda_feed(
     backend: &CudaBackend,
     mode: Mode,

@@ -1,8 +1,8 @@
 //! The CPU backend: GEMM through `matrixmultiply` (its own threads), everything else
 //! element-wise or per channel on rayon. One file per concern, each op's forward and
-//! backward together: [`gemm`], [`conv`] (im2col, col2im), [`norm`] (batch norm, data
-//! normalisation), [`pool`], [`elementwise`] (fill, add, bias + activation, ReLU),
-//! [`loss`] (softmax cross-entropy), [`optim`] (SGD, AdamW). This file holds the buffers
+//! backward together: `gemm`, `conv` (im2col, col2im), `norm` (batch norm, data
+//! normalisation), `pool`, `elementwise` (fill, add, bias + activation, ReLU), `loss`
+//! (softmax cross-entropy), `optim` (SGD, AdamW). This file holds the buffers
 //! and the [`Backend`] impl, which hands each op to its file.
 //!
 //! Determinism: work is split into fixed chunks (never by thread count) and every

@@ -1,5 +1,5 @@
 //! The kernel table: every kernel of `kernels/*.cu`, declared once with its source file
-//! and its parameters. The declaration makes the kernel's field in [`Kernels`], loads it
+//! and its parameters. The declaration makes the kernel's field in `Kernels`, loads it
 //! from the compiled program, and gives it a typed launcher method of the same name;
 //! a unit test checks every declaration against the kernel's C signature.
 //!

@@ -2,7 +2,7 @@
 //! all enqueued on one stream.
 //!
 //! CUDA is found at run time (cudarc loads `libcuda`, `libnvrtc` and `libcublas` with
-//! `dlopen`), so this module builds everywhere and [`probe`] says, without panicking,
+//! `dlopen`), so this module builds everywhere and [`probe()`] says, without panicking,
 //! whether a usable device is there. Semantics follow the CPU backend op for op: the
 //! same layouts, the same GEMM conventions, results in the same places. Element-wise
 //! kernels are compiled without FMA contraction (`--fmad=false`) so they round as the
@@ -14,9 +14,9 @@
 //! label out of range inside `softmax_xent` is recorded on the device and reported by
 //! the next `download` or `synchronize`, not by the call itself.
 //!
-//! Files: [`probe`] (is CUDA usable, what device), `buffer` (device buffers and checked
-//! addresses), [`kernels`] (the kernel table: one declaration per kernel; compiling
-//! the program, or reading it from the PTX cache, `ptx_cache`), [`error`] (the typed
+//! Files: `probe` (is CUDA usable, what device), `buffer` (device buffers and checked
+//! addresses), `kernels` (the kernel table: one declaration per kernel; compiling
+//! the program, or reading it from the PTX cache, `ptx_cache`), `error` (the typed
 //! [`CudaError`]), this file (the backend: context, stream, cuBLAS, scratch), and one
 //! file per concern of ops, as on the CPU: `gemm`, `conv`, `norm`, `pool`,
 //! `elementwise`, `loss`, `optim`.

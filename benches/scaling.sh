@@ -2,7 +2,7 @@
 # Weak scaling of data-parallel training on one machine: the same per-rank batch on
 # 1 and 2 ranks, and what share of each step the gradient all-reduce takes.
 #
-#   cargo build --release -p stoker-trainer --features mpi
+#   cargo build --release -p stoker-train --features mpi
 #   bash benches/scaling.sh [extra stoker-train args...]    (default: the demo convnet)
 #
 # Rows: one process with every core (no mpirun); one rank bound to one core (mpirun
@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=target/release/stoker-train
-[ -x "$bin" ] || { echo "build first: cargo build --release -p stoker-trainer --features mpi" >&2; exit 1; }
+[ -x "$bin" ] || { echo "build first: cargo build --release -p stoker-train --features mpi" >&2; exit 1; }
 args=(--epochs 2 --json "$@")
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 mpi=(mpirun --allow-run-as-root --oversubscribe)

@@ -4,7 +4,8 @@
 #   bin/    stoker-train, stoker-load, stoker-upload-bench (release, stripped)
 #   tests/  the GPU test executables (cargo test --release --no-run), stripped:
 #           cuda_parity, cuda_train, cuda_nccl (trainer, with its nccl feature, which
-#           does not link MPI), loader_upload (the loader's lib tests)
+#           does not link MPI), cuda_cli (stoker-train --device cuda), loader_upload
+#           (the loader's lib tests)
 #   gpu-check.sh, MANIFEST
 # Run on the build machine from anywhere in the repository; then run
 # .gpu-bundle/gpu-check.sh on the GPU machine.
@@ -15,11 +16,11 @@ out="$root/.gpu-bundle"
 cd "$root"
 
 echo "== building release binaries"
-cargo build --release -p stoker-trainer --bin stoker-train
+cargo build --release -p stoker-train --bin stoker-train
 cargo build --release -p stoker-load --features cuda --bin stoker-load --bin stoker-upload-bench
 
 # Test executables: cargo prints their paths in its JSON messages ("executable"); test
-# harnesses live in deps/ (the stoker-train binary the trainer tests need does not).
+# harnesses live in deps/ (the stoker-train binary cuda_cli runs does not).
 test_exes() {
     cargo test --release --no-run --message-format=json "$@" |
         grep -o '"executable":"[^"]*"' | sed 's/"executable":"\(.*\)"/\1/' | grep '/deps/'
@@ -29,6 +30,8 @@ echo "== building GPU test executables"
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/tests"
 trainer_tests=$(test_exes -p stoker-trainer --features nccl --test cuda_parity --test cuda_train --test cuda_nccl)
+# (nccl here too: the same trainer library as above, built once.)
+cli_tests=$(test_exes -p stoker-train --features nccl --test cuda_cli)
 loader_tests=$(test_exes -p stoker-loader --features cuda --lib)
 
 copy() { # copy SRC DEST: strip symbols to keep the bundle small
@@ -39,7 +42,7 @@ for b in stoker-train stoker-load stoker-upload-bench; do
     copy "target/release/$b" "$out/bin/$b"
 done
 # Named by their test target: deps/cuda_parity-<hash> -> tests/cuda_parity.
-for t in $trainer_tests; do copy "$t" "$out/tests/$(basename "$t" | sed 's/-[0-9a-f]*$//')"; done
+for t in $trainer_tests $cli_tests; do copy "$t" "$out/tests/$(basename "$t" | sed 's/-[0-9a-f]*$//')"; done
 for t in $loader_tests; do copy "$t" "$out/tests/loader_upload"; done
 cp scripts/gpu-check.sh "$out/gpu-check.sh"
 chmod +x "$out/gpu-check.sh" "$out"/bin/* "$out"/tests/*

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the GPU checks from a bundle made by scripts/gpu-bundle.sh, on a machine with a
 # GPU and CUDA 13 libraries but no Rust: the CUDA parity tests, the training loop through
-# the upload stage against the CPU (cuda_train), a one-rank NCCL all-reduce (cuda_nccl), the loader's upload round-trip test, the
+# the upload stage against the CPU (cuda_train), `stoker-train --device cuda` on a tiny
+# set (cuda_cli), a one-rank NCCL all-reduce (cuda_nccl), the loader's upload round-trip test, the
 # upload bench (pinned vs pageable GB/s) and `stoker-train --device cuda --compare-readers
 # --epochs 2 --json` on the demo set. Prints a summary; the whole run stays under 5
 # minutes (each piece has a time limit). Logs go to $LOGDIR (default: a fresh temporary
@@ -62,11 +63,9 @@ else
     missing cuda_parity "tests/cuda_parity not in the bundle"
 fi
 
-# 1b. The training loop on CUDA through the upload stage (async and sync) vs the CPU,
-# and the stoker-train binary with --device cuda on a tiny set.
+# 1b. The training loop on CUDA through the upload stage (async and sync) vs the CPU.
 if [ -x "$here/tests/cuda_train" ]; then
-    STOKER_TRAIN_BIN="$here/bin/stoker-train" \
-        run cuda_train 45 "$here/tests/cuda_train" --test-threads=1 --nocapture || true
+    run cuda_train 45 "$here/tests/cuda_train" --test-threads=1 --nocapture || true
     if grep -q "SKIPPED: no usable CUDA device" "$logs/cuda_train.log"; then
         unset 'summary[${#summary[@]}-1]'
         note cuda_train SKIPPED "$(grep -m1 -o 'SKIPPED: no usable CUDA device.*' "$logs/cuda_train.log")"
@@ -75,6 +74,21 @@ if [ -x "$here/tests/cuda_train" ]; then
     grep -E "^test result|panicked|FAILED|losses" "$logs/cuda_train.log" | head -20 | sed 's/^/   /'
 else
     missing cuda_train "tests/cuda_train not in the bundle"
+fi
+
+# 1b'. The stoker-train binary with --device cuda on a tiny set (its test runs the
+# bundle's binary).
+if [ -x "$here/tests/cuda_cli" ]; then
+    STOKER_TRAIN_BIN="$here/bin/stoker-train" \
+        run cuda_cli 45 "$here/tests/cuda_cli" --test-threads=1 --nocapture || true
+    if grep -q "SKIPPED: no usable CUDA device" "$logs/cuda_cli.log"; then
+        unset 'summary[${#summary[@]}-1]'
+        note cuda_cli SKIPPED "$(grep -m1 -o 'SKIPPED: no usable CUDA device.*' "$logs/cuda_cli.log")"
+        failed=1
+    fi
+    grep -E "^test result|panicked|FAILED" "$logs/cuda_cli.log" | head -20 | sed 's/^/   /'
+else
+    missing cuda_cli "tests/cuda_cli not in the bundle"
 fi
 
 # 1c. NCCL on one GPU (a one-rank communicator: the plumbing of the multi-GPU path).

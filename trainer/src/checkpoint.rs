@@ -282,10 +282,10 @@ pub fn load<B: Backend + Clone + 'static>(
 
     // Everything checked: now change the model and optimizer.
     let b = model.backend().clone();
-    b.upload(&params, model.params.w())?;
-    b.upload(&state, model.state.w())?;
+    b.upload(&params, model.params.view_mut())?;
+    b.upload(&state, model.state.view_mut())?;
     for (t, v) in opt.slots.iter_mut().zip(&slots) {
-        b.upload(v, t.w())?;
+        b.upload(v, t.view_mut())?;
     }
     opt.steps = steps;
     Ok(meta

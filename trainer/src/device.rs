@@ -1,14 +1,16 @@
 //! Which device a run uses: the user's preference (`auto`, `cpu`, `cuda[:N]`) turned
-//! into a choice plus the one line that explains it.
+//! into a choice plus the one line that explains it, and the backend opened on it.
 //!
-//! `auto` takes CUDA when a device is usable and the CPU otherwise, saying why; asking
-//! for `cuda` on a machine without a usable GPU is an error (the binary exits non-zero
-//! with the reason), never a panic and never a silent fallback.
+//! `auto` takes CUDA when a device is usable and the CPU otherwise, saying why (also
+//! when the device is there but its backend fails to start); asking for `cuda` on a
+//! machine without a usable GPU is an error (the binary exits non-zero with the
+//! reason), never a panic and never a silent fallback.
 
 use std::fmt;
 use std::str::FromStr;
 
-use crate::backend::cuda::{self, DeviceInfo};
+use crate::backend::cuda::{self, CudaBackend, CudaError, DeviceInfo};
+use crate::backend::{BackendError, CpuBackend};
 
 /// What the user asked for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -69,17 +71,31 @@ impl SelectedDevice {
     }
 }
 
+/// Why no device could be had for an explicit request (`auto` always gets one).
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    /// `cuda:N` was asked for and the probe found no usable device `N`.
+    #[error("--device cuda:{ordinal}: no usable CUDA device: {source}")]
+    NotUsable { ordinal: usize, source: CudaError },
+    /// The device is there, but its backend failed to start.
+    #[error("--device {pref}: {source}")]
+    Open {
+        pref: DevicePref,
+        source: BackendError,
+    },
+}
+
 /// Resolves a preference against what this machine has. `Err` only for an explicit
 /// `cuda` request that cannot be met; the message says why.
-pub fn select_device(pref: DevicePref) -> Result<SelectedDevice, String> {
+pub fn select_device(pref: DevicePref) -> Result<SelectedDevice, DeviceError> {
     select_with(pref, cuda::probe_ordinal)
 }
 
 /// [`select_device`] over any probe (tests use fakes).
 pub fn select_with(
     pref: DevicePref,
-    probe: impl Fn(usize) -> Result<DeviceInfo, String>,
-) -> Result<SelectedDevice, String> {
+    probe: impl Fn(usize) -> Result<DeviceInfo, CudaError>,
+) -> Result<SelectedDevice, DeviceError> {
     match pref {
         DevicePref::Cpu => Ok(SelectedDevice::Cpu {
             reason: "device: cpu (as asked)".into(),
@@ -98,7 +114,64 @@ pub fn select_with(
                 reason: format!("device: {info} (as asked)"),
                 info,
             }),
-            Err(why) => Err(format!("--device cuda:{n}: no usable CUDA device: {why}")),
+            Err(source) => Err(DeviceError::NotUsable { ordinal: n, source }),
+        },
+    }
+}
+
+/// The backend a run trains on.
+#[derive(Debug)]
+pub enum Device<C = CudaBackend> {
+    Cpu(CpuBackend),
+    Cuda(C),
+}
+
+/// An opened device, with the line that says which and why (for the user).
+#[derive(Debug)]
+pub struct OpenedDevice<C = CudaBackend> {
+    pub device: Device<C>,
+    pub reason: String,
+}
+
+/// Resolves `pref` and opens the backend. `auto` falls back to the CPU (the reason says
+/// why) whenever CUDA is missing or fails to start; an explicit `cuda` that cannot be
+/// met is an error. In a data-parallel run `local_rank` is this process's rank on its
+/// machine, and `auto` takes the GPU of that number.
+pub fn open_device(
+    pref: DevicePref,
+    local_rank: Option<usize>,
+) -> Result<OpenedDevice, DeviceError> {
+    open_with(pref, local_rank, cuda::probe_ordinal, CudaBackend::new)
+}
+
+/// [`open_device`] over any probe and CUDA backend constructor (tests use fakes).
+pub fn open_with<C>(
+    pref: DevicePref,
+    local_rank: Option<usize>,
+    probe: impl Fn(usize) -> Result<DeviceInfo, CudaError>,
+    open_cuda: impl FnOnce(usize) -> Result<C, BackendError>,
+) -> Result<OpenedDevice<C>, DeviceError> {
+    let mut selected = select_with(pref, &probe)?;
+    if let (DevicePref::Auto, SelectedDevice::Cuda { .. }, Some(local)) =
+        (pref, &selected, local_rank)
+    {
+        selected = select_with(DevicePref::Cuda(local), &probe)?;
+    }
+    let cpu = |reason| OpenedDevice {
+        device: Device::Cpu(CpuBackend::new()),
+        reason,
+    };
+    match selected {
+        SelectedDevice::Cpu { reason } => Ok(cpu(reason)),
+        SelectedDevice::Cuda { info, reason } => match open_cuda(info.ordinal) {
+            Ok(b) => Ok(OpenedDevice {
+                device: Device::Cuda(b),
+                reason,
+            }),
+            Err(e) if pref == DevicePref::Auto => Ok(cpu(format!(
+                "device: cpu (auto: {info} is present but cannot be used: {e})"
+            ))),
+            Err(source) => Err(DeviceError::Open { pref, source }),
         },
     }
 }
@@ -107,7 +180,7 @@ pub fn select_with(
 mod tests {
     use super::*;
 
-    fn fake_gpu(n: usize) -> Result<DeviceInfo, String> {
+    fn fake_gpu(n: usize) -> Result<DeviceInfo, CudaError> {
         Ok(DeviceInfo {
             ordinal: n,
             count: 1,
@@ -117,8 +190,8 @@ mod tests {
         })
     }
 
-    fn no_gpu(_: usize) -> Result<DeviceInfo, String> {
-        Err("libcuda (the NVIDIA driver) not found".into())
+    fn no_gpu(_: usize) -> Result<DeviceInfo, CudaError> {
+        Err(CudaError::Missing(vec!["libcuda (the NVIDIA driver)"]))
     }
 
     #[test]
@@ -139,11 +212,57 @@ mod tests {
         assert!(s.reason().contains("libcuda"), "{}", s.reason());
         assert!(!s.reason().contains('\n'));
         let e = select_with(DevicePref::Cuda(0), no_gpu).unwrap_err();
-        assert!(e.contains("no usable CUDA device"), "{e}");
+        assert!(e.to_string().contains("no usable CUDA device"), "{e}");
         let s = select_with(DevicePref::Auto, fake_gpu).unwrap();
         assert!(s.is_cuda());
         assert!(s.reason().contains("Fake GPU"), "{}", s.reason());
         assert!(!select_with(DevicePref::Cpu, fake_gpu).unwrap().is_cuda());
+    }
+
+    /// A CUDA backend that starts, or one that fails as a broken driver would.
+    fn opens(n: usize) -> Result<usize, BackendError> {
+        Ok(n)
+    }
+    fn fails(_: usize) -> Result<usize, BackendError> {
+        Err(BackendError::Op {
+            op: "cuda init",
+            reason: "cuda:0: out of memory".into(),
+        })
+    }
+
+    fn is_cpu<C>(d: &OpenedDevice<C>) -> bool {
+        matches!(d.device, Device::Cpu(_))
+    }
+
+    #[test]
+    fn opening_falls_back_to_the_cpu_only_for_auto() {
+        let d = open_with(DevicePref::Auto, None, fake_gpu, opens).unwrap();
+        assert!(matches!(d.device, Device::Cuda(0)), "{d:?}");
+        // A usable probe but a backend that fails: auto says so and trains on the CPU ...
+        let d = open_with(DevicePref::Auto, None, fake_gpu, fails).unwrap();
+        assert!(is_cpu(&d));
+        assert!(d.reason.contains("Fake GPU") && d.reason.contains("out of memory"));
+        // ... an explicit request fails with the reason.
+        let e = open_with(DevicePref::Cuda(0), None, fake_gpu, fails).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--device cuda:0: cuda init: cuda:0: out of memory"
+        );
+        let d = open_with(DevicePref::Auto, None, no_gpu, opens).unwrap();
+        assert!(is_cpu(&d) && d.reason.contains("libcuda"), "{}", d.reason);
+        assert!(is_cpu(
+            &open_with(DevicePref::Cpu, None, fake_gpu, opens).unwrap()
+        ));
+    }
+
+    #[test]
+    fn auto_takes_the_gpu_of_the_local_rank() {
+        let d = open_with(DevicePref::Auto, Some(3), fake_gpu, opens).unwrap();
+        assert!(matches!(d.device, Device::Cuda(3)), "{d:?}");
+        // Rank 3's GPU missing is an error, even for auto: the ranks must not differ.
+        let two = |n: usize| if n < 2 { fake_gpu(n) } else { no_gpu(n) };
+        let e = open_with(DevicePref::Auto, Some(3), two, opens).unwrap_err();
+        assert!(e.to_string().starts_with("--device cuda:3:"), "{e}");
     }
 
     #[test]

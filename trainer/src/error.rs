@@ -1,10 +1,11 @@
-//! The trainer's error type: every failure a caller can cause, with context.
+//! The model's error type: every failure building or running a model can have, with
+//! context. (The training loop's error, `TrainError`, wraps it.)
 
 use crate::backend::BackendError;
 
 /// What building or running a model can fail with.
 #[derive(Debug, thiserror::Error)]
-pub enum TrainerError {
+pub enum ModelError {
     #[error("backend: {0}")]
     Backend(#[from] BackendError),
     #[error("batch of {n} samples exceeds the planned maximum of {max}")]
@@ -28,10 +29,10 @@ pub enum TrainerError {
 }
 
 /// Shorthand for trainer results.
-pub type Result<T, E = TrainerError> = std::result::Result<T, E>;
+pub type Result<T, E = ModelError> = std::result::Result<T, E>;
 
-pub(crate) fn config(what: impl Into<String>, reason: impl Into<String>) -> TrainerError {
-    TrainerError::Config {
+pub(crate) fn config(what: impl Into<String>, reason: impl Into<String>) -> ModelError {
+    ModelError::Config {
         what: what.into(),
         reason: reason.into(),
     }

@@ -20,9 +20,20 @@ use stoker_loader::{Batch, Mode};
 
 use crate::backend::cuda::{CudaBackend, CudaBuf};
 use crate::backend::{Backend, BackendError};
-use crate::error::TrainerError;
+use crate::error::ModelError;
 use crate::model::Model;
-use crate::train::TrainError;
+
+/// What handing a batch to the model can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum FeedError {
+    #[error("upload: {0}")]
+    Upload(#[from] UploadError),
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// A feed asked to run a step before any batch was put into it (a bug in the caller).
+    #[error("the batch feed was asked for a step with no batch put")]
+    NoBatch,
+}
 
 /// Hands loader batches to a model on backend `B` (see the module docs).
 pub trait BatchFeed<B: Backend + Clone + 'static> {
@@ -31,16 +42,16 @@ pub trait BatchFeed<B: Backend + Clone + 'static> {
 
     /// Makes `batch` the one the next `forward_backward` or `evaluate` reads. Its time
     /// counts as waiting for data: a device feed uploads here.
-    fn put(&mut self, batch: Batch) -> Result<(), TrainError>;
+    fn put(&mut self, batch: Batch) -> Result<(), FeedError>;
 
     /// A training forward and backward on the batch last `put`, which is then let go.
-    fn forward_backward(&mut self, model: &mut Model<B>) -> Result<(), TrainError>;
+    fn forward_backward(&mut self, model: &mut Model<B>) -> Result<(), FeedError>;
 
     /// An eval-mode forward on the batch last `put`, which is then let go.
-    fn evaluate(&mut self, model: &mut Model<B>) -> Result<(), TrainError>;
+    fn evaluate(&mut self, model: &mut Model<B>) -> Result<(), FeedError>;
 
     /// Called once the whole step (optimizer included) is enqueued.
-    fn end_step(&mut self, _model: &Model<B>) -> Result<(), TrainError> {
+    fn end_step(&mut self, _model: &Model<B>) -> Result<(), FeedError> {
         Ok(())
     }
 }
@@ -57,8 +68,8 @@ impl HostFeed {
         Self::default()
     }
 
-    fn take(&mut self) -> Result<Batch, TrainError> {
-        self.batch.take().ok_or(TrainError::NoBatch)
+    fn take(&mut self) -> Result<Batch, FeedError> {
+        self.batch.take().ok_or(FeedError::NoBatch)
     }
 }
 
@@ -67,19 +78,19 @@ impl<B: Backend + Clone + 'static> BatchFeed<B> for HostFeed {
         "time blocked in the loader's next()"
     }
 
-    fn put(&mut self, batch: Batch) -> Result<(), TrainError> {
+    fn put(&mut self, batch: Batch) -> Result<(), FeedError> {
         self.batch = Some(batch);
         Ok(())
     }
 
-    fn forward_backward(&mut self, model: &mut Model<B>) -> Result<(), TrainError> {
+    fn forward_backward(&mut self, model: &mut Model<B>) -> Result<(), FeedError> {
         let b = self.take()?;
         model.forward_backward(&b.images, &b.labels, b.len())?;
         // `b` drops here: its buffer goes back to the loader's pool.
         Ok(())
     }
 
-    fn evaluate(&mut self, model: &mut Model<B>) -> Result<(), TrainError> {
+    fn evaluate(&mut self, model: &mut Model<B>) -> Result<(), FeedError> {
         let b = self.take()?;
         model.evaluate(&b.images, &b.labels, b.len())?;
         Ok(())
@@ -142,13 +153,13 @@ impl DeviceFeed {
     /// slot sooner.
     fn with_batch(
         &mut self,
-        f: impl FnOnce(&CudaBuf<u8>, &CudaBuf<u32>, usize) -> Result<(), TrainerError>,
-    ) -> Result<(), TrainError> {
-        let db = self.batch.take().ok_or(TrainError::NoBatch)?;
+        f: impl FnOnce(&CudaBuf<u8>, &CudaBuf<u32>, usize) -> Result<(), ModelError>,
+    ) -> Result<(), FeedError> {
+        let db = self.batch.take().ok_or(FeedError::NoBatch)?;
         let up = &self.up;
-        let run = || -> Result<(), TrainError> {
+        let run = || -> Result<(), FeedError> {
             let view_err = || {
-                TrainerError::from(BackendError::Op {
+                ModelError::from(BackendError::Op {
                     op: "device batch",
                     reason: "label buffer is not a whole number of u32".into(),
                 })
@@ -175,7 +186,7 @@ impl BatchFeed<CudaBackend> for DeviceFeed {
         }
     }
 
-    fn put(&mut self, batch: Batch) -> Result<(), TrainError> {
+    fn put(&mut self, batch: Batch) -> Result<(), FeedError> {
         if let Some(old) = self.batch.take() {
             // A batch put but never used: free its slot rather than leak it.
             self.up.release(old)?;
@@ -185,25 +196,25 @@ impl BatchFeed<CudaBackend> for DeviceFeed {
         Ok(())
     }
 
-    fn forward_backward(&mut self, model: &mut Model<CudaBackend>) -> Result<(), TrainError> {
+    fn forward_backward(&mut self, model: &mut Model<CudaBackend>) -> Result<(), FeedError> {
         self.with_batch(|x, y, n| model.forward_backward_on(x, y, n))
     }
 
-    fn evaluate(&mut self, model: &mut Model<CudaBackend>) -> Result<(), TrainError> {
+    fn evaluate(&mut self, model: &mut Model<CudaBackend>) -> Result<(), FeedError> {
         self.with_batch(|x, y, n| model.evaluate_on(x, y, n))
     }
 
-    fn end_step(&mut self, _model: &Model<CudaBackend>) -> Result<(), TrainError> {
+    fn end_step(&mut self, _model: &Model<CudaBackend>) -> Result<(), FeedError> {
         // Sync: the step's compute time is its device time, and the next upload (which
         // synchronises the compute stream) then waits for its copy alone.
         if !self.up.is_async() {
-            self.backend.synchronize().map_err(TrainerError::from)?;
+            self.backend.synchronize().map_err(ModelError::from)?;
         }
         Ok(())
     }
 }
 
-/// A CUDA feed for `mode`, boxed for [`crate::train::Trainer::with_feed`].
+/// A CUDA feed for `mode`, boxed for the trainer's `with_feed`.
 pub fn cuda_feed(
     backend: &CudaBackend,
     mode: Mode,

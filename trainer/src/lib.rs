@@ -2,8 +2,10 @@
 //! backward over a [`Backend`] (CPU, or CUDA found at run time, behind the same trait).
 //!
 //! Reading order: [`backend`] -> [`tensor`] -> [`layer`] -> [`model`] -> [`optim`] ->
-//! [`schedule`] -> [`checkpoint`] -> [`feed`] -> [`collective`] -> [`train`] (the loop) ->
-//! [`report`].
+//! [`schedule`] -> [`checkpoint`] -> [`feed`] -> [`collective`] -> [`train`] (the loop).
+//! [`device`] picks and opens the backend of a run. The `stoker-train` binary
+//! (`trainer/cli`) is a thin layer over this: arguments, data folders, console report
+//! and plots.
 
 pub mod backend;
 pub mod checkpoint;
@@ -15,7 +17,6 @@ pub mod layer;
 pub mod model;
 pub mod optim;
 pub mod param;
-pub mod report;
 pub mod rng;
 pub mod schedule;
 pub mod tensor;
@@ -24,9 +25,11 @@ pub mod train;
 pub use backend::{Backend, BackendError, CpuBackend, CudaBackend};
 pub use checkpoint::CheckpointError;
 pub use collective::{Collective, CollectiveError, Launch, Local};
-pub use device::{select_device, DevicePref, SelectedDevice};
-pub use error::{Result, TrainerError};
-pub use feed::{BatchFeed, DeviceFeed, HostFeed};
+pub use device::{
+    open_device, select_device, Device, DeviceError, DevicePref, OpenedDevice, SelectedDevice,
+};
+pub use error::{ModelError, Result};
+pub use feed::{BatchFeed, DeviceFeed, FeedError, HostFeed};
 pub use model::{Model, ModelConfig, ModelKind, Stats};
 pub use optim::{Optimizer, OptimizerKind};
 pub use schedule::Schedule;

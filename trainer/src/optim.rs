@@ -46,6 +46,15 @@ impl OptimizerKind {
         }
     }
 
+    /// The peak learning rate a run uses unless told otherwise: 0.1 for SGD, 0.003
+    /// for AdamW.
+    pub fn default_lr(&self) -> f32 {
+        match self {
+            OptimizerKind::Sgd { .. } => 0.1,
+            OptimizerKind::AdamW { .. } => 3e-3,
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             OptimizerKind::Sgd { .. } => "sgd",
@@ -120,9 +129,9 @@ impl<B: Backend + Clone + 'static> Optimizer<B> {
                 },
                 [mom],
             ) => b.sgd_step(
-                model.params.w(),
-                model.grads.r(),
-                mom.w(),
+                model.params.view_mut(),
+                model.grads.view(),
+                mom.view_mut(),
                 self.len,
                 decay_len,
                 SgdStep {
@@ -141,10 +150,10 @@ impl<B: Backend + Clone + 'static> Optimizer<B> {
                 },
                 [m, v],
             ) => b.adamw_step(
-                model.params.w(),
-                model.grads.r(),
-                m.w(),
-                v.w(),
+                model.params.view_mut(),
+                model.grads.view(),
+                m.view_mut(),
+                v.view_mut(),
                 self.len,
                 decay_len,
                 AdamWStep {
@@ -183,8 +192,15 @@ mod tests {
         let mut pt = Tensor::from_slice(&b, &[p.len()], p).unwrap();
         let gt = Tensor::from_slice(&b, &[p.len()], g).unwrap();
         let mut mt = Tensor::from_slice(&b, &[p.len()], m).unwrap();
-        b.sgd_step(pt.w(), gt.r(), mt.w(), p.len(), decay_len, h)
-            .unwrap();
+        b.sgd_step(
+            pt.view_mut(),
+            gt.view(),
+            mt.view_mut(),
+            p.len(),
+            decay_len,
+            h,
+        )
+        .unwrap();
         (pt.to_vec(&b).unwrap(), mt.to_vec(&b).unwrap())
     }
 
@@ -241,7 +257,8 @@ mod tests {
         let (mut rp, mut rm, mut rv) = ([1.0f64, -2.0], [0.0f64; 2], [0.0f64; 2]);
         for step in 1..=3u64 {
             h.step = step;
-            b.adamw_step(p.w(), g.r(), m.w(), v.w(), 2, 1, h).unwrap();
+            b.adamw_step(p.view_mut(), g.view(), m.view_mut(), v.view_mut(), 2, 1, h)
+                .unwrap();
             for i in 0..2 {
                 let gi = [0.5, 0.25][i];
                 if i == 0 {

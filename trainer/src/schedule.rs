@@ -1,8 +1,9 @@
 //! Learning-rate schedule: linear warm-up from 0, then cosine decay to a floor.
 
 /// `lr(step)` for step 0, 1, ...: rises linearly over `warmup` steps to `base`, then
-/// follows half a cosine down to `min` at `total` steps, and stays there.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// follows half a cosine down to `min` at `total` steps, and stays there. Checkpoints
+/// keep it as JSON (`train.schedule`), under these field names.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Schedule {
     pub base: f32,
     pub min: f32,
@@ -18,6 +19,15 @@ impl Schedule {
             warmup,
             total,
         }
+    }
+
+    /// The default for a run of `epochs` epochs of `steps_per_epoch` steps: warm up
+    /// over half an epoch (at most a tenth of the run, at least one step), then a cosine
+    /// down to zero at the run's last step.
+    pub fn warmup_cosine(base: f32, steps_per_epoch: u64, epochs: u64) -> Self {
+        let total = steps_per_epoch * epochs;
+        let warmup = (steps_per_epoch / 2).min(total / 10).max(1);
+        Self::new(base, warmup, total)
     }
 
     /// A constant rate.
@@ -63,5 +73,19 @@ mod tests {
             prev = s.lr(step);
         }
         assert_eq!(Schedule::constant(0.1).lr(1000), 0.1);
+    }
+
+    #[test]
+    fn the_default_warms_up_over_half_an_epoch_at_most_a_tenth_of_the_run() {
+        // The demo: 6 epochs of 79 steps.
+        let s = Schedule::warmup_cosine(0.1, 79, 6);
+        assert_eq!((s.warmup, s.total), (39, 474));
+        assert_eq!(s.lr(38), 0.1);
+        assert!(s.lr(473) < 1e-5);
+        // One epoch: a tenth of it.
+        assert_eq!(Schedule::warmup_cosine(0.1, 79, 1).warmup, 7);
+        // Tiny runs still warm up over one step.
+        assert_eq!(Schedule::warmup_cosine(0.1, 1, 1).warmup, 1);
+        assert_eq!(Schedule::warmup_cosine(0.1, 3, 2).warmup, 1);
     }
 }

@@ -28,7 +28,7 @@ impl<B: Backend> Tensor<B> {
                 reason: format!("{} values for shape {:?}", data.len(), shape),
             });
         }
-        b.upload(data, t.w())?;
+        b.upload(data, t.view_mut())?;
         Ok(t)
     }
 
@@ -45,22 +45,22 @@ impl<B: Backend> Tensor<B> {
     }
 
     /// The whole tensor, for reading.
-    pub fn r(&self) -> In<'_, B> {
+    pub fn view(&self) -> In<'_, B> {
         In::new(&self.buf)
     }
 
     /// The tensor from element `off` on, for reading.
-    pub fn r_at(&self, off: usize) -> In<'_, B> {
+    pub fn view_at(&self, off: usize) -> In<'_, B> {
         In::at(&self.buf, off)
     }
 
     /// The whole tensor, for writing.
-    pub fn w(&mut self) -> Out<'_, B> {
+    pub fn view_mut(&mut self) -> Out<'_, B> {
         Out::new(&mut self.buf)
     }
 
     /// The tensor from element `off` on, for writing.
-    pub fn w_at(&mut self, off: usize) -> Out<'_, B> {
+    pub fn view_mut_at(&mut self, off: usize) -> Out<'_, B> {
         Out::at(&mut self.buf, off)
     }
 
@@ -75,7 +75,7 @@ impl<B: Backend> Tensor<B> {
     /// Copies the whole tensor to the host (waits for the device).
     pub fn to_vec(&self, b: &B) -> BResult<Vec<f32>> {
         let mut v = vec![0.0; self.len()];
-        b.download(self.r(), &mut v)?;
+        b.download(self.view(), &mut v)?;
         Ok(v)
     }
 }

@@ -23,7 +23,10 @@ fn nccl_single_rank_all_reduce() {
     use stoker_trainer::collective::DEFAULT_TIMEOUT;
     use stoker_trainer::{Collective, Local, Tensor};
 
-    let backend = match cuda::probe().and_then(|_| CudaBackend::new(0).map_err(|e| e.to_string())) {
+    let backend = match cuda::probe()
+        .map_err(|e| e.to_string())
+        .and_then(|_| CudaBackend::new(0).map_err(|e| e.to_string()))
+    {
         Ok(b) => b,
         Err(why) => {
             eprintln!("SKIPPED: no usable CUDA device ({why}) [nccl_single_rank_all_reduce]");

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use stoker_trainer::checkpoint::{self, CheckpointError};
 use stoker_trainer::rng::Rng;
 use stoker_trainer::{
-    CpuBackend, Model, ModelConfig, ModelKind, Optimizer, OptimizerKind, TrainerError,
+    CpuBackend, Model, ModelConfig, ModelError, ModelKind, Optimizer, OptimizerKind,
 };
 
 /// A separable problem: class k brightens quadrant k (of channel k % c) on a noisy
@@ -160,19 +160,19 @@ fn bad_batches_are_errors() {
     let img = vec![0u8; 16 * 5];
     assert!(matches!(
         m.forward_backward(&img, &[0; 5], 5),
-        Err(TrainerError::BatchTooLarge { n: 5, max: 4 })
+        Err(ModelError::BatchTooLarge { n: 5, max: 4 })
     ));
     assert!(matches!(
         m.forward_backward(&img[..16 * 2 - 1], &[0; 2], 2),
-        Err(TrainerError::InputLen { .. })
+        Err(ModelError::InputLen { .. })
     ));
     assert!(matches!(
         m.forward_backward(&img[..32], &[0; 3], 2),
-        Err(TrainerError::InputLen { .. })
+        Err(ModelError::InputLen { .. })
     ));
     assert!(matches!(
         m.forward_backward(&img[..32], &[0, 3], 2),
-        Err(TrainerError::Label {
+        Err(ModelError::Label {
             index: 1,
             label: 3,
             classes: 3
@@ -180,7 +180,7 @@ fn bad_batches_are_errors() {
     ));
     assert!(matches!(
         m.evaluate(&[], &[], 0),
-        Err(TrainerError::EmptyBatch)
+        Err(ModelError::EmptyBatch)
     ));
     assert!(Model::new(&b, ModelConfig::new(ModelKind::Convnet, (0, 4, 1), 3, 4)).is_err());
     assert!(Model::new(

@@ -48,7 +48,7 @@ impl Collective<CpuBackend> for Threads {
         let mut v: Vec<f64> = t.to_vec(b)?.iter().map(|&x| x as f64).collect();
         self.all_reduce_sum(&mut v)?;
         let mean: Vec<f32> = v.iter().map(|&x| (x / self.world as f64) as f32).collect();
-        b.upload(&mean, t.w())?;
+        b.upload(&mean, t.view_mut())?;
         Ok(())
     }
     fn all_reduce_sum(&self, vals: &mut [f64]) -> Result<(), CollectiveError> {

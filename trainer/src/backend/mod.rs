@@ -44,6 +44,18 @@ pub enum BackendError {
     },
     #[error("{op}: {reason}")]
     Op { op: &'static str, reason: String },
+    /// A CUDA call failed inside backend op `op`.
+    #[error("{op}: {source}")]
+    Cuda {
+        op: &'static str,
+        source: cuda::CudaError,
+    },
+    /// The CUDA backend could not start on device `ordinal`.
+    #[error("cuda init: cuda:{ordinal}: {source}")]
+    CudaInit {
+        ordinal: usize,
+        source: cuda::CudaError,
+    },
     #[error("label {label} of sample {row} is out of range for {classes} classes")]
     Label {
         row: usize,
@@ -97,13 +109,6 @@ impl<'a, B: Backend + ?Sized, T: Elem> Out<'a, B, T> {
     }
     pub fn at(buf: &'a mut B::Buf<T>, off: usize) -> Self {
         Self { buf, off }
-    }
-    /// Reborrow, so one `Out` can be passed to several calls in turn.
-    pub fn re(&mut self) -> Out<'_, B, T> {
-        Out {
-            buf: self.buf,
-            off: self.off,
-        }
     }
 }
 
@@ -278,13 +283,13 @@ pub trait Backend: Send + Sync {
     ) -> BResult<()>;
 
     /// See [`Gemm`].
-    fn gemm(&self, g: Gemm, a: In<'_, Self>, b: In<'_, Self>, c: Out<'_, Self>) -> BResult<()>;
+    fn gemm(&self, spec: Gemm, a: In<'_, Self>, b: In<'_, Self>, c: Out<'_, Self>) -> BResult<()>;
 
     /// Writes the im2col matrix `[c*kh*kw, nc*oh*ow]` of images `n0..n0+nc` of `x`.
     fn im2col(
         &self,
         x: In<'_, Self>,
-        g: ConvGeom,
+        geom: ConvGeom,
         n0: usize,
         nc: usize,
         col: Out<'_, Self>,
@@ -294,7 +299,7 @@ pub trait Backend: Send + Sync {
     fn col2im(
         &self,
         col: In<'_, Self>,
-        g: ConvGeom,
+        geom: ConvGeom,
         n0: usize,
         nc: usize,
         dx: Out<'_, Self>,
@@ -335,7 +340,7 @@ pub trait Backend: Send + Sync {
     fn maxpool_forward(
         &self,
         x: In<'_, Self>,
-        g: PoolGeom,
+        geom: PoolGeom,
         y: Out<'_, Self>,
         argmax: Out<'_, Self, u32>,
     ) -> BResult<()>;
@@ -344,7 +349,7 @@ pub trait Backend: Send + Sync {
         &self,
         dy: In<'_, Self>,
         argmax: In<'_, Self, u32>,
-        g: PoolGeom,
+        geom: PoolGeom,
         dx: Out<'_, Self>,
     ) -> BResult<()>;
 
@@ -365,7 +370,7 @@ pub trait Backend: Send + Sync {
         dx: Out<'_, Self>,
     ) -> BResult<()>;
 
-    /// Batch norm (then ReLU if `g.relu`). `gamma_beta` is `[gamma(c), beta(c)]`,
+    /// Batch norm (then ReLU if `bn.relu`). `gamma_beta` is `[gamma(c), beta(c)]`,
     /// `running` is `[mean(c), var(c)]`. In training mode it normalises by the batch
     /// statistics, writes them to `saved` as `[mean(c), inv_std(c)]` and updates
     /// `running` (unbiased variance, as PyTorch); in eval mode it uses `running` and
@@ -378,11 +383,11 @@ pub trait Backend: Send + Sync {
         running: Out<'_, Self>,
         saved: Out<'_, Self>,
         y: Out<'_, Self>,
-        g: BnGeom,
+        bn: BnGeom,
         train: bool,
     ) -> BResult<()>;
     /// Backward of a training-mode batch norm: `dgamma_beta = [dgamma(c), dbeta(c)]`
-    /// (overwritten), `dx` overwritten. `y` is read only when `g.relu`.
+    /// (overwritten), `dx` overwritten. `y` is read only when `bn.relu`.
     #[allow(clippy::too_many_arguments)]
     fn batchnorm_backward(
         &self,
@@ -393,7 +398,7 @@ pub trait Backend: Send + Sync {
         saved: In<'_, Self>,
         dgamma_beta: Out<'_, Self>,
         dx: Out<'_, Self>,
-        g: BnGeom,
+        bn: BnGeom,
     ) -> BResult<()>;
 
     /// u8 NHWC images `[n, h, w, c]` to normalised f32, `(x / 255 - mean[ch]) / std[ch]`.

@@ -24,6 +24,7 @@ pub mod reshard;
 
 use std::time::Duration;
 
+use crate::backend::cuda::CudaError;
 use crate::backend::{Backend, BackendError};
 use crate::tensor::Tensor;
 
@@ -60,6 +61,13 @@ pub enum CollectiveError {
         world: usize,
         what: String,
         detail: String,
+    },
+    /// A CUDA or NCCL call of the engine failed (the call and its code in `source`).
+    #[error("rank {rank} of {world}: {source}")]
+    Cuda {
+        rank: usize,
+        world: usize,
+        source: CudaError,
     },
     #[error("moving gradients to or from the device: {0}")]
     Backend(#[from] BackendError),

@@ -182,7 +182,7 @@ impl<B: Backend> Collective<B> for Mpi {
         let mut recv = self.recv.borrow_mut();
         send.resize(n, 0.0);
         recv.resize(n, 0.0);
-        backend.download(t.r(), &mut send)?;
+        backend.download(t.view(), &mut send)?;
         if let Err(e) = self.sum_into("gradient all-reduce", &send, &mut recv) {
             // MPI may still touch them: never free or reuse them.
             std::mem::forget(std::mem::take(&mut *send));
@@ -191,7 +191,7 @@ impl<B: Backend> Collective<B> for Mpi {
         }
         let scale = 1.0 / self.size as f32;
         recv.iter_mut().for_each(|v| *v *= scale);
-        backend.upload(&recv, t.w())?;
+        backend.upload(&recv, t.view_mut())?;
         Ok(())
     }
 

@@ -26,6 +26,7 @@ use cudarc::driver::{sys::CUevent_flags, CudaEvent, CudaStream};
 use cudarc::nccl::safe::{Comm, Id, ReduceOp};
 
 use super::{Collective, CollectiveError};
+use crate::backend::cuda::CudaError;
 use crate::backend::CudaBackend;
 use crate::tensor::Tensor;
 
@@ -75,6 +76,11 @@ impl Nccl {
             world,
             reason,
         };
+        let cuda = |source| CollectiveError::Cuda {
+            rank,
+            world,
+            source,
+        };
         // Every rank learns whether every other rank has NCCL before any of them waits
         // for the id, so that all of them fail (or fall back) together.
         let present = Self::is_available();
@@ -96,7 +102,12 @@ impl Nccl {
         // byte is exact in an f64).
         let mut id = [0.0f64; 128];
         if rank == 0 {
-            let made = Id::new().map_err(|e| fail("ncclGetUniqueId", format!("{e:?}")))?;
+            let made = Id::new().map_err(|code| {
+                cuda(CudaError::Nccl {
+                    call: "ncclGetUniqueId",
+                    code,
+                })
+            })?;
             for (v, c) in id.iter_mut().zip(made.internal()) {
                 *v = f64::from(*c as u8);
             }
@@ -107,9 +118,13 @@ impl Nccl {
         let done = stream
             .context()
             .new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))
-            .map_err(|e| fail("cuEventCreate", e.to_string()))?;
-        let comm = Comm::from_rank(stream.clone(), rank, world, id)
-            .map_err(|e| fail("ncclCommInitRank", format!("{e:?}")))?;
+            .map_err(|e| cuda(CudaError::driver("cuEventCreate")(e)))?;
+        let comm = Comm::from_rank(stream.clone(), rank, world, id).map_err(|code| {
+            cuda(CudaError::Nccl {
+                call: "ncclCommInitRank",
+                code,
+            })
+        })?;
         Ok(Nccl {
             comm: RefCell::new(Some(comm)),
             stream,
@@ -119,6 +134,14 @@ impl Nccl {
             rank,
             world,
         })
+    }
+
+    fn cuda_error(&self, source: CudaError) -> CollectiveError {
+        CollectiveError::Cuda {
+            rank: self.rank,
+            world: self.world,
+            source,
+        }
     }
 
     fn engine_error(&self, op: &'static str, reason: String) -> CollectiveError {
@@ -135,11 +158,11 @@ impl Nccl {
     fn wait(&self, op: &'static str) -> Result<(), CollectiveError> {
         self.done
             .record(&self.stream)
-            .map_err(|e| self.engine_error(op, e.to_string()))?;
+            .map_err(|e| self.cuda_error(CudaError::driver("cuEventRecord")(e)))?;
         let completed = super::poll_until(self.timeout, || {
             self.done
                 .try_is_complete()
-                .map_err(|e| self.engine_error(op, e.to_string()))
+                .map_err(|e| self.cuda_error(CudaError::driver("cuEventQuery")(e)))
         })?;
         if !completed {
             // Stops this rank's NCCL kernel, so that the stream and the process can go
@@ -191,7 +214,7 @@ impl Collective<CudaBackend> for Nccl {
                 self.engine_error(OP, "the communicator was aborted after a timeout".into())
             })?;
             comm.all_reduce_in_place(&mut view, &ReduceOp::Avg)
-                .map_err(|e| self.engine_error(OP, format!("{e:?}")))?;
+                .map_err(|code| self.cuda_error(CudaError::Nccl { call: OP, code }))?;
         }
         self.wait(OP)
     }

@@ -35,7 +35,8 @@ impl<B: Backend> Layer<B> for Relu {
         n: usize,
         _train: bool,
     ) -> BResult<()> {
-        cx.b.relu_forward(x.r(), y.w(), n * self.shape.numel())
+        cx.backend
+            .relu_forward(x.view(), y.view_mut(), n * self.shape.numel())
     }
 
     fn backward(
@@ -49,7 +50,8 @@ impl<B: Backend> Layer<B> for Relu {
     ) -> BResult<()> {
         match dx {
             Some(dx) => {
-                cx.b.relu_backward(y.r(), dy.r(), dx.w(), n * self.shape.numel())
+                cx.backend
+                    .relu_backward(y.view(), dy.view(), dx.view_mut(), n * self.shape.numel())
             }
             None => Ok(()),
         }

@@ -136,15 +136,22 @@ impl<B: Backend> Layer<B> for Conv2d<B> {
         let kdim = g.col_rows();
         for n0 in (0..n).step_by(self.chunk) {
             let nc = self.chunk.min(n - n0);
-            cx.b.im2col(x.r(), g, n0, nc, self.col.w())?;
+            cx.backend
+                .im2col(x.view(), g, n0, nc, self.col.view_mut())?;
             let mut gm = Gemm::dense(false, false, self.cout, nc * ohw, kdim);
             gm.ldc = n * ohw;
-            cx.b.gemm(gm, cx.p(self.w), self.col.r(), y.w_at(n0 * ohw))?;
+            cx.backend.gemm(
+                gm,
+                cx.param(self.w),
+                self.col.view(),
+                y.view_mut_at(n0 * ohw),
+            )?;
         }
         self.col_valid = train && n <= self.chunk;
         if self.b.is_some() || self.relu {
-            let bias = self.b.map(|b| cx.p(b));
-            cx.b.bias_act_forward(y.w(), bias, self.cout, n * ohw, self.relu)?;
+            let bias = self.b.map(|b| cx.param(b));
+            cx.backend
+                .bias_act_forward(y.view_mut(), bias, self.cout, n * ohw, self.relu)?;
         }
         Ok(())
     }
@@ -158,30 +165,35 @@ impl<B: Backend> Layer<B> for Conv2d<B> {
         mut dx: Option<&mut Tensor<B>>,
         n: usize,
     ) -> BResult<()> {
-        let b = cx.b;
+        let b = cx.backend;
         let g = self.geom(n);
         let ohw = g.out_h() * g.out_w();
         let kdim = g.col_rows();
         if self.b.is_some() || self.relu {
-            let db = self.b.map(|id| cx.g(id));
-            b.bias_act_backward(y.r(), dy.w(), db, self.cout, n * ohw, self.relu)?;
+            let db = self.b.map(|id| cx.grad(id));
+            b.bias_act_backward(y.view(), dy.view_mut(), db, self.cout, n * ohw, self.relu)?;
         }
         for (i, n0) in (0..n).step_by(self.chunk).enumerate() {
             let nc = self.chunk.min(n - n0);
             if !self.col_valid {
-                b.im2col(x.r(), g, n0, nc, self.col.w())?;
+                b.im2col(x.view(), g, n0, nc, self.col.view_mut())?;
             }
             // dW[cout, K] (+)= dy[cout, nc*ohw] col[K, nc*ohw]^T
             let mut gw = Gemm::dense(false, true, self.cout, kdim, nc * ohw);
             gw.lda = n * ohw;
             gw.beta = if i == 0 { 0.0 } else { 1.0 };
-            b.gemm(gw, dy.r_at(n0 * ohw), self.col.r(), cx.g(self.w))?;
+            b.gemm(gw, dy.view_at(n0 * ohw), self.col.view(), cx.grad(self.w))?;
             if let Some(dx) = dx.as_deref_mut() {
                 // dcol[K, nc*ohw] = W[cout, K]^T dy[cout, nc*ohw], into the same scratch.
                 let mut gc = Gemm::dense(true, false, kdim, nc * ohw, self.cout);
                 gc.ldb = n * ohw;
-                b.gemm(gc, cx.p(self.w), dy.r_at(n0 * ohw), self.col.w())?;
-                b.col2im(self.col.r(), g, n0, nc, dx.w())?;
+                b.gemm(
+                    gc,
+                    cx.param(self.w),
+                    dy.view_at(n0 * ohw),
+                    self.col.view_mut(),
+                )?;
+                b.col2im(self.col.view(), g, n0, nc, dx.view_mut())?;
                 self.col_valid = false;
             }
         }
@@ -262,7 +274,7 @@ mod tests {
             let mut y = Tensor::zeros(&b, &[4 * 36 * n]).unwrap();
             let mut dx = Tensor::zeros(&b, &[xs.len()]).unwrap();
             let mut cx = Ctx {
-                b: &b,
+                backend: &b,
                 reg: &reg,
                 params: p.buf(),
                 grads: g.buf_mut(),

@@ -77,8 +77,15 @@ impl<B: Backend> Layer<B> for Linear {
     ) -> BResult<()> {
         // y[out, n] = W[out, in] x[in, n]
         let g = Gemm::dense(false, false, self.outf, n, self.inf);
-        cx.b.gemm(g, cx.p(self.w), x.r(), y.w())?;
-        cx.b.bias_act_forward(y.w(), Some(cx.p(self.b)), self.outf, n, self.relu)
+        cx.backend
+            .gemm(g, cx.param(self.w), x.view(), y.view_mut())?;
+        cx.backend.bias_act_forward(
+            y.view_mut(),
+            Some(cx.param(self.b)),
+            self.outf,
+            n,
+            self.relu,
+        )
     }
 
     fn backward(
@@ -90,16 +97,23 @@ impl<B: Backend> Layer<B> for Linear {
         dx: Option<&mut Tensor<B>>,
         n: usize,
     ) -> BResult<()> {
-        let (b, w, bias) = (cx.b, self.w, self.b);
+        let (b, w, bias) = (cx.backend, self.w, self.b);
         // dz = dy * relu'(z), in place; db = row sums of dz.
-        b.bias_act_backward(y.r(), dy.w(), Some(cx.g(bias)), self.outf, n, self.relu)?;
+        b.bias_act_backward(
+            y.view(),
+            dy.view_mut(),
+            Some(cx.grad(bias)),
+            self.outf,
+            n,
+            self.relu,
+        )?;
         // dW[out, in] = dz[out, n] x[in, n]^T
         let g = Gemm::dense(false, true, self.outf, self.inf, n);
-        b.gemm(g, dy.r(), x.r(), cx.g(w))?;
+        b.gemm(g, dy.view(), x.view(), cx.grad(w))?;
         if let Some(dx) = dx {
             // dx[in, n] = W[out, in]^T dz[out, n]
             let g = Gemm::dense(true, false, self.inf, n, self.outf);
-            b.gemm(g, cx.p(w), dy.r(), dx.w())?;
+            b.gemm(g, cx.param(w), dy.view(), dx.view_mut())?;
         }
         Ok(())
     }

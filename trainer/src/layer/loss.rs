@@ -25,11 +25,11 @@ impl SoftmaxCrossEntropy {
         stats: Out<'_, B>,
     ) -> BResult<()> {
         b.softmax_xent(
-            logits.r(),
+            logits.view(),
             labels,
             self.classes,
             n,
-            dlogits.map(|d| d.w()),
+            dlogits.map(|d| d.view_mut()),
             stats,
         )
     }
@@ -67,7 +67,7 @@ mod tests {
         let mut dz = Tensor::zeros(&b, &[classes, n]).unwrap();
         let mut stats = Tensor::zeros(&b, &[2]).unwrap();
         let l = SoftmaxCrossEntropy::new(classes);
-        l.forward_backward(&b, &zt, In::new(&lb), n, Some(&mut dz), stats.w())
+        l.forward_backward(&b, &zt, In::new(&lb), n, Some(&mut dz), stats.view_mut())
             .unwrap();
         let s = stats.to_vec(&b).unwrap();
         let want = loss(&z, &labels, classes, n);
@@ -106,8 +106,14 @@ mod tests {
         b.upload(&[0u32, 7], Out::new(&mut lb)).unwrap();
         let zt = Tensor::zeros(&b, &[3, 2]).unwrap();
         let mut stats = Tensor::zeros(&b, &[2]).unwrap();
-        let r =
-            SoftmaxCrossEntropy::new(3).forward_backward(&b, &zt, In::new(&lb), 2, None, stats.w());
+        let r = SoftmaxCrossEntropy::new(3).forward_backward(
+            &b,
+            &zt,
+            In::new(&lb),
+            2,
+            None,
+            stats.view_mut(),
+        );
         assert!(matches!(
             r,
             Err(crate::backend::BackendError::Label {

@@ -75,7 +75,7 @@ impl<'a, B: Backend> Builder<'a, B> {
 
 /// The model's flat buffers, lent to a layer for one call.
 pub struct Ctx<'a, B: Backend> {
-    pub b: &'a B,
+    pub backend: &'a B,
     pub reg: &'a Registry,
     pub params: &'a B::Buf<f32>,
     pub grads: &'a mut B::Buf<f32>,
@@ -85,15 +85,15 @@ pub struct Ctx<'a, B: Backend> {
 
 impl<B: Backend> Ctx<'_, B> {
     /// A parameter's values.
-    pub fn p(&self, id: ParamId) -> In<'_, B> {
+    pub fn param(&self, id: ParamId) -> In<'_, B> {
         In::at(self.params, self.reg.offset(id))
     }
     /// A parameter's gradient.
-    pub fn g(&mut self, id: ParamId) -> Out<'_, B> {
+    pub fn grad(&mut self, id: ParamId) -> Out<'_, B> {
         Out::at(self.grads, self.reg.offset(id))
     }
     /// A state entry.
-    pub fn s(&mut self, id: ParamId) -> Out<'_, B> {
+    pub fn state_entry(&mut self, id: ParamId) -> Out<'_, B> {
         Out::at(self.state, self.state_reg.offset(id))
     }
 }
@@ -189,7 +189,7 @@ pub(crate) mod gradcheck {
                     x: &Tensor<CpuBackend>,
                     y: &mut Tensor<CpuBackend>| {
             let mut cx = Ctx {
-                b: &b,
+                backend: &b,
                 reg: &reg,
                 params: params.buf(),
                 grads: grads.buf_mut(),
@@ -205,10 +205,10 @@ pub(crate) mod gradcheck {
         };
 
         loss(&mut layer, &params, &mut grads, &mut state, &x, &mut y);
-        b.upload(&r, dy.w()).unwrap();
+        b.upload(&r, dy.view_mut()).unwrap();
         {
             let mut cx = Ctx {
-                b: &b,
+                backend: &b,
                 reg: &reg,
                 params: params.buf(),
                 grads: grads.buf_mut(),
@@ -241,21 +241,21 @@ pub(crate) mod gradcheck {
         for i in pick(x0.len(), &mut rng) {
             let mut xp = x0.clone();
             xp[i] += EPS;
-            b.upload(&xp, x.w()).unwrap();
+            b.upload(&xp, x.view_mut()).unwrap();
             let lp = loss(&mut layer, &params, &mut grads, &mut state, &x, &mut y);
             xp[i] -= 2.0 * EPS;
-            b.upload(&xp, x.w()).unwrap();
+            b.upload(&xp, x.view_mut()).unwrap();
             let lm = loss(&mut layer, &params, &mut grads, &mut state, &x, &mut y);
             agree("x", i, (lp - lm) / (2.0 * EPS as f64), dxv[i] as f64);
         }
-        b.upload(&x0, x.w()).unwrap();
+        b.upload(&x0, x.view_mut()).unwrap();
         for i in pick(p0.len(), &mut rng) {
             let mut pp = p0.clone();
             pp[i] += EPS;
-            b.upload(&pp, params.w()).unwrap();
+            b.upload(&pp, params.view_mut()).unwrap();
             let lp = loss(&mut layer, &params, &mut grads, &mut state, &x, &mut y);
             pp[i] -= 2.0 * EPS;
-            b.upload(&pp, params.w()).unwrap();
+            b.upload(&pp, params.view_mut()).unwrap();
             let lm = loss(&mut layer, &params, &mut grads, &mut state, &x, &mut y);
             agree("param", i, (lp - lm) / (2.0 * EPS as f64), gv[i] as f64);
         }

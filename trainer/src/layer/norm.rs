@@ -104,12 +104,12 @@ impl<B: Backend> Layer<B> for BatchNorm2d<B> {
         let goff = cx.reg.offset(self.gamma);
         let roff = cx.state_reg.offset(self.running_mean);
         let g = self.geom(n);
-        cx.b.batchnorm_forward(
-            x.r(),
+        cx.backend.batchnorm_forward(
+            x.view(),
             In::at(cx.params, goff),
             Out::at(cx.state, roff),
-            self.saved.w(),
-            y.w(),
+            self.saved.view_mut(),
+            y.view_mut(),
             g,
             train,
         )
@@ -127,17 +127,17 @@ impl<B: Backend> Layer<B> for BatchNorm2d<B> {
         let goff = cx.reg.offset(self.gamma);
         // The parameter gradients need the same pass as dx; with no dx wanted, the
         // input gradient goes to dy (no longer needed) instead of a scratch buffer.
-        let b = cx.b;
+        let b = cx.backend;
         let g = self.geom(n);
         match dx {
             Some(dx) => b.batchnorm_backward(
-                x.r(),
-                y.r(),
-                dy.r(),
+                x.view(),
+                y.view(),
+                dy.view(),
                 In::at(cx.params, goff),
-                self.saved.r(),
+                self.saved.view(),
                 Out::at(cx.grads, goff),
-                dx.w(),
+                dx.view_mut(),
                 g,
             ),
             None => Err(BackendError::Op {
@@ -215,7 +215,7 @@ impl DataNorm {
             &self.mean,
             &self.std,
             self.layout,
-            y.w(),
+            y.view_mut(),
         )
     }
 }
@@ -262,7 +262,7 @@ mod tests {
         let x = Tensor::from_slice(&b, &[4], &[1.0, 2.0, 3.0, 4.0]).unwrap();
         let mut y = Tensor::zeros(&b, &[4]).unwrap();
         let mut cx = Ctx {
-            b: &b,
+            backend: &b,
             reg: &bld.params,
             params: p.buf(),
             grads: g.buf_mut(),
@@ -279,7 +279,7 @@ mod tests {
         assert!((sv[1] - (0.9 + 0.1 * 5.0 / 3.0)).abs() < 1e-6, "{sv:?}");
         // Eval uses running stats: y = (x - 0.25) / sqrt(var + eps).
         let mut cx = Ctx {
-            b: &b,
+            backend: &b,
             reg: &bld.params,
             params: p.buf(),
             grads: g.buf_mut(),

@@ -70,7 +70,8 @@ impl<B: Backend> Layer<B> for MaxPool2d<B> {
         _train: bool,
     ) -> BResult<()> {
         let g = self.geom(n);
-        cx.b.maxpool_forward(x.r(), g, y.w(), Out::new(&mut self.argmax))
+        cx.backend
+            .maxpool_forward(x.view(), g, y.view_mut(), Out::new(&mut self.argmax))
     }
 
     fn backward(
@@ -83,9 +84,12 @@ impl<B: Backend> Layer<B> for MaxPool2d<B> {
         n: usize,
     ) -> BResult<()> {
         match dx {
-            Some(dx) => {
-                cx.b.maxpool_backward(dy.r(), In::new(&self.argmax), self.geom(n), dx.w())
-            }
+            Some(dx) => cx.backend.maxpool_backward(
+                dy.view(),
+                In::new(&self.argmax),
+                self.geom(n),
+                dx.view_mut(),
+            ),
             None => Ok(()),
         }
     }
@@ -123,7 +127,8 @@ impl<B: Backend> Layer<B> for GlobalAvgPool {
         _train: bool,
     ) -> BResult<()> {
         // Planes are (channel, image) in order, so the output is `[c, n]` as it stands.
-        cx.b.avgpool_forward(x.r(), self.input.c * n, self.input.hw(), y.w())
+        cx.backend
+            .avgpool_forward(x.view(), self.input.c * n, self.input.hw(), y.view_mut())
     }
 
     fn backward(
@@ -136,9 +141,12 @@ impl<B: Backend> Layer<B> for GlobalAvgPool {
         n: usize,
     ) -> BResult<()> {
         match dx {
-            Some(dx) => {
-                cx.b.avgpool_backward(dy.r(), self.input.c * n, self.input.hw(), dx.w())
-            }
+            Some(dx) => cx.backend.avgpool_backward(
+                dy.view(),
+                self.input.c * n,
+                self.input.hw(),
+                dx.view_mut(),
+            ),
             None => Ok(()),
         }
     }

@@ -16,7 +16,7 @@ use std::str::FromStr;
 use std::time::Instant;
 
 use crate::backend::{Backend, DataLayout, In, Out};
-use crate::error::{config, Result, TrainerError};
+use crate::error::{config, ModelError, Result};
 use crate::layer::{Builder, Ctx, DataNorm, Layer, Shape, SoftmaxCrossEntropy};
 use crate::param::{ParamInfo, Registry};
 use crate::tensor::Tensor;
@@ -53,7 +53,7 @@ impl fmt::Display for ModelKind {
 }
 
 impl FromStr for ModelKind {
-    type Err = TrainerError;
+    type Err = ModelError;
     fn from_str(s: &str) -> Result<Self> {
         ModelKind::ALL
             .into_iter()
@@ -296,10 +296,10 @@ impl<B: Backend + Clone + 'static> Model<B> {
 
     fn check_batch(&self, n: usize) -> Result<()> {
         if n == 0 {
-            return Err(TrainerError::EmptyBatch);
+            return Err(ModelError::EmptyBatch);
         }
         if n > self.cfg.max_batch {
-            return Err(TrainerError::BatchTooLarge {
+            return Err(ModelError::BatchTooLarge {
                 n,
                 max: self.cfg.max_batch,
             });
@@ -312,14 +312,14 @@ impl<B: Backend + Clone + 'static> Model<B> {
         self.check_batch(n)?;
         let (h, w, c) = self.cfg.input;
         if images.len() != n * h * w * c {
-            return Err(TrainerError::InputLen {
+            return Err(ModelError::InputLen {
                 what: "images (n * h * w * c bytes)",
                 expected: n * h * w * c,
                 got: images.len(),
             });
         }
         if labels.len() != n {
-            return Err(TrainerError::InputLen {
+            return Err(ModelError::InputLen {
                 what: "labels",
                 expected: n,
                 got: labels.len(),
@@ -330,7 +330,7 @@ impl<B: Backend + Clone + 'static> Model<B> {
             .enumerate()
             .find(|(_, &l)| l as usize >= self.cfg.classes)
         {
-            return Err(TrainerError::Label {
+            return Err(ModelError::Label {
                 index,
                 label,
                 classes: self.cfg.classes,
@@ -427,7 +427,7 @@ impl<B: Backend + Clone + 'static> Model<B> {
             None => (In::new(&*images), In::new(&*labels)),
         };
         let mut cx = Ctx {
-            b: &*b,
+            backend: &*b,
             reg: &*reg,
             params: params.buf(),
             grads: grads.buf_mut(),
@@ -458,8 +458,8 @@ impl<B: Backend + Clone + 'static> Model<B> {
         }
         let top = layers.len();
         if !train {
-            loss.forward_backward(&*b, &acts[top], lab, n, None, eval_step.w())?;
-            b.add(eval_step.r(), eval_acc.w(), 2)?;
+            loss.forward_backward(&*b, &acts[top], lab, n, None, eval_step.view_mut())?;
+            b.add(eval_step.view(), eval_acc.view_mut(), 2)?;
             self.eval_samples += n as u64;
             return Ok(());
         }
@@ -469,9 +469,9 @@ impl<B: Backend + Clone + 'static> Model<B> {
             lab,
             n,
             Some(&mut dacts[top]),
-            step_stats.w(),
+            step_stats.view_mut(),
         )?;
-        b.add(step_stats.r(), train_acc.w(), 2)?;
+        b.add(step_stats.view(), train_acc.view_mut(), 2)?;
         let loss_s = lap(&mut t, on)?;
         let mut bwd = vec![0.0; layers.len()];
         for (i, layer) in layers.iter_mut().enumerate().rev() {
@@ -494,7 +494,7 @@ impl<B: Backend + Clone + 'static> Model<B> {
 
     fn read_sums(&self, t: &Tensor<B>) -> Result<[f32; 2]> {
         let mut s = [0.0f32; 2];
-        self.backend.download(t.r(), &mut s)?;
+        self.backend.download(t.view(), &mut s)?;
         Ok(s)
     }
 
@@ -509,7 +509,7 @@ impl<B: Backend + Clone + 'static> Model<B> {
     /// Mean loss and accuracy over the training steps since the last call; resets them.
     pub fn take_train_stats(&mut self) -> Result<Stats> {
         let s = Stats::from_sums(self.read_sums(&self.train_acc)?, self.train_samples);
-        self.backend.fill(self.train_acc.w(), 2, 0.0)?;
+        self.backend.fill(self.train_acc.view_mut(), 2, 0.0)?;
         self.train_samples = 0;
         Ok(s)
     }
@@ -523,7 +523,7 @@ impl<B: Backend + Clone + 'static> Model<B> {
 
     /// Restores sums saved by [`Model::train_accumulator`].
     pub fn set_train_accumulator(&mut self, sums: [f32; 2], samples: u64) -> Result<()> {
-        self.backend.upload(&sums, self.train_acc.w())?;
+        self.backend.upload(&sums, self.train_acc.view_mut())?;
         self.train_samples = samples;
         Ok(())
     }
@@ -531,7 +531,7 @@ impl<B: Backend + Clone + 'static> Model<B> {
     /// Mean loss and accuracy over the `evaluate` calls since the last call; resets them.
     pub fn take_eval_stats(&mut self) -> Result<Stats> {
         let s = Stats::from_sums(self.read_sums(&self.eval_acc)?, self.eval_samples);
-        self.backend.fill(self.eval_acc.w(), 2, 0.0)?;
+        self.backend.fill(self.eval_acc.view_mut(), 2, 0.0)?;
         self.eval_samples = 0;
         Ok(s)
     }

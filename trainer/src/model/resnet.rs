@@ -132,9 +132,12 @@ impl<B: Backend> Layer<B> for BasicBlock<B> {
             Some((conv, bn)) => {
                 conv.forward(cx, x, s0, n, train)?;
                 bn.forward(cx, s0, s1, n, train)?;
-                cx.b.add_act(a3.r(), s1.r(), y.w(), len, true)
+                cx.backend
+                    .add_act(a3.view(), s1.view(), y.view_mut(), len, true)
             }
-            None => cx.b.add_act(a3.r(), x.r(), y.w(), len, true),
+            None => cx
+                .backend
+                .add_act(a3.view(), x.view(), y.view_mut(), len, true),
         }
     }
 
@@ -149,8 +152,13 @@ impl<B: Backend> Layer<B> for BasicBlock<B> {
     ) -> BResult<()> {
         let [a0, a1, a2, a3, s0, s1] = &self.a;
         let [da0, da1, da2] = &mut self.da;
-        let b = cx.b;
-        b.relu_backward(y.r(), dy.r(), self.dsum.w(), n * self.out.numel())?;
+        let b = cx.backend;
+        b.relu_backward(
+            y.view(),
+            dy.view(),
+            self.dsum.view_mut(),
+            n * self.out.numel(),
+        )?;
         // Batch norm reads its dy without writing it, so `dsum` feeds both branches.
         self.bn2
             .backward(cx, a2, a3, &mut self.dsum, Some(da2), n)?;
@@ -164,12 +172,12 @@ impl<B: Backend> Layer<B> for BasicBlock<B> {
                 let want_dx = dx.is_some();
                 conv.backward(cx, x, s0, &mut self.ds, want_dx.then_some(&mut self.dxs), n)?;
                 if let Some(dx) = dx {
-                    b.add(self.dxs.r(), dx.w(), len)?;
+                    b.add(self.dxs.view(), dx.view_mut(), len)?;
                 }
             }
             None => {
                 if let Some(dx) = dx {
-                    b.add(self.dsum.r(), dx.w(), len)?;
+                    b.add(self.dsum.view(), dx.view_mut(), len)?;
                 }
             }
         }

@@ -15,20 +15,27 @@
 //! The loop is generic over the [`Backend`]; how a batch reaches the model is the
 //! [`BatchFeed`] chosen once per run (the host batch on the CPU, the loader's upload
 //! stage on CUDA), so the same loop drives both.
+//!
+//! Here: the loop and its state. [`history`]: what a run records. [`resume`]: the
+//! loop's part of a checkpoint, and putting a run back where one stopped.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+pub mod history;
+pub mod resume;
+
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Instant;
 
-use serde_json::{json, Value};
 use stoker_loader::{Loader, LoaderError, LoaderState};
 
+pub use history::{EpochRecord, History, LogPoint, StepTime, Totals};
+use resume::write_checkpoint;
+
 use crate::backend::Backend;
-use crate::checkpoint::{self, CheckpointError};
-use crate::collective::{reshard::reshard, Collective, CollectiveError, Local};
-use crate::error::TrainerError;
-use crate::feed::{BatchFeed, HostFeed};
+use crate::checkpoint::CheckpointError;
+use crate::collective::{Collective, CollectiveError, Local};
+use crate::error::ModelError;
+use crate::feed::{BatchFeed, FeedError, HostFeed};
 use crate::model::{Model, Stats};
 use crate::optim::Optimizer;
 use crate::schedule::Schedule;
@@ -39,17 +46,15 @@ pub enum TrainError {
     #[error("data: {0}")]
     Loader(#[from] LoaderError),
     #[error(transparent)]
-    Model(#[from] TrainerError),
+    Model(#[from] ModelError),
     #[error("checkpoint {0}")]
     Checkpoint(#[from] CheckpointError),
-    #[error("upload: {0}")]
-    Upload(#[from] stoker_loader::upload::UploadError),
+    #[error(transparent)]
+    Feed(#[from] FeedError),
     #[error(transparent)]
     Collective(#[from] CollectiveError),
-    /// A feed asked to run a step before any batch was put into it (a bug in the caller).
-    #[error("the batch feed was asked for a step with no batch put")]
-    NoBatch,
-    /// A checkpoint that `checkpoint::load` accepted but whose training state is not ours.
+    /// The loop's entries of a checkpoint (the training state besides the model and
+    /// optimizer) cannot be read, do not fit this run, or cannot be written.
     #[error("checkpoint {path}: {reason}")]
     Resume { path: String, reason: String },
 }
@@ -68,110 +73,6 @@ pub struct TrainConfig {
     pub max_steps: Option<u64>,
     /// Written after every epoch and when `max_steps` stops the run.
     pub checkpoint: Option<PathBuf>,
-}
-
-/// The mean training loss and accuracy over the steps since the previous point.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct LogPoint {
-    /// Steps done when it was read (1-based: the point after step `step`).
-    pub step: u64,
-    pub epoch: u64,
-    pub loss: f32,
-    pub accuracy: f32,
-    pub lr: f32,
-}
-
-/// Where one step's time went, in seconds.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct StepTime {
-    pub step: u64,
-    pub samples: u32,
-    /// Blocked in the loader's `next()`, plus handing the batch to the device (the
-    /// feed's `put`: an upload on CUDA; see [`BatchFeed::wait_covers`]).
-    pub wait: f32,
-    /// Forward, backward and optimizer step (on an asynchronous device: enqueueing them;
-    /// in a distributed run the backward is also waited for, before the exchange).
-    pub compute: f32,
-    /// Averaging the gradients across ranks, including waiting for the slowest rank (on
-    /// a GPU with either engine: until the averaged gradients are on the device).
-    /// Zero in a single process.
-    pub comm: f32,
-}
-
-/// What one epoch did.
-#[derive(Clone, Debug, PartialEq)]
-pub struct EpochRecord {
-    pub epoch: u64,
-    /// Mean over the epoch's training samples, as the model saw them (augmented, in
-    /// training mode), accumulated as the epoch went.
-    pub train_loss: f64,
-    pub train_accuracy: f64,
-    pub samples: u64,
-    pub val: Option<Stats>,
-    /// Data wait, compute and gradient averaging over the epoch's steps; excludes
-    /// evaluation.
-    pub train_seconds: f64,
-    pub wait_seconds: f64,
-    pub eval_seconds: f64,
-}
-
-impl EpochRecord {
-    pub fn images_per_sec(&self) -> f64 {
-        self.samples as f64 / self.train_seconds.max(1e-9)
-    }
-
-    /// Share of the training time spent waiting for data.
-    pub fn wait_share(&self) -> f64 {
-        self.wait_seconds / self.train_seconds.max(1e-9)
-    }
-
-    fn to_json(&self) -> Value {
-        json!({
-            "epoch": self.epoch,
-            "train_loss": self.train_loss,
-            "train_accuracy": self.train_accuracy,
-            "samples": self.samples,
-            "val_loss": self.val.map(|v| v.loss),
-            "val_accuracy": self.val.map(|v| v.accuracy),
-            "val_samples": self.val.map(|v| v.samples),
-            "train_seconds": self.train_seconds,
-            "wait_seconds": self.wait_seconds,
-            "eval_seconds": self.eval_seconds,
-        })
-    }
-
-    fn from_json(v: &Value) -> Option<Self> {
-        let f = |k: &str| v.get(k).and_then(Value::as_f64);
-        let u = |k: &str| v.get(k).and_then(Value::as_u64);
-        let val = match (f("val_loss"), f("val_accuracy"), u("val_samples")) {
-            (Some(loss), Some(acc), Some(samples)) => Some(Stats {
-                loss: loss as f32,
-                accuracy: acc as f32,
-                samples,
-            }),
-            _ => None,
-        };
-        Some(Self {
-            epoch: u("epoch")?,
-            train_loss: f("train_loss")?,
-            train_accuracy: f("train_accuracy")?,
-            samples: u("samples")?,
-            val,
-            train_seconds: f("train_seconds")?,
-            wait_seconds: f("wait_seconds")?,
-            eval_seconds: f("eval_seconds")?,
-        })
-    }
-}
-
-/// Everything the run recorded, for reports and plots.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct History {
-    pub log: Vec<LogPoint>,
-    /// One entry per step taken by this process.
-    pub steps: Vec<StepTime>,
-    /// Every finished epoch, including those before a resume.
-    pub epochs: Vec<EpochRecord>,
 }
 
 /// Where a run stands: saved in checkpoints, so a resumed run continues the same sums.
@@ -213,13 +114,6 @@ pub trait Observer {
 
 /// An observer that shows nothing.
 impl Observer for () {}
-
-/// Checkpoint metadata keys of the loop (the model and optimizer keys are
-/// `checkpoint`'s own).
-const KEY_LOADER: &str = "train.loader_state";
-const KEY_POSITION: &str = "train.position";
-const KEY_SCHEDULE: &str = "train.schedule";
-const KEY_EPOCHS: &str = "train.epochs";
 
 /// A model, its optimizer, the training and validation loaders, and the loop's state.
 pub struct Trainer<B: Backend + Clone + 'static> {
@@ -391,7 +285,7 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
                     // On a device that runs behind the host, wait for the backward here,
                     // so that the exchange's time below is the exchange's (and the wait
                     // for slower ranks), not the rest of this rank's backward.
-                    backend.synchronize().map_err(TrainerError::from)?;
+                    backend.synchronize().map_err(ModelError::from)?;
                 }
                 let t2 = Instant::now();
                 if distributed {
@@ -482,187 +376,6 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
             None => Ok(None),
         }
     }
-
-    /// Saves model, optimizer, loader position, running sums and schedule to `path`.
-    pub fn save(&self, path: &Path) -> Result<(), TrainError> {
-        write_checkpoint(
-            path,
-            &self.model,
-            &self.opt,
-            &self.pos,
-            &self.cfg,
-            &self.history,
-        )
-    }
-
-    /// Restores a checkpoint written by [`Trainer::save`]: the next `run` continues
-    /// exactly where that run stopped. Returns whether the checkpoint's learning-rate
-    /// schedule differs from this trainer's (then the run goes on with this one's).
-    pub fn load(&mut self, path: &Path) -> Result<bool, TrainError> {
-        let bad = |reason: String| TrainError::Resume {
-            path: path.display().to_string(),
-            reason,
-        };
-        // Read and check the loop's own metadata before anything is changed.
-        let meta = checkpoint::read_metadata(path)?;
-        let get = |k: &str| {
-            meta.get(k)
-                .ok_or_else(|| bad(format!("no `{k}` entry: not written by stoker-train")))
-        };
-        let position: Value = serde_json::from_str(get(KEY_POSITION)?)
-            .map_err(|e| bad(format!("`{KEY_POSITION}`: {e}")))?;
-        let u = |k: &str| {
-            position
-                .get(k)
-                .and_then(Value::as_u64)
-                .ok_or_else(|| bad(format!("`{KEY_POSITION}` has no integer `{k}`")))
-        };
-        let f = |k: &str| {
-            position
-                .get(k)
-                .and_then(Value::as_f64)
-                .ok_or_else(|| bad(format!("`{KEY_POSITION}` has no number `{k}`")))
-        };
-        let bits = position
-            .get("acc_bits")
-            .and_then(Value::as_array)
-            .and_then(|a| match a.as_slice() {
-                [l, c] => Some([l.as_u64()?, c.as_u64()?]),
-                _ => None,
-            })
-            .and_then(|[l, c]| Some([u32::try_from(l).ok()?, u32::try_from(c).ok()?]))
-            .ok_or_else(|| bad(format!("`{KEY_POSITION}` has no valid `acc_bits`")))?;
-        // The checkpoint holds rank 0's place; this rank's follows from it, also when
-        // the batch size or the number of ranks changed. With another batch per step in
-        // all, the step count is re-counted in this run's steps, which its learning-rate
-        // schedule and --max-steps are in.
-        let mut step = u("step")?;
-        let loader = match meta.get(KEY_LOADER) {
-            Some(s) => {
-                let saved =
-                    LoaderState::from_json(s).map_err(|e| bad(format!("`{KEY_LOADER}`: {e}")))?;
-                let saved_shard_len = stoker_loader::Sampler {
-                    rank: 0,
-                    world: saved.world.max(1),
-                    ..self.train.config().sampler()
-                }
-                .shard_len(saved.samples);
-                let target = self.train.state_at(saved.epoch, 0);
-                let mine = reshard(
-                    &saved,
-                    saved_shard_len,
-                    &target,
-                    self.train.batches_per_epoch(),
-                )
-                .map_err(bad)?;
-                if saved.batch_size * saved.world != target.batch_size * target.world {
-                    step = saved.epoch * self.train.batches_per_epoch() as u64
-                        + mine.next_batch as u64;
-                }
-                Some(mine)
-            }
-            None => None,
-        };
-        let pos = Position {
-            step,
-            epoch: u("epoch")?,
-            loader,
-            loss_sum: f("loss_sum")?,
-            correct: f("correct")?,
-            samples: u("samples")?,
-            train_seconds: f("train_seconds")?,
-            wait_seconds: f("wait_seconds")?,
-        };
-        if let Some(s) = &loader {
-            if s.epoch != pos.epoch {
-                return Err(bad(format!(
-                    "loader state is in epoch {}, training position in epoch {}",
-                    s.epoch, pos.epoch
-                )));
-            }
-        }
-        let epochs = match meta.get(KEY_EPOCHS) {
-            Some(s) => serde_json::from_str::<Vec<Value>>(s)
-                .ok()
-                .and_then(|v| v.iter().map(EpochRecord::from_json).collect())
-                .ok_or_else(|| bad(format!("`{KEY_EPOCHS}` is not a list of epochs")))?,
-            None => Vec::new(),
-        };
-        let schedule_changed = meta.get(KEY_SCHEDULE).is_some_and(|s| {
-            serde_json::from_str::<Value>(s).ok() != Some(schedule_json(&self.cfg.schedule))
-        });
-
-        checkpoint::load(path, &mut self.model, &mut self.opt)?;
-        // Every rank reads its own copy of the file: a stale copy on one machine would
-        // put the ranks out of step. Compare where each would continue, and the weights.
-        let c = self.collective.as_ref();
-        c.check_same("the checkpoint's step", pos.step)?;
-        c.check_same("the checkpoint's epoch", pos.epoch)?;
-        c.check_same(
-            "the checkpoint's batch in its epoch",
-            pos.loader.map_or(0, |s| s.next_batch as u64),
-        )?;
-        if c.world() > 1 {
-            let fingerprint = weights_fingerprint(&self.model)?;
-            c.check_same("the checkpoint's weights (a fingerprint)", fingerprint)?;
-        }
-        // Sums not yet taken belong to the run that wrote the checkpoint; they must be
-        // counted once, so only rank 0 takes them back.
-        let (acc, acc_samples) = if self.collective.rank() == 0 {
-            (
-                [f32::from_bits(bits[0]), f32::from_bits(bits[1])],
-                u("acc_samples")?,
-            )
-        } else {
-            ([0.0; 2], 0)
-        };
-        self.model.set_train_accumulator(acc, acc_samples)?;
-        self.resume = pos.loader;
-        self.pos = pos;
-        self.history = History {
-            epochs,
-            ..History::default()
-        };
-        Ok(schedule_changed)
-    }
-}
-
-/// The checkpoint of [`Trainer::save`], from the trainer's parts (the loop holds them
-/// apart).
-fn write_checkpoint<B: Backend + Clone + 'static>(
-    path: &Path,
-    model: &Model<B>,
-    opt: &Optimizer<B>,
-    p: &Position,
-    cfg: &TrainConfig,
-    history: &History,
-) -> Result<(), TrainError> {
-    let (acc, acc_samples) = model.train_accumulator()?;
-    let mut meta = BTreeMap::new();
-    if let Some(state) = &p.loader {
-        meta.insert(KEY_LOADER.to_string(), state.to_json());
-    }
-    let position = json!({
-        "step": p.step,
-        "epoch": p.epoch,
-        "loss_sum": p.loss_sum,
-        "correct": p.correct,
-        "samples": p.samples,
-        "train_seconds": p.train_seconds,
-        "wait_seconds": p.wait_seconds,
-        // f32 bit patterns: the device accumulator must come back exactly.
-        "acc_bits": [acc[0].to_bits(), acc[1].to_bits()],
-        "acc_samples": acc_samples,
-    });
-    meta.insert(KEY_POSITION.to_string(), position.to_string());
-    meta.insert(
-        KEY_SCHEDULE.to_string(),
-        schedule_json(&cfg.schedule).to_string(),
-    );
-    let epochs: Vec<Value> = history.epochs.iter().map(|e| e.to_json()).collect();
-    meta.insert(KEY_EPOCHS.to_string(), Value::from(epochs).to_string());
-    checkpoint::save(path, model, opt, &meta)?;
-    Ok(())
 }
 
 /// Reads the training sums since the last read (one host sync), adds them to the
@@ -756,55 +469,4 @@ fn average_state<B: Backend + Clone + 'static>(
         coll.all_reduce_mean(&backend, &mut model.state)?;
     }
     Ok(())
-}
-
-fn schedule_json(s: &Schedule) -> Value {
-    json!({"base": s.base, "min": s.min, "warmup": s.warmup, "total": s.total})
-}
-
-/// Totals over a run, for the final summary.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Totals {
-    pub steps: u64,
-    pub images: u64,
-    /// Data wait, compute and gradient averaging over the steps this process took;
-    /// excludes evaluation.
-    pub train_seconds: f64,
-    pub wait_seconds: f64,
-    /// Averaging gradients across ranks (zero in a single process).
-    pub comm_seconds: f64,
-    pub eval_seconds: f64,
-}
-
-impl Totals {
-    pub fn of(h: &History) -> Self {
-        let mut t = Totals {
-            steps: h.steps.len() as u64,
-            images: 0,
-            train_seconds: 0.0,
-            wait_seconds: 0.0,
-            comm_seconds: 0.0,
-            eval_seconds: h.epochs.iter().fold(0.0, |s, e| s + e.eval_seconds),
-        };
-        for s in &h.steps {
-            t.images += s.samples as u64;
-            t.wait_seconds += s.wait as f64;
-            t.comm_seconds += s.comm as f64;
-            t.train_seconds += (s.wait + s.compute + s.comm) as f64;
-        }
-        t
-    }
-
-    /// Share of the training time spent averaging gradients across ranks.
-    pub fn comm_share(&self) -> f64 {
-        self.comm_seconds / self.train_seconds.max(1e-9)
-    }
-
-    pub fn images_per_sec(&self) -> f64 {
-        self.images as f64 / self.train_seconds.max(1e-9)
-    }
-
-    pub fn wait_share(&self) -> f64 {
-        self.wait_seconds / self.train_seconds.max(1e-9)
-    }
 }

@@ -68,7 +68,7 @@ impl Cluster {
             let _ = timeout;
             bail!(
                 "{} say this is rank {} of {}, but this stoker-train was built without MPI: \
-             build it with `cargo build --release -p stoker-trainer --features mpi` \
+             build it with `cargo build --release -p stoker-train --features mpi` \
              (needs Debian's libopenmpi-dev, openmpi-bin and libclang-dev)",
                 launch.from,
                 launch.rank,

@@ -79,7 +79,7 @@ fn flags_without_mpirun_are_a_clear_error() {
 #[test]
 fn mpirun_tests_skipped_without_the_mpi_feature() {
     eprintln!(
-        "SKIPPED: the mpirun tests need `--features mpi` (run: cargo test -p stoker-trainer \
+        "SKIPPED: the mpirun tests need `--features mpi` (run: cargo test -p stoker-train \
          --features mpi --test distributed)"
     );
 }

@@ -1,0 +1,184 @@
+//! The command line of `stoker-train`: every flag, its default and its check.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use clap::{Parser, ValueEnum};
+use stoker_loader::Mode;
+use stoker_trainer::{DevicePref, ModelKind, OptimizerKind};
+
+use crate::cluster::Engine;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Opt {
+    Sgd,
+    Adamw,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Arch {
+    Mlp,
+    Convnet,
+    Resnet,
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "stoker-train",
+    version,
+    about = "Train a small model with the stoker loader and show how long the step waits for data.",
+    long_about = "Train a small model with the stoker loader and show how long the step waits \
+                  for data.\n\nWith no --data: make the demo set (10 classes of shapes, 32x32 \
+                  px, 10000 training and 2000 validation images) in the stoker cache folder \
+                  ($STOKER_CACHE, else $XDG_CACHE_HOME/stoker, else ~/.cache/stoker) if it is \
+                  missing, and train the convnet on it."
+)]
+pub struct Args {
+    /// Training data: an image folder (one sub-folder per class), a packed file, or
+    /// MNIST / CIFAR-10 files. Default: the demo set.
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Validation data (default: the demo's, or the test split of MNIST / CIFAR-10).
+    #[arg(long)]
+    pub val: Option<PathBuf>,
+    /// Training augmentation, e.g. 'rrc:32,flip' (default: the demo's for the demo
+    /// set, none otherwise).
+    #[arg(long)]
+    pub transform: Option<String>,
+    /// Validation transform (default: none, or resize + centre crop to the training
+    /// size when the images differ).
+    #[arg(long)]
+    pub val_transform: Option<String>,
+    #[arg(long, value_enum, default_value_t = Arch::Convnet)]
+    pub model: Arch,
+    #[arg(long, default_value_t = 6)]
+    pub epochs: u64,
+    #[arg(long, default_value_t = 128)]
+    pub batch_size: usize,
+    /// Peak learning rate (default: 0.1 for sgd, 0.003 for adamw), reached after a
+    /// warm-up and followed by a cosine decay.
+    #[arg(long)]
+    pub lr: Option<f32>,
+    #[arg(long, value_enum, default_value_t = Opt::Sgd)]
+    pub optimizer: Opt,
+    #[arg(long, default_value_t = 5e-4)]
+    pub weight_decay: f32,
+    /// sync: the step waits while its batch is read and decoded; async: batches are
+    /// prepared by worker threads ahead of the step (double-buffered).
+    #[arg(long, default_value_t = Mode::Async)]
+    pub reader: Mode,
+    /// Decode and augment threads (async reader).
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+    /// Batches prepared ahead (async reader).
+    #[arg(long, default_value_t = 2)]
+    pub prefetch: usize,
+    /// auto (CUDA device 0 when usable, else the CPU, saying why), cpu, cuda or cuda:N
+    /// (an error when that device is not usable). With several ranks, auto and cuda
+    /// mean the device numbered by the rank on its machine (LOCAL_RANK).
+    #[arg(long, default_value = "auto", value_parser = parse_device)]
+    pub device: String,
+    /// Seeds the weights, the shuffle and the augmentation.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Read the loss back every this many steps (each read waits for the device).
+    #[arg(long, default_value_t = 20)]
+    pub log_every: u64,
+    /// Stop after this many steps in total (a checkpoint, if asked for, is written).
+    #[arg(long)]
+    pub max_steps: Option<u64>,
+    /// Write a checkpoint (safetensors: model, optimizer and loader state) after every
+    /// epoch and at the end.
+    #[arg(long)]
+    pub checkpoint: Option<PathBuf>,
+    /// Continue the run a checkpoint stopped, exactly where it stopped.
+    #[arg(long)]
+    pub resume: Option<PathBuf>,
+    /// Print one JSON object at the end (progress lines go to stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// Draw the training curves and the data wait per step into FILE (.svg or .png).
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Train twice, once with each reader, and compare them side by side.
+    #[arg(long)]
+    pub compare_readers: bool,
+    /// This process's rank in a data-parallel run (default: from mpirun's
+    /// OMPI_COMM_WORLD_RANK, or RANK; must agree with them). Launch the ranks with
+    /// mpirun; each trains on its shard of every epoch with batch --batch-size.
+    #[arg(long, requires = "world_size")]
+    pub rank: Option<usize>,
+    /// Number of processes in a data-parallel run (default: OMPI_COMM_WORLD_SIZE, or
+    /// WORLD_SIZE, else 1).
+    #[arg(long, requires = "rank")]
+    pub world_size: Option<usize>,
+    /// What averages the gradients across ranks.
+    #[arg(long, value_enum, default_value_t = Engine::Auto)]
+    pub collective: Engine,
+    /// Seconds a rank waits in a gradient exchange for the others before it gives up
+    /// and ends the job (a rank that died or hangs).
+    #[arg(long, default_value_t = stoker_trainer::collective::DEFAULT_TIMEOUT.as_secs_f64(), value_parser = parse_timeout)]
+    pub collective_timeout: f64,
+    /// Set when this process is not rank 0: it prints only errors.
+    #[arg(skip)]
+    pub quiet: bool,
+}
+
+/// A fingerprint of the settings every rank of a run must share (see `run`).
+pub fn settings_fingerprint(a: &Args) -> u64 {
+    let text = format!(
+        "{:?} {:?} {:?} {} {:?} {:?} {} {}",
+        a.model,
+        a.optimizer,
+        a.lr.map(f32::to_bits),
+        a.weight_decay.to_bits(),
+        a.transform,
+        a.val_transform,
+        a.compare_readers,
+        a.resume.is_some()
+    );
+    xxhash_rust::xxh3::xxh3_64(text.as_bytes())
+}
+
+fn parse_device(s: &str) -> Result<String, String> {
+    DevicePref::from_str(s).map(|_| s.to_string())
+}
+
+fn parse_timeout(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("{s:?} is not a positive number of seconds")),
+    }
+}
+
+impl Opt {
+    /// The update rule, with this run's weight decay.
+    pub fn kind(self, weight_decay: f32) -> OptimizerKind {
+        match self {
+            Opt::Sgd => OptimizerKind::sgd(0.9, weight_decay),
+            Opt::Adamw => OptimizerKind::adamw(weight_decay),
+        }
+    }
+}
+
+impl Arch {
+    pub fn kind(self) -> ModelKind {
+        match self {
+            Arch::Mlp => ModelKind::Mlp,
+            Arch::Convnet => ModelKind::Convnet,
+            Arch::Resnet => ModelKind::Resnet,
+        }
+    }
+}
+
+impl Args {
+    /// A progress line: to stdout, or stderr when stdout carries JSON; rank 0 only.
+    pub fn say(&self, s: &str) {
+        if self.quiet {
+        } else if self.json {
+            eprintln!("{s}");
+        } else {
+            println!("{s}");
+        }
+    }
+}

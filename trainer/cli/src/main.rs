@@ -1,0 +1,168 @@
+//! `stoker-train`: train a small model on a folder of images (or MNIST / CIFAR-10 /
+//! packed files), reading with the stoker loader in sync or async mode, and show how
+//! much of the time the step waited for data. With no `--data` it makes a demo set of
+//! shapes in the cache folder and trains on it.
+
+mod args;
+mod cluster;
+mod data;
+mod demo;
+mod plot;
+mod report;
+mod training;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::bail;
+use clap::Parser;
+use stoker_trainer::{
+    feed, open_device, BatchFeed, CpuBackend, Device, DevicePref, HostFeed, Launch,
+};
+
+use args::Args;
+use cluster::Cluster;
+use data::Data;
+use training::train_and_report;
+
+fn main() {
+    let mut args = Args::parse();
+    let cluster = match Launch::detect(args.rank, args.world_size)
+        .map_err(anyhow::Error::from)
+        .and_then(|l| Cluster::join(l, Duration::from_secs_f64(args.collective_timeout)))
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {}", one_line(&e));
+            std::process::exit(1);
+        }
+    };
+    args.quiet = !cluster.is_leader();
+    if let Err(e) = run(args, &cluster) {
+        let msg = one_line(&e);
+        let who = format!("rank {} of {}: ", cluster.rank(), cluster.world());
+        // Errors of the collective engine name the rank already.
+        if cluster.world() > 1 && !msg.contains(&who) {
+            eprintln!("error: {who}{msg}");
+        } else {
+            eprintln!("error: {msg}");
+        }
+        // The other ranks may be waiting for this one in a gradient exchange.
+        cluster.abort(1);
+        std::process::exit(1);
+    }
+}
+
+/// An error and its causes on one line, each cause once: most messages already end
+/// with their cause's text, which `{:#}` would print a second time.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !line.contains(&text) {
+            line = format!("{line}: {text}");
+        }
+    }
+    line
+}
+
+fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
+    if a.compare_readers && (a.resume.is_some() || a.checkpoint.is_some()) {
+        bail!("--compare-readers runs from scratch: it takes no --checkpoint or --resume");
+    }
+    if a.epochs == 0 || a.batch_size == 0 || a.log_every == 0 {
+        bail!("--epochs, --batch-size and --log-every must be at least 1");
+    }
+    let say = |s: &str| a.say(s);
+    if cluster.world() > 1 {
+        say(&format!(
+            "data-parallel: {} ranks (from {}), each with batches of {} ({} per step in all)",
+            cluster.world(),
+            cluster.launch.from,
+            a.batch_size,
+            a.batch_size * cluster.world()
+        ));
+    }
+    // The device first: a bad --device should fail before any data is generated.
+    let pref = match a.device.as_str() {
+        // One GPU per rank on each machine.
+        "cuda" | "gpu" if cluster.world() > 1 => DevicePref::Cuda(cluster.launch.local_rank),
+        s => DevicePref::from_str(s).map_err(anyhow::Error::msg)?,
+    };
+    let local = (cluster.world() > 1).then_some(cluster.launch.local_rank);
+    let opened = open_device(pref, local)?;
+    say(&opened.reason);
+    let device = opened.device;
+    // `auto` may fall back to the CPU on one machine only; the ranks would then pick
+    // different engines and stop matching each other's calls.
+    cluster.check_same(
+        "the device kind (0: cpu, 1: cuda)",
+        matches!(device, Device::Cuda(_)) as u64,
+    )?;
+    // Settings that change what the ranks do together (how many runs, whether they
+    // resume) or the weights they must keep equal (the optimizer); the data, model and
+    // batch are compared once the trainer is built.
+    cluster.check_same(
+        "the training settings (--model, --optimizer, --lr, --weight-decay, --transform, \
+         --compare-readers, --resume given or not)",
+        args::settings_fingerprint(&a),
+    )?;
+
+    let data = match &a.data {
+        Some(dir) => Data::open(
+            dir,
+            a.val.as_deref(),
+            a.transform.as_deref().unwrap_or("none"),
+            a.val_transform.as_deref(),
+        )?,
+        None => {
+            // One process per machine makes the demo set; the others wait, then find it.
+            if cluster.launch.local_rank == 0 {
+                demo::ensure()?;
+            }
+            cluster.barrier()?;
+            let (train, val) = demo::ensure()?;
+            Data::open(
+                &train,
+                Some(a.val.as_deref().unwrap_or(&val)),
+                a.transform.as_deref().unwrap_or(demo::TRANSFORM),
+                a.val_transform.as_deref(),
+            )?
+        }
+    };
+    say(&format!(
+        "data: {} ({}, {} images, {} classes), transform '{}'",
+        data.train_path.display(),
+        data.train.format(),
+        data.train.len(),
+        data.train.classes().len(),
+        data.transform
+    ));
+    match (&data.val, &data.val_path) {
+        (Some(v), Some(p)) => say(&format!(
+            "validation: {} ({}, {} images)",
+            p.display(),
+            v.format(),
+            v.len()
+        )),
+        _ => say("validation: none (give --val DIR to measure accuracy on held-out data)"),
+    }
+
+    // The one place the device decides anything: which backend, and how batches reach it.
+    match &device {
+        Device::Cpu(b) => {
+            let coll = cluster.host_collective::<CpuBackend>(a.collective)?;
+            train_and_report(&a, &data, b, "cpu".into(), coll, &|_, _, _| {
+                Ok(Box::new(HostFeed::new()) as Box<dyn BatchFeed<CpuBackend>>)
+            })
+        }
+        Device::Cuda(b) => {
+            let info = b.info();
+            let label = format!("cuda:{} ({})", info.ordinal, info.name);
+            let coll = cluster.cuda_collective(a.collective, b)?;
+            train_and_report(&a, &data, b, label, coll, &|mode, shape, max_batch| {
+                Ok(feed::cuda_feed(b, mode, shape, max_batch)?)
+            })
+        }
+    }
+}

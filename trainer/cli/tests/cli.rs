@@ -1,0 +1,309 @@
+//! The `stoker-train` binary on tiny generated data: training with a JSON report and a
+//! plot, the reader comparison, the device choice, and clean failures on bad folders,
+//! devices and checkpoints.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use stoker_loader::gen::{self, ShapesOptions};
+use stoker_trainer::backend::cuda;
+
+fn shapes(dir: &Path, count: usize, seed: u64) -> PathBuf {
+    let opts = ShapesOptions {
+        count,
+        size: 16,
+        classes: 4,
+        seed,
+    };
+    gen::shapes(dir, &opts, |_, _| {}).expect("generate shapes");
+    dir.to_path_buf()
+}
+
+fn stoker_train(args: &[&str], cache: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stoker-train"))
+        .args(args)
+        // Never touch the user's cache, should a test forget --data.
+        .env("STOKER_CACHE", cache)
+        .output()
+        .expect("run stoker-train")
+}
+
+/// Asserts a clean failure: non-zero exit, no panic, and `needle` in the message.
+fn fails_with(out: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "should fail; stderr: {err}");
+    assert!(!err.contains("panicked"), "panicked: {err}");
+    assert!(
+        err.contains(needle),
+        "expected '{needle}' in the message: {err}"
+    );
+}
+
+#[test]
+fn binary_trains_and_reports_json_and_plot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let train = shapes(&tmp.path().join("train"), 32, 1);
+    let val = shapes(&tmp.path().join("val"), 8, 2);
+    let plot = tmp.path().join("run.svg");
+    let out = stoker_train(
+        &[
+            "--data",
+            train.to_str().unwrap(),
+            "--val",
+            val.to_str().unwrap(),
+            "--epochs",
+            "1",
+            "--batch-size",
+            "8",
+            "--log-every",
+            "2",
+            "--json",
+            "--plot",
+            plot.to_str().unwrap(),
+        ],
+        tmp.path(),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("device: "), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    for key in [
+        "val_accuracy",
+        "train_loss",
+        "images_per_sec",
+        "data_wait_share",
+        "data_wait_covers",
+        "epochs",
+        "device",
+        "reader",
+    ] {
+        assert!(!v[key].is_null(), "no {key} in {v}");
+    }
+    assert_eq!(v["epochs"], 1);
+    assert_eq!(v["reader"], "async");
+    assert!(std::fs::read_to_string(&plot).unwrap().contains("<svg"));
+}
+
+#[test]
+fn binary_compare_readers_prints_both() {
+    let tmp = tempfile::tempdir().unwrap();
+    let train = shapes(&tmp.path().join("train"), 16, 1);
+    let out = stoker_train(
+        &[
+            "--data",
+            train.to_str().unwrap(),
+            "--epochs",
+            "1",
+            "--batch-size",
+            "8",
+            "--model",
+            "mlp",
+            "--compare-readers",
+        ],
+        tmp.path(),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("images/s") && text.contains("data wait"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nsync ") && text.contains("\nasync "),
+        "{text}"
+    );
+    assert!(text.contains("trained identically: yes"), "{text}");
+}
+
+#[test]
+fn binary_rejects_missing_empty_and_classless_folders() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("nope");
+    fails_with(
+        &stoker_train(&["--data", missing.to_str().unwrap()], tmp.path()),
+        "no such",
+    );
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    fails_with(
+        &stoker_train(&["--data", empty.to_str().unwrap()], tmp.path()),
+        "empty folder",
+    );
+    // Images at the top level but no class sub-folders.
+    let flat = tmp.path().join("flat");
+    shapes(&tmp.path().join("src"), 4, 1);
+    std::fs::create_dir(&flat).unwrap();
+    for e in walk(&tmp.path().join("src")) {
+        std::fs::copy(&e, flat.join(e.file_name().unwrap())).unwrap();
+    }
+    fails_with(
+        &stoker_train(&["--data", flat.to_str().unwrap()], tmp.path()),
+        "no class sub-folders",
+    );
+    // One class only.
+    let one = tmp.path().join("one");
+    std::fs::create_dir_all(one.join("cats")).unwrap();
+    for e in walk(&tmp.path().join("src")) {
+        std::fs::copy(&e, one.join("cats").join(e.file_name().unwrap())).unwrap();
+    }
+    fails_with(
+        &stoker_train(&["--data", one.to_str().unwrap()], tmp.path()),
+        "at least 2",
+    );
+    // The device is opened before the data: without a GPU `--device cuda` fails on it,
+    // with one it gets as far as the data.
+    let cuda = stoker_train(
+        &["--data", one.to_str().unwrap(), "--device", "cuda"],
+        tmp.path(),
+    );
+    match cuda::probe() {
+        Err(why) => {
+            fails_with(&cuda, "--device cuda:0: no usable CUDA device");
+            fails_with(&cuda, &why.to_string());
+        }
+        Ok(_) => fails_with(&cuda, "at least 2"),
+    }
+    fails_with(
+        &stoker_train(
+            &["--data", one.to_str().unwrap(), "--device", "tpu"],
+            tmp.path(),
+        ),
+        "expected auto, cpu, cuda or cuda:N",
+    );
+}
+
+/// `--device auto` says which device it took and why; without a usable GPU that is the
+/// CPU, with the probe's reason on the same line, and training goes on.
+#[test]
+fn device_auto_falls_back_to_the_cpu_and_says_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let train = shapes(&tmp.path().join("train"), 16, 1);
+    let out = stoker_train(
+        &[
+            "--data",
+            train.to_str().unwrap(),
+            "--epochs",
+            "1",
+            "--batch-size",
+            "8",
+            "--model",
+            "mlp",
+            "--device",
+            "auto",
+            "--json",
+        ],
+        tmp.path(),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let device = v["device"].as_str().unwrap_or_default().to_string();
+    let covers = v["data_wait_covers"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    match cuda::probe() {
+        Err(why) => {
+            let line = format!("device: cpu (auto: no usable CUDA device: {why})");
+            assert!(err.lines().any(|l| l == line), "no '{line}' in: {err}");
+            assert_eq!(device, "cpu");
+            assert_eq!(covers, "time blocked in the loader's next()");
+        }
+        Ok(info) => {
+            eprintln!("a GPU is here ({info}): auto must have taken it");
+            assert!(err.contains("(auto: CUDA is usable)"), "{err}");
+            assert_eq!(device, format!("cuda:0 ({})", info.name));
+            assert!(covers.contains("pinned memory"), "{covers}");
+        }
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn binary_rejects_bad_checkpoints() {
+    let tmp = tempfile::tempdir().unwrap();
+    let train = shapes(&tmp.path().join("train"), 16, 1);
+    let data = train.to_str().unwrap();
+    let ckpt = tmp.path().join("mlp.safetensors");
+    let out = stoker_train(
+        &[
+            "--data",
+            data,
+            "--model",
+            "mlp",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "8",
+            "--checkpoint",
+            ckpt.to_str().unwrap(),
+        ],
+        tmp.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The same run resumes (nothing left to train) ...
+    let again = ["--data", data, "--model", "mlp", "--epochs", "1"];
+    let resume = [again.as_slice(), &["--batch-size", "8", "--resume"]].concat();
+    let mut args = resume.clone();
+    args.push(ckpt.to_str().unwrap());
+    let out = stoker_train(&args, tmp.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // ... another model does not.
+    let out = stoker_train(
+        &[
+            "--data",
+            data,
+            "--model",
+            "convnet",
+            "--batch-size",
+            "8",
+            "--resume",
+            ckpt.to_str().unwrap(),
+        ],
+        tmp.path(),
+    );
+    fails_with(&out, "checkpoint is for stoker.model.kind=mlp");
+    // A damaged file.
+    let corrupt = tmp.path().join("corrupt.safetensors");
+    let mut bytes = std::fs::read(&ckpt).unwrap();
+    bytes.truncate(bytes.len() / 2);
+    std::fs::write(&corrupt, &bytes).unwrap();
+    args.pop();
+    args.push(corrupt.to_str().unwrap());
+    fails_with(
+        &stoker_train(&args, tmp.path()),
+        "not a valid safetensors file",
+    );
+    // Not a checkpoint at all.
+    std::fs::write(&corrupt, b"hello").unwrap();
+    fails_with(&stoker_train(&args, tmp.path()), "cannot resume");
+    // Missing.
+    args.pop();
+    let gone = tmp.path().join("gone.safetensors");
+    args.push(gone.to_str().unwrap());
+    fails_with(&stoker_train(&args, tmp.path()), "gone.safetensors");
+}

@@ -1,0 +1,67 @@
+//! `stoker-train --device cuda` end to end. Without a usable GPU the test prints
+//! `SKIPPED: no usable CUDA device (<reason>)` to stderr and passes (run with
+//! `--nocapture` to see it).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use stoker_loader::gen::{self, ShapesOptions};
+use stoker_trainer::backend::cuda::{self, CudaBackend};
+
+/// A CUDA backend on device 0, or `None` with `SKIPPED: ...` printed.
+fn gpu(test: &str) -> Option<CudaBackend> {
+    let why = match cuda::probe() {
+        Ok(_) => match CudaBackend::new(0) {
+            Ok(b) => return Some(b),
+            Err(e) => e.to_string(),
+        },
+        Err(why) => why.to_string(),
+    };
+    eprintln!("SKIPPED: no usable CUDA device ({why}) [{test}]");
+    None
+}
+
+fn shapes(dir: &Path, count: usize, seed: u64) -> PathBuf {
+    let opts = ShapesOptions {
+        count,
+        size: 16,
+        classes: 4,
+        seed,
+    };
+    gen::shapes(dir, &opts, |_, _| {}).expect("generate shapes");
+    dir.to_path_buf()
+}
+
+/// `stoker-train --device cuda --compare-readers` on a tiny set: the device in the
+/// JSON, both readers trained identically. The binary is `$STOKER_TRAIN_BIN` when set
+/// (the GPU bundle runs this test away from the build's target folder).
+#[test]
+fn stoker_train_runs_on_cuda_and_compares_readers() {
+    let Some(g) = gpu("stoker-train --device cuda") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let train = shapes(&tmp.path().join("train"), 24, 1);
+    let bin = std::env::var_os("STOKER_TRAIN_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_stoker-train")));
+    let out = Command::new(&bin)
+        .args(["--data", train.to_str().unwrap()])
+        .args(["--device", "cuda", "--compare-readers", "--json"])
+        .args(["--epochs", "1", "--batch-size", "8", "--model", "mlp"])
+        .env("STOKER_CACHE", tmp.path())
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", bin.display()));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("device: cuda:0 ("), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let device = format!("cuda:0 ({})", g.info().name);
+    for reader in ["sync", "async"] {
+        assert_eq!(v[reader]["device"], device.as_str(), "{v}");
+        assert_eq!(v[reader]["reader"], reader, "{v}");
+    }
+    assert_eq!(v["same_training"], true, "{v}");
+    let covers = v["async"]["data_wait_covers"].as_str().unwrap_or_default();
+    assert!(covers.contains("pinned memory"), "{covers}");
+}

@@ -1,0 +1,313 @@
+//! GEMM on the CPU: `matrixmultiply` (its own threads) for most products, and a
+//! split-`k` path for a long sum into a small output (a convolution's weight gradient),
+//! whose fixed number of slabs keeps the result independent of the thread count.
+
+use std::sync::{Mutex, TryLockError};
+
+use rayon::prelude::*;
+
+use super::{read_slice, write_slice, CpuBackend};
+use crate::backend::{BResult, BackendError, Gemm, In, Out};
+
+/// A split-`k` GEMM computes this many partial products. Fixed, not the thread count:
+/// the sum's order, and so the result, must not depend on the machine.
+const K_SLABS: usize = 4;
+
+/// Split `k` when each slab still has at least this many terms and the output is at most
+/// `SPLIT_MAX_OUT` elements (so the partial products stay in cache and cheap to add).
+const SPLIT_MIN_SLAB_K: usize = 2048;
+const SPLIT_MAX_OUT: usize = 1 << 17;
+
+/// One `matrixmultiply` call on raw strided operands (`C = alpha A B + beta C`).
+///
+/// matrixmultiply packs B on one thread and splits only a tall `m` (at least 96 rows)
+/// across threads; for a short, wide product (a convolution: `cout` rows, images x
+/// pixels columns) it packs the big operand serially. Computing the transpose
+/// `C^T = B^T A^T` instead puts the wide side in `m`, so each thread packs its own part.
+/// Every element is still one dot product in the same `k` order, so the result is the
+/// same.
+///
+/// # Safety
+/// The operands must hold every element the shapes and strides address.
+#[allow(clippy::too_many_arguments)]
+unsafe fn sgemm_raw(
+    m: usize,
+    k: usize,
+    n: usize,
+    alpha: f32,
+    a: *const f32,
+    (rsa, csa): (isize, isize),
+    b: *const f32,
+    (rsb, csb): (isize, isize),
+    beta: f32,
+    c: *mut f32,
+    (rsc, csc): (isize, isize),
+) {
+    if m < 96 && n > m {
+        matrixmultiply::sgemm(n, k, m, alpha, b, csb, rsb, a, csa, rsa, beta, c, csc, rsc);
+    } else {
+        matrixmultiply::sgemm(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc);
+    }
+}
+
+/// A raw pointer that may cross to a rayon worker (the slabs it addresses are disjoint).
+#[derive(Clone, Copy)]
+struct SendPtr<T>(*const T);
+// SAFETY: only used for read-only operands shared by the slab tasks.
+unsafe impl<T> Send for SendPtr<T> {}
+unsafe impl<T> Sync for SendPtr<T> {}
+
+/// See [`Gemm`]; `slabs` keeps the split-`k` partial products between calls.
+pub(super) fn gemm(
+    slabs: &Mutex<Vec<f32>>,
+    spec: Gemm,
+    a: In<'_, CpuBackend>,
+    b: In<'_, CpuBackend>,
+    c: Out<'_, CpuBackend>,
+) -> BResult<()> {
+    if spec.m == 0 || spec.n == 0 {
+        return Ok(());
+    }
+    // Extent of each operand as stored, so the unsafe call below never reads or
+    // writes outside the slices.
+    let extent = |rows: usize, cols: usize, ld: usize| (rows - 1) * ld + cols;
+    let (ar, ac) = if spec.ta {
+        (spec.k, spec.m)
+    } else {
+        (spec.m, spec.k)
+    };
+    let (br, bc) = if spec.tb {
+        (spec.n, spec.k)
+    } else {
+        (spec.k, spec.n)
+    };
+    if ac > spec.lda || bc > spec.ldb || spec.n > spec.ldc {
+        return Err(BackendError::Op {
+            op: "gemm",
+            reason: format!("leading dimension too small: {spec:?}"),
+        });
+    }
+    let (a, b) = if spec.k == 0 {
+        (&[][..], &[][..])
+    } else {
+        (
+            read_slice(a, extent(ar, ac, spec.lda), "gemm")?,
+            read_slice(b, extent(br, bc, spec.ldb), "gemm")?,
+        )
+    };
+    let c = write_slice(c, extent(spec.m, spec.n, spec.ldc), "gemm")?;
+    if spec.k == 0 {
+        for r in 0..spec.m {
+            for v in &mut c[r * spec.ldc..r * spec.ldc + spec.n] {
+                *v = if spec.beta == 0.0 {
+                    0.0
+                } else {
+                    *v * spec.beta
+                };
+            }
+        }
+        return Ok(());
+    }
+    let (rsa, csa) = if spec.ta {
+        (1, spec.lda)
+    } else {
+        (spec.lda, 1)
+    };
+    let (rsb, csb) = if spec.tb {
+        (1, spec.ldb)
+    } else {
+        (spec.ldb, 1)
+    };
+    let (sa, sb) = ((rsa as isize, csa as isize), (rsb as isize, csb as isize));
+    let out = spec.m * spec.n;
+    if spec.k >= K_SLABS * SPLIT_MIN_SLAB_K && out <= SPLIT_MAX_OUT {
+        // A long sum into a small output (the weight gradient of a convolution: k is
+        // images x pixels): matrixmultiply would run it on about one core. The slabs
+        // run in parallel, then are added in order into C.
+        // The kept buffer, unless another GEMM holds it (one issued from inside a
+        // rayon task): then a buffer of its own rather than waiting on the lock.
+        let (mut held, mut own);
+        let slabs: &mut Vec<f32> = match slabs.try_lock() {
+            Ok(guard) => {
+                held = guard;
+                &mut held
+            }
+            Err(TryLockError::Poisoned(p)) => {
+                held = p.into_inner();
+                &mut held
+            }
+            Err(TryLockError::WouldBlock) => {
+                own = Vec::new();
+                &mut own
+            }
+        };
+        if slabs.len() < K_SLABS * out {
+            slabs.resize(K_SLABS * out, 0.0);
+        }
+        let per = spec.k.div_ceil(K_SLABS);
+        let (ap, bp) = (SendPtr(a.as_ptr()), SendPtr(b.as_ptr()));
+        slabs[..K_SLABS * out]
+            .par_chunks_mut(out)
+            .enumerate()
+            .for_each(|(i, part)| {
+                let k0 = (i * per).min(spec.k);
+                let kc = per.min(spec.k - k0);
+                let (ap, bp) = (ap, bp);
+                // SAFETY: slab i reads columns k0..k0+kc of A and rows k0..k0+kc of
+                // B, inside the extents checked above; it writes only its own part.
+                unsafe {
+                    sgemm_raw(
+                        spec.m,
+                        kc,
+                        spec.n,
+                        1.0,
+                        ap.0.offset(k0 as isize * sa.1),
+                        sa,
+                        bp.0.offset(k0 as isize * sb.0),
+                        sb,
+                        0.0,
+                        part.as_mut_ptr(),
+                        (spec.n as isize, 1),
+                    );
+                }
+            });
+        let parts = &slabs[..K_SLABS * out];
+        for r in 0..spec.m {
+            let row = &mut c[r * spec.ldc..r * spec.ldc + spec.n];
+            for (j, v) in row.iter_mut().enumerate() {
+                let mut sum = 0.0f32;
+                for p in 0..K_SLABS {
+                    sum += parts[p * out + r * spec.n + j];
+                }
+                let prev = if spec.beta == 0.0 {
+                    0.0
+                } else {
+                    spec.beta * *v
+                };
+                *v = prev + spec.alpha * sum;
+            }
+        }
+        return Ok(());
+    }
+    // SAFETY: the extents of a, b and c were checked above for these strides.
+    unsafe {
+        sgemm_raw(
+            spec.m,
+            spec.k,
+            spec.n,
+            spec.alpha,
+            a.as_ptr(),
+            sa,
+            b.as_ptr(),
+            sb,
+            spec.beta,
+            c.as_mut_ptr(),
+            (spec.ldc as isize, 1),
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cpu::CpuBuf;
+    use crate::backend::Backend;
+
+    /// Deterministic values in [-1, 1).
+    fn values(seed: u64, len: usize) -> Vec<f32> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+            })
+            .collect()
+    }
+
+    /// `gm` on the backend, and the same product in f64, for padded strides.
+    fn both(gm: Gemm, seed: u64) -> (Vec<f32>, Vec<f64>) {
+        let b = CpuBackend::new();
+        let (ar, br) = (
+            if gm.ta { gm.k } else { gm.m },
+            if gm.tb { gm.n } else { gm.k },
+        );
+        let a = CpuBuf(values(seed, ar * gm.lda));
+        let bb = CpuBuf(values(seed + 1, br * gm.ldb));
+        let c0 = values(seed + 2, gm.m * gm.ldc);
+        let mut c = CpuBuf(c0.clone());
+        b.gemm(gm, In::new(&a), In::new(&bb), Out::new(&mut c))
+            .unwrap();
+        let at = |r: usize, k: usize| {
+            if gm.ta {
+                a.0[k * gm.lda + r]
+            } else {
+                a.0[r * gm.lda + k]
+            }
+        };
+        let bt = |k: usize, j: usize| {
+            if gm.tb {
+                bb.0[j * gm.ldb + k]
+            } else {
+                bb.0[k * gm.ldb + j]
+            }
+        };
+        let mut want = vec![0.0f64; gm.m * gm.n];
+        for r in 0..gm.m {
+            for j in 0..gm.n {
+                let dot: f64 = (0..gm.k).map(|k| at(r, k) as f64 * bt(k, j) as f64).sum();
+                want[r * gm.n + j] =
+                    gm.alpha as f64 * dot + gm.beta as f64 * c0[r * gm.ldc + j] as f64;
+            }
+        }
+        let got = (0..gm.m)
+            .flat_map(|r| c.0[r * gm.ldc..r * gm.ldc + gm.n].to_vec())
+            .collect();
+        (got, want)
+    }
+
+    /// The split-`k` path (long k, small output) against an f64 reference, in every
+    /// transpose, with padded strides, alpha and beta; and one plain product.
+    #[test]
+    fn split_k_gemm_matches_a_reference() {
+        let k = K_SLABS * SPLIT_MIN_SLAB_K + 5;
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            for (m, n, k) in [(5, 7, k), (32, 27, k), (9, 4, 100)] {
+                let mut gm = Gemm::dense(ta, tb, m, n, k).beta(0.5);
+                gm.alpha = 0.75;
+                gm.lda += 3;
+                gm.ldb += 2;
+                gm.ldc += 1;
+                let (got, want) = both(gm, (m * 31 + n) as u64);
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    // Sums of k products of values below 1: rounding grows like sqrt(k).
+                    let tol = 1e-6 * (k as f64).sqrt() * (1.0 + w.abs());
+                    assert!(
+                        (*g as f64 - w).abs() <= tol,
+                        "ta={ta} tb={tb} {m}x{n}x{k}: element {i} is {g}, want {w}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The slabs run on however many threads there are; the sum's order is fixed.
+    #[test]
+    fn split_k_gemm_does_not_depend_on_the_thread_count() {
+        let gm = Gemm::dense(false, true, 16, 9, K_SLABS * SPLIT_MIN_SLAB_K * 2 + 3);
+        let run = |threads| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| both(gm, 7).0)
+        };
+        let (one, three) = (run(1), run(3));
+        assert!(one
+            .iter()
+            .zip(&three)
+            .all(|(a, b)| a.to_bits() == b.to_bits()));
+    }
+}

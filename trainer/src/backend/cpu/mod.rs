@@ -1,0 +1,333 @@
+//! The CPU backend: GEMM through `matrixmultiply` (its own threads), everything else
+//! element-wise or per channel on rayon. One file per concern, each op's forward and
+//! backward together: `gemm`, `conv` (im2col, col2im), `norm` (batch norm, data
+//! normalisation), `pool`, `elementwise` (fill, add, bias + activation, ReLU), `loss`
+//! (softmax cross-entropy), `optim` (SGD, AdamW). This file holds the buffers
+//! and the [`Backend`] impl, which hands each op to its file.
+//!
+//! Determinism: work is split into fixed chunks (never by thread count) and every
+//! reduction runs sequentially inside one chunk, so results are bit-identical across runs
+//! and thread counts. `matrixmultiply` partitions only the output, never the `k` sum; a
+//! GEMM with a long `k` and a small output (a convolution's weight gradient) is split
+//! here into a fixed number of `k` slabs whose partial products are added in slab order.
+
+mod conv;
+mod elementwise;
+mod gemm;
+mod loss;
+mod norm;
+mod optim;
+mod pool;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::{
+    AdamWStep, BResult, Backend, BackendError, BnGeom, ConvGeom, DataLayout, Elem, Gemm, In, Out,
+    PoolGeom, SgdStep,
+};
+
+/// Element-wise ops work in chunks of this many elements: big enough to amortise rayon,
+/// small enough to balance two to sixteen cores.
+const CHUNK: usize = 1 << 14;
+
+/// A host buffer.
+#[derive(Debug, Clone, Default)]
+pub struct CpuBuf<T>(pub Vec<T>);
+
+/// The CPU backend. Cloning is cheap and shares the allocation counter.
+#[derive(Debug, Clone, Default)]
+pub struct CpuBackend {
+    allocs: Arc<AtomicUsize>,
+    /// Partial products of split-`k` GEMMs, kept between calls.
+    slabs: Arc<Mutex<Vec<f32>>>,
+}
+
+impl CpuBackend {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Buffers allocated so far through this backend (and its clones): lets tests check
+    /// that a training step allocates nothing.
+    pub fn alloc_count(&self) -> usize {
+        self.allocs.load(Ordering::Relaxed)
+    }
+}
+
+fn out_of_bounds(op: &'static str, what: &str, need: usize, have: usize) -> BackendError {
+    BackendError::Op {
+        op,
+        reason: format!("{what} needs elements up to {need}, buffer holds {have}"),
+    }
+}
+
+/// The `len` elements an op reads from `x` on, or an error naming the op.
+fn read_slice<'a, T: Elem>(
+    x: In<'a, CpuBackend, T>,
+    len: usize,
+    op: &'static str,
+) -> BResult<&'a [T]> {
+    let have = x.buf.0.len();
+    x.buf
+        .0
+        .get(x.off..x.off + len)
+        .ok_or_else(|| out_of_bounds(op, "input", x.off + len, have))
+}
+
+/// The `len` elements an op writes from `x` on, or an error naming the op.
+fn write_slice<'a, T: Elem>(
+    x: Out<'a, CpuBackend, T>,
+    len: usize,
+    op: &'static str,
+) -> BResult<&'a mut [T]> {
+    let have = x.buf.0.len();
+    let off = x.off;
+    x.buf
+        .0
+        .get_mut(off..off + len)
+        .ok_or_else(|| out_of_bounds(op, "output", off + len, have))
+}
+
+impl Backend for CpuBackend {
+    type Buf<T: Elem> = CpuBuf<T>;
+
+    fn name(&self) -> String {
+        format!("cpu ({} threads)", rayon::current_num_threads())
+    }
+
+    fn alloc<T: Elem>(&self, len: usize) -> BResult<CpuBuf<T>> {
+        let mut v = Vec::new();
+        v.try_reserve_exact(len).map_err(|e| BackendError::Alloc {
+            device: "cpu".into(),
+            bytes: len * std::mem::size_of::<T>(),
+            reason: e.to_string(),
+        })?;
+        v.resize(len, T::default());
+        self.allocs.fetch_add(1, Ordering::Relaxed);
+        Ok(CpuBuf(v))
+    }
+
+    fn buf_len<T: Elem>(&self, buf: &CpuBuf<T>) -> usize {
+        buf.0.len()
+    }
+
+    fn upload<T: Elem>(&self, src: &[T], dst: Out<'_, Self, T>) -> BResult<()> {
+        write_slice(dst, src.len(), "upload")?.copy_from_slice(src);
+        Ok(())
+    }
+
+    fn download<T: Elem>(&self, src: In<'_, Self, T>, dst: &mut [T]) -> BResult<()> {
+        dst.copy_from_slice(read_slice(src, dst.len(), "download")?);
+        Ok(())
+    }
+
+    fn synchronize(&self) -> BResult<()> {
+        Ok(())
+    }
+
+    fn im2col_budget(&self) -> usize {
+        // 16 MiB of f32: GEMM panels stay warm in cache, and a chunk still holds enough
+        // columns for the GEMM's threads to split.
+        4 << 20
+    }
+
+    fn fill(&self, dst: Out<'_, Self>, len: usize, value: f32) -> BResult<()> {
+        elementwise::fill(dst, len, value)
+    }
+
+    fn add(&self, x: In<'_, Self>, y: Out<'_, Self>, len: usize) -> BResult<()> {
+        elementwise::add(x, y, len)
+    }
+
+    fn add_act(
+        &self,
+        a: In<'_, Self>,
+        b: In<'_, Self>,
+        y: Out<'_, Self>,
+        len: usize,
+        relu: bool,
+    ) -> BResult<()> {
+        elementwise::add_act(a, b, y, len, relu)
+    }
+
+    fn gemm(&self, spec: Gemm, a: In<'_, Self>, b: In<'_, Self>, c: Out<'_, Self>) -> BResult<()> {
+        gemm::gemm(&self.slabs, spec, a, b, c)
+    }
+
+    fn im2col(
+        &self,
+        x: In<'_, Self>,
+        geom: ConvGeom,
+        n0: usize,
+        nc: usize,
+        col: Out<'_, Self>,
+    ) -> BResult<()> {
+        conv::im2col(x, geom, n0, nc, col)
+    }
+
+    fn col2im(
+        &self,
+        col: In<'_, Self>,
+        geom: ConvGeom,
+        n0: usize,
+        nc: usize,
+        dx: Out<'_, Self>,
+    ) -> BResult<()> {
+        conv::col2im(col, geom, n0, nc, dx)
+    }
+
+    fn bias_act_forward(
+        &self,
+        y: Out<'_, Self>,
+        bias: Option<In<'_, Self>>,
+        rows: usize,
+        cols: usize,
+        relu: bool,
+    ) -> BResult<()> {
+        elementwise::bias_act_forward(y, bias, rows, cols, relu)
+    }
+
+    fn bias_act_backward(
+        &self,
+        y: In<'_, Self>,
+        dy: Out<'_, Self>,
+        dbias: Option<Out<'_, Self>>,
+        rows: usize,
+        cols: usize,
+        relu: bool,
+    ) -> BResult<()> {
+        elementwise::bias_act_backward(y, dy, dbias, rows, cols, relu)
+    }
+
+    fn relu_forward(&self, x: In<'_, Self>, y: Out<'_, Self>, len: usize) -> BResult<()> {
+        elementwise::relu_forward(x, y, len)
+    }
+
+    fn relu_backward(
+        &self,
+        y: In<'_, Self>,
+        dy: In<'_, Self>,
+        dx: Out<'_, Self>,
+        len: usize,
+    ) -> BResult<()> {
+        elementwise::relu_backward(y, dy, dx, len)
+    }
+
+    fn maxpool_forward(
+        &self,
+        x: In<'_, Self>,
+        geom: PoolGeom,
+        y: Out<'_, Self>,
+        argmax: Out<'_, Self, u32>,
+    ) -> BResult<()> {
+        pool::maxpool_forward(x, geom, y, argmax)
+    }
+
+    fn maxpool_backward(
+        &self,
+        dy: In<'_, Self>,
+        argmax: In<'_, Self, u32>,
+        geom: PoolGeom,
+        dx: Out<'_, Self>,
+    ) -> BResult<()> {
+        pool::maxpool_backward(dy, argmax, geom, dx)
+    }
+
+    fn avgpool_forward(
+        &self,
+        x: In<'_, Self>,
+        planes: usize,
+        hw: usize,
+        y: Out<'_, Self>,
+    ) -> BResult<()> {
+        pool::avgpool_forward(x, planes, hw, y)
+    }
+
+    fn avgpool_backward(
+        &self,
+        dy: In<'_, Self>,
+        planes: usize,
+        hw: usize,
+        dx: Out<'_, Self>,
+    ) -> BResult<()> {
+        pool::avgpool_backward(dy, planes, hw, dx)
+    }
+
+    fn batchnorm_forward(
+        &self,
+        x: In<'_, Self>,
+        gamma_beta: In<'_, Self>,
+        running: Out<'_, Self>,
+        saved: Out<'_, Self>,
+        y: Out<'_, Self>,
+        bn: BnGeom,
+        train: bool,
+    ) -> BResult<()> {
+        norm::batchnorm_forward(x, gamma_beta, running, saved, y, bn, train)
+    }
+
+    fn batchnorm_backward(
+        &self,
+        x: In<'_, Self>,
+        y: In<'_, Self>,
+        dy: In<'_, Self>,
+        gamma_beta: In<'_, Self>,
+        saved: In<'_, Self>,
+        dgamma_beta: Out<'_, Self>,
+        dx: Out<'_, Self>,
+        bn: BnGeom,
+    ) -> BResult<()> {
+        norm::batchnorm_backward(x, y, dy, gamma_beta, saved, dgamma_beta, dx, bn)
+    }
+
+    fn datanorm(
+        &self,
+        x: In<'_, Self, u8>,
+        n: usize,
+        h: usize,
+        w: usize,
+        mean: &[f32],
+        std: &[f32],
+        layout: DataLayout,
+        y: Out<'_, Self>,
+    ) -> BResult<()> {
+        norm::datanorm(x, n, h, w, mean, std, layout, y)
+    }
+
+    fn softmax_xent(
+        &self,
+        logits: In<'_, Self>,
+        labels: In<'_, Self, u32>,
+        classes: usize,
+        n: usize,
+        dlogits: Option<Out<'_, Self>>,
+        stats: Out<'_, Self>,
+    ) -> BResult<()> {
+        loss::softmax_xent(logits, labels, classes, n, dlogits, stats)
+    }
+
+    fn sgd_step(
+        &self,
+        params: Out<'_, Self>,
+        grads: In<'_, Self>,
+        momentum: Out<'_, Self>,
+        len: usize,
+        decay_len: usize,
+        h: SgdStep,
+    ) -> BResult<()> {
+        optim::sgd_step(params, grads, momentum, len, decay_len, h)
+    }
+
+    fn adamw_step(
+        &self,
+        params: Out<'_, Self>,
+        grads: In<'_, Self>,
+        m: Out<'_, Self>,
+        v: Out<'_, Self>,
+        len: usize,
+        decay_len: usize,
+        h: AdamWStep,
+    ) -> BResult<()> {
+        optim::adamw_step(params, grads, m, v, len, decay_len, h)
+    }
+}

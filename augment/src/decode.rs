@@ -20,7 +20,7 @@ use crate::limits::{check_channels, check_size};
 use crate::{AugmentError, Image};
 
 pub use crate::convert::luma;
-pub use crate::limits::MAX_PIXELS;
+pub use crate::limits::DEFAULT_MAX_PIXELS;
 
 /// The encoded formats we recognise by their first bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,8 +65,14 @@ fn describe_head(bytes: &[u8]) -> String {
     format!("{} \"{}\"", hex.join(" "), text)
 }
 
-/// Width and height from the header alone.
+/// Width and height from the header alone, refusing images of more than
+/// [`DEFAULT_MAX_PIXELS`].
 pub fn probe(bytes: &[u8]) -> Result<(usize, usize), AugmentError> {
+    probe_limited(bytes, DEFAULT_MAX_PIXELS)
+}
+
+/// Width and height from the header alone, refusing images of more than `max_pixels`.
+pub fn probe_limited(bytes: &[u8], max_pixels: usize) -> Result<(usize, usize), AugmentError> {
     let (w, h) = match sniff(bytes)? {
         Format::Jpeg => {
             let mut dec = JpegDecoder::new_with_options(ZCursor::new(bytes), jpeg_options());
@@ -76,7 +82,7 @@ pub fn probe(bytes: &[u8]) -> Result<(usize, usize), AugmentError> {
         }
         Format::Png => probe_png(bytes)?,
     };
-    check_size(w, h)?;
+    check_size(w, h, max_pixels)?;
     Ok((w, h))
 }
 
@@ -108,7 +114,13 @@ pub fn decode(bytes: &[u8], channels: usize) -> Result<Image, AugmentError> {
 /// feature, JPEGs go through libjpeg-turbo (falling back to zune-jpeg for anything
 /// it does not decode cleanly).
 pub fn decode_into(bytes: &[u8], channels: usize, out: &mut Image) -> Result<(), AugmentError> {
-    decode_into_with(bytes, channels, out, cfg!(feature = "turbo"))
+    decode_into_with(
+        bytes,
+        channels,
+        out,
+        cfg!(feature = "turbo"),
+        DEFAULT_MAX_PIXELS,
+    )
 }
 
 /// [`decode_into`] that always decodes JPEG with zune-jpeg, as without the `turbo`
@@ -119,7 +131,7 @@ pub fn decode_into_zune(
     channels: usize,
     out: &mut Image,
 ) -> Result<(), AugmentError> {
-    decode_into_with(bytes, channels, out, false)
+    decode_into_with(bytes, channels, out, false, DEFAULT_MAX_PIXELS)
 }
 
 pub(crate) fn decode_into_with(
@@ -127,14 +139,15 @@ pub(crate) fn decode_into_with(
     channels: usize,
     out: &mut Image,
     turbo: bool,
+    max_pixels: usize,
 ) -> Result<(), AugmentError> {
     check_channels(channels)?;
     let (w, h, src) = match sniff(bytes)? {
-        Format::Jpeg => match turbo_full(bytes, &mut out.data, turbo) {
+        Format::Jpeg => match turbo_full(bytes, &mut out.data, turbo, max_pixels) {
             Some((w, h)) => (w, h, Native::Rgb8),
-            None => decode_jpeg_native(bytes, &mut out.data)?,
+            None => decode_jpeg_native(bytes, &mut out.data, max_pixels)?,
         },
-        Format::Png => decode_png_native(bytes, &mut out.data)?,
+        Format::Png => decode_png_native(bytes, &mut out.data, max_pixels)?,
     };
     convert_in_place(&mut out.data, w * h, src, channels);
     out.width = w;
@@ -146,15 +159,20 @@ pub(crate) fn decode_into_with(
 /// libjpeg-turbo's full decode, for complete files only (a file cut before its end
 /// marker is left to zune-jpeg, which reports it as truncated).
 #[cfg(feature = "turbo")]
-fn turbo_full(bytes: &[u8], buf: &mut Vec<u8>, on: bool) -> Option<(usize, usize)> {
+fn turbo_full(
+    bytes: &[u8],
+    buf: &mut Vec<u8>,
+    on: bool,
+    max_pixels: usize,
+) -> Option<(usize, usize)> {
     if !on || !ends_with_eoi(bytes) {
         return None;
     }
-    crate::turbo::decode_full(bytes, buf)
+    crate::turbo::decode_full(bytes, buf, max_pixels)
 }
 
 #[cfg(not(feature = "turbo"))]
-fn turbo_full(_: &[u8], _: &mut Vec<u8>, _: bool) -> Option<(usize, usize)> {
+fn turbo_full(_: &[u8], _: &mut Vec<u8>, _: bool, _: usize) -> Option<(usize, usize)> {
     None
 }
 
@@ -192,16 +210,21 @@ fn jpeg_error(bytes: &[u8], e: zune_jpeg::errors::DecodeErrors) -> AugmentError 
 fn decode_jpeg_native(
     bytes: &[u8],
     buf: &mut Vec<u8>,
+    max_pixels: usize,
 ) -> Result<(usize, usize, Native), AugmentError> {
     // Strict first: it is the only mode that reports a cut file instead of padding it.
-    match decode_jpeg_with(bytes, buf, jpeg_options().set_strict_mode(true)) {
+    match decode_jpeg_with(bytes, buf, jpeg_options().set_strict_mode(true), max_pixels) {
         Ok(r) => Ok(r),
         // Complete files that break a strict rule (stray bytes between markers, say)
         // are common in the wild and decode fine leniently, as libjpeg does with a
         // warning.
-        Err(e) if ends_with_eoi(bytes) => {
-            decode_jpeg_with(bytes, buf, jpeg_options().set_strict_mode(false)).map_err(|_| e)
-        }
+        Err(e) if ends_with_eoi(bytes) => decode_jpeg_with(
+            bytes,
+            buf,
+            jpeg_options().set_strict_mode(false),
+            max_pixels,
+        )
+        .map_err(|_| e),
         Err(e) => Err(e),
     }
 }
@@ -210,13 +233,14 @@ fn decode_jpeg_with(
     bytes: &[u8],
     buf: &mut Vec<u8>,
     options: DecoderOptions,
+    max_pixels: usize,
 ) -> Result<(usize, usize, Native), AugmentError> {
     let mut dec = JpegDecoder::new_with_options(ZCursor::new(bytes), options);
     dec.decode_headers().map_err(|e| jpeg_error(bytes, e))?;
     let (w, h) = dec
         .dimensions()
         .ok_or_else(|| AugmentError::Jpeg("no frame header".into()))?;
-    check_size(w, h)?;
+    check_size(w, h, max_pixels)?;
     let len = dec
         .output_buffer_size()
         .ok_or_else(|| AugmentError::Jpeg("image size overflows".into()))?;
@@ -233,14 +257,15 @@ fn decode_jpeg_with(
 fn decode_png_native(
     bytes: &[u8],
     buf: &mut Vec<u8>,
+    max_pixels: usize,
 ) -> Result<(usize, usize, Native), AugmentError> {
     let (pw, ph) = probe_png(bytes)?;
-    check_size(pw, ph)?;
+    check_size(pw, ph, max_pixels)?;
     let png_err = |e: image::ImageError| AugmentError::Png(e.to_string());
     let dec = image::codecs::png::PngDecoder::new(Cursor::new(bytes)).map_err(png_err)?;
     let (w, h) = dec.dimensions();
     let (w, h) = (w as usize, h as usize);
-    check_size(w, h)?;
+    check_size(w, h, max_pixels)?;
     let native = match dec.color_type() {
         ColorType::L8 => Native::L8,
         ColorType::La8 => Native::La8,

@@ -11,6 +11,7 @@ mod error;
 pub mod image;
 mod limits;
 mod pipeline;
+pub mod retain;
 pub mod rng;
 pub mod spec;
 pub mod transform;
@@ -19,6 +20,7 @@ pub mod turbo;
 
 pub use error::{AugmentError, SpecError};
 pub use image::{Image, ImageView};
+pub use limits::DEFAULT_MAX_PIXELS;
 pub use pipeline::{Pipeline, Scratch};
 pub use rng::SampleRng;
 pub use transform::{ResizeTo, Transform};

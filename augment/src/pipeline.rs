@@ -9,6 +9,8 @@
 use fast_image_resize::Resizer;
 
 use crate::decode;
+use crate::limits::DEFAULT_MAX_PIXELS;
+use crate::retain::Retention;
 use crate::transform::crop::{center_offset, copy_window, random_offset, rrc_box};
 use crate::transform::erase::{cutout_box, fill_zero};
 use crate::transform::resize::{resample, target_size, Rect, SoftBox};
@@ -17,9 +19,20 @@ use crate::{AugmentError, Image, ImageView, SampleRng};
 
 /// A decode step and a list of transforms; build one with
 /// [`Pipeline::parse`](crate::Pipeline::parse) or [`Pipeline::new`].
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Pipeline {
     pub(crate) transforms: Vec<Transform>,
+    /// Images with more pixels are refused from their header (see [`DEFAULT_MAX_PIXELS`]).
+    max_pixels: usize,
+}
+
+impl Default for Pipeline {
+    fn default() -> Self {
+        Pipeline {
+            transforms: Vec::new(),
+            max_pixels: DEFAULT_MAX_PIXELS,
+        }
+    }
 }
 
 /// Per-worker reusable buffers. Keep one per thread and pass it to every run.
@@ -29,6 +42,8 @@ pub struct Scratch {
     a: Vec<u8>,
     b: Vec<u8>,
     resizer: Resizer,
+    /// What recent samples needed, so an outlier's buffers are released.
+    retention: Retention,
     /// Set to keep the zune-jpeg path even with the `turbo` feature (for comparisons).
     #[cfg(feature = "turbo")]
     turbo_off: bool,
@@ -41,6 +56,22 @@ impl Scratch {
     #[cfg(feature = "turbo")]
     pub fn set_turbo(&mut self, on: bool) {
         self.turbo_off = !on;
+    }
+
+    /// Note what this sample needed and release buffers far larger than recent
+    /// samples needed (see [`crate::retain`]).
+    fn settle(&mut self) {
+        let need = self.decoded.data.len().max(self.a.len()).max(self.b.len());
+        self.retention.note(need);
+        self.retention.trim(&mut self.decoded.data);
+        self.retention.trim(&mut self.a);
+        self.retention.trim(&mut self.b);
+        if self
+            .retention
+            .too_big(self.resizer.size_of_internal_buffers())
+        {
+            self.resizer.reset_internal_buffers();
+        }
     }
 
     /// Bytes held by the reusable buffers (for memory reports).
@@ -107,7 +138,22 @@ impl Pipeline {
         for t in &transforms {
             crate::transform::check::validate(t)?;
         }
-        Ok(Pipeline { transforms })
+        Ok(Pipeline {
+            transforms,
+            ..Pipeline::default()
+        })
+    }
+
+    /// The same pipeline, refusing images of more than `max_pixels` pixels (from their
+    /// header, before anything is allocated) instead of [`DEFAULT_MAX_PIXELS`].
+    pub fn with_max_pixels(mut self, max_pixels: usize) -> Self {
+        self.max_pixels = max_pixels;
+        self
+    }
+
+    /// The largest image, in pixels, this pipeline decodes.
+    pub fn max_pixels(&self) -> usize {
+        self.max_pixels
     }
 
     pub fn transforms(&self) -> &[Transform] {
@@ -135,6 +181,19 @@ impl Pipeline {
         scratch: &mut Scratch,
         out: &mut [u8],
     ) -> Result<(), AugmentError> {
+        let result = self.decode_and_run(bytes, channels, rng, scratch, out);
+        scratch.settle();
+        result
+    }
+
+    fn decode_and_run(
+        &self,
+        bytes: &[u8],
+        channels: usize,
+        rng: &mut SampleRng,
+        scratch: &mut Scratch,
+        out: &mut [u8],
+    ) -> Result<(), AugmentError> {
         #[cfg(feature = "turbo")]
         if !scratch.turbo_off {
             if let Some(done) = self.run_turbo(bytes, channels, rng, scratch, out) {
@@ -143,21 +202,35 @@ impl Pipeline {
         }
         // Checking the size from the header first means a wrong batch slot is reported
         // before any decoding work is spent.
-        let (w, h) = decode::probe(bytes)?;
+        let (w, h) = decode::probe_limited(bytes, self.max_pixels)?;
         self.check_out(w, h, channels, out.len())?;
         let mut decoded = std::mem::take(&mut scratch.decoded);
         #[cfg(feature = "turbo")]
-        let decoded_ok =
-            decode::decode_into_with(bytes, channels, &mut decoded, !scratch.turbo_off);
+        let turbo = !scratch.turbo_off;
         #[cfg(not(feature = "turbo"))]
-        let decoded_ok = decode::decode_into(bytes, channels, &mut decoded);
-        let result = decoded_ok.and_then(|()| self.run_image(decoded.view(), rng, scratch, out));
+        let turbo = false;
+        let decoded_ok =
+            decode::decode_into_with(bytes, channels, &mut decoded, turbo, self.max_pixels);
+        let result =
+            decoded_ok.and_then(|()| self.transform_image(decoded.view(), rng, scratch, out));
         scratch.decoded = decoded;
         result
     }
 
     /// Transform already-decoded pixels (keeping their channel count) into `out`.
     pub fn run_image(
+        &self,
+        img: ImageView<'_>,
+        rng: &mut SampleRng,
+        scratch: &mut Scratch,
+        out: &mut [u8],
+    ) -> Result<(), AugmentError> {
+        let result = self.transform_image(img, rng, scratch, out);
+        scratch.settle();
+        result
+    }
+
+    fn transform_image(
         &self,
         img: ImageView<'_>,
         rng: &mut SampleRng,
@@ -263,7 +336,7 @@ impl Pipeline {
             Header::Unsupported => return Ok(false),
         };
         let (w, h) = (hdr.width, hdr.height);
-        crate::limits::check_size(w, h)?;
+        crate::limits::check_size(w, h, self.max_pixels)?;
         self.check_out(w, h, channels, out.len())?;
         let r = rrc_box(rng, w, h, scale, ratio);
         let win = hdr.decode_window(r, scale_denom(r, tw, th), buf)?;

@@ -193,13 +193,17 @@ pub fn with_decoder<R>(f: impl FnOnce(&mut TurboDecoder) -> R) -> Option<R> {
 /// Decode all of `bytes` as RGB into `buf` and return its size, or `None` when this
 /// decoder should not be trusted with it (CMYK, an error, corrupt data): the caller
 /// then decodes with zune-jpeg, which decides and reports.
-pub(crate) fn decode_full(bytes: &[u8], buf: &mut Vec<u8>) -> Option<(usize, usize)> {
+pub(crate) fn decode_full(
+    bytes: &[u8],
+    buf: &mut Vec<u8>,
+    max_pixels: usize,
+) -> Option<(usize, usize)> {
     let run = |dec: &mut TurboDecoder| -> Result<Option<(usize, usize)>, AugmentError> {
         let Header::Ready(hdr) = dec.header(bytes)? else {
             return Ok(None);
         };
         let (w, h) = (hdr.width, hdr.height);
-        crate::limits::check_size(w, h)?;
+        crate::limits::check_size(w, h, max_pixels)?;
         let win = hdr.decode_window(Rect::full(w, h), 1, buf)?;
         Ok((!win.warnings).then_some((w, h)))
     };

@@ -255,7 +255,7 @@ fn check_bad(bytes: &[u8], p: &Pipeline, dec: &mut TurboDecoder) {
     );
     if let Ok(Header::Ready(hdr)) = dec.header(bytes) {
         let r = Rect::full(hdr.width, hdr.height);
-        if hdr.width * hdr.height <= decode::MAX_PIXELS {
+        if hdr.width * hdr.height <= decode::DEFAULT_MAX_PIXELS {
             let mut buf = Vec::new();
             let _: Result<_, AugmentError> = hdr.decode_window(r, 2, &mut buf);
         }

@@ -32,6 +32,7 @@
 //! every random choice is seeded by (seed, epoch, sample index).
 
 mod batch;
+pub mod config;
 pub mod digest;
 mod error;
 pub mod gen;
@@ -47,10 +48,11 @@ pub mod trace;
 pub mod upload;
 
 pub use batch::{Batch, Images};
+pub use config::{LoaderConfig, Mode, OnError};
 pub use digest::Digest;
 pub use error::LoaderError;
 pub use metrics::Metrics;
-pub use pipeline::{Epoch, Loader, LoaderConfig, Mode, OnError};
+pub use pipeline::{Epoch, Loader};
 pub use sampler::{Sampler, ShardPolicy};
 pub use source::{RecordKind, Source, SourceError};
 pub use state::LoaderState;

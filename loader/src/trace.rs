@@ -1,51 +1,89 @@
 //! A Chrome trace of the pipeline's stages over time (opens in Perfetto or
 //! chrome://tracing), so a user can see whether reading overlaps compute.
+//!
+//! Spans are streamed to the trace file as they end (through a buffered writer), so a
+//! long run's trace costs disk, not memory: what stays in memory is one name per
+//! thread.
 
 use std::collections::HashMap;
-use std::io::Write;
-use std::path::Path;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
 use serde::Serialize;
 
 #[derive(Serialize)]
-struct Event {
-    name: &'static str,
+struct Event<'a> {
+    name: &'a str,
     ph: &'static str,
     ts: f64,
-    dur: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dur: Option<f64>,
     pid: u32,
     tid: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     args: Option<serde_json::Value>,
 }
 
-/// Collects spans from every pipeline thread. Cheap enough to leave on for a bench
-/// run (one mutex push per sample); off unless asked for.
+/// Streams spans from every pipeline thread to a file. Cheap enough to leave on for a
+/// bench run (one mutex-guarded buffered write per span); off unless asked for.
 pub struct Trace {
     start: Instant,
+    path: PathBuf,
     inner: Mutex<TraceInner>,
 }
 
-#[derive(Default)]
 struct TraceInner {
-    events: Vec<Event>,
+    out: Option<BufWriter<File>>,
     threads: HashMap<String, u32>,
+    spans: usize,
+    /// The first write error; the trace stops there and `finish` reports it.
+    error: Option<std::io::Error>,
 }
 
-impl Default for Trace {
-    fn default() -> Self {
-        Trace::new()
+impl TraceInner {
+    fn write(&mut self, event: &Event<'_>) {
+        let Some(out) = self.out.as_mut() else {
+            return;
+        };
+        let comma = if self.spans + self.threads.len() > 1 {
+            ","
+        } else {
+            ""
+        };
+        let res = out
+            .write_all(comma.as_bytes())
+            .and_then(|()| serde_json::to_writer(&mut *out, event).map_err(std::io::Error::other))
+            .and_then(|()| out.write_all(b"\n"));
+        if let Err(e) = res {
+            self.error = Some(e);
+            self.out = None;
+        }
     }
 }
 
 impl Trace {
-    pub fn new() -> Trace {
-        Trace {
+    /// Creates (truncates) the trace file at `path`.
+    pub fn create(path: &Path) -> std::io::Result<Trace> {
+        let mut out = BufWriter::new(File::create(path)?);
+        out.write_all(b"{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n")?;
+        Ok(Trace {
             start: Instant::now(),
-            inner: Mutex::new(TraceInner::default()),
-        }
+            path: path.to_path_buf(),
+            inner: Mutex::new(TraceInner {
+                out: Some(out),
+                threads: HashMap::new(),
+                spans: 0,
+                error: None,
+            }),
+        })
+    }
+
+    /// The trace file.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Records a span `name` from `begin` to now on the calling thread's track.
@@ -58,13 +96,30 @@ impl Trace {
         let Ok(mut inner) = self.inner.lock() else {
             return;
         };
-        let next = inner.threads.len() as u32 + 1;
-        let tid = *inner.threads.entry(tname.to_string()).or_insert(next);
-        inner.events.push(Event {
+        let tid = match inner.threads.get(tname) {
+            Some(&tid) => tid,
+            None => {
+                let tid = inner.threads.len() as u32 + 1;
+                inner.threads.insert(tname.to_string(), tid);
+                let meta = Event {
+                    name: "thread_name",
+                    ph: "M",
+                    ts: 0.0,
+                    dur: None,
+                    pid: 1,
+                    tid,
+                    args: Some(serde_json::json!({ "name": tname })),
+                };
+                inner.write(&meta);
+                tid
+            }
+        };
+        inner.spans += 1;
+        inner.write(&Event {
             name,
             ph: "X",
             ts,
-            dur,
+            dur: Some(dur),
             pid: 1,
             tid,
             args,
@@ -73,36 +128,65 @@ impl Trace {
 
     /// Number of spans recorded.
     pub fn len(&self) -> usize {
-        self.inner.lock().map(|i| i.events.len()).unwrap_or(0)
+        self.inner.lock().map(|i| i.spans).unwrap_or(0)
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Writes the trace as Chrome's JSON object format.
-    pub fn write(&self, path: &Path) -> std::io::Result<()> {
-        let inner = self
+    /// Closes the JSON document and flushes the file; reports the first write error.
+    /// Spans recorded afterwards are dropped.
+    pub fn finish(&self) -> std::io::Result<()> {
+        let mut inner = self
             .inner
             .lock()
             .map_err(|_| std::io::Error::other("trace lock poisoned"))?;
-        let mut names: Vec<serde_json::Value> = inner
-            .threads
-            .iter()
-            .map(|(name, tid)| {
-                serde_json::json!({"name": "thread_name", "ph": "M", "pid": 1, "tid": tid,
-                    "args": {"name": name}})
-            })
-            .collect();
-        names.sort_by_key(|v| v["tid"].as_u64());
-        let doc = serde_json::json!({
-            "traceEvents": names.into_iter()
-                .chain(inner.events.iter().map(|e| serde_json::to_value(e).unwrap_or_default()))
-                .collect::<Vec<_>>(),
-            "displayTimeUnit": "ms",
-        });
-        let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
-        serde_json::to_writer(&mut f, &doc)?;
-        f.flush()
+        if let Some(e) = inner.error.take() {
+            return Err(e);
+        }
+        match inner.out.take() {
+            Some(mut out) => {
+                out.write_all(b"]}\n")?;
+                out.flush()
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Trace {
+    fn drop(&mut self) {
+        let _ = self.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_stream_to_a_valid_chrome_trace() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        let t = std::sync::Arc::new(Trace::create(&path).unwrap());
+        let t0 = Instant::now();
+        t.span("read", t0, Some(serde_json::json!({ "index": 3 })));
+        let t2 = t.clone();
+        std::thread::Builder::new()
+            .name("other".into())
+            .spawn(move || t2.span("decode", Instant::now(), None))
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(t.len(), 2);
+        t.finish().unwrap();
+        let doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let events = doc["traceEvents"].as_array().unwrap();
+        let names: Vec<&str> = events.iter().filter_map(|e| e["name"].as_str()).collect();
+        assert_eq!(names, ["thread_name", "read", "thread_name", "decode"]);
+        assert_eq!(events[1]["args"]["index"], 3);
+        assert_eq!(events[2]["args"]["name"], "other");
     }
 }

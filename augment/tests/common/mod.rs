@@ -55,3 +55,24 @@ pub fn mean_diff(a: &[u8], b: &[u8]) -> f64 {
         .sum::<f64>()
         / a.len() as f64
 }
+
+/// A valid small JPEG whose frame header claims `w` x `h` (a decompression bomb: the
+/// file is a few hundred bytes).
+pub fn jpeg_claiming(w: u16, h: u16) -> Vec<u8> {
+    let mut bytes = rgb_jpeg(16, 16);
+    let sof = (0..bytes.len() - 1)
+        .find(|&i| bytes[i] == 0xff && matches!(bytes[i + 1], 0xc0..=0xc2))
+        .expect("a frame header");
+    // FF Cx, length (2), precision (1), height (2), width (2).
+    bytes[sof + 5..sof + 7].copy_from_slice(&h.to_be_bytes());
+    bytes[sof + 7..sof + 9].copy_from_slice(&w.to_be_bytes());
+    bytes
+}
+
+/// A valid small PNG whose IHDR claims `w` x `h`.
+pub fn png_claiming(w: u32, h: u32) -> Vec<u8> {
+    let mut bytes = png(&gradient(16, 16), 16, 16, ExtendedColorType::Rgb8);
+    bytes[16..20].copy_from_slice(&w.to_be_bytes());
+    bytes[20..24].copy_from_slice(&h.to_be_bytes());
+    bytes
+}

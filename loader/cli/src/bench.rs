@@ -8,27 +8,29 @@ use serde::Serialize;
 use stoker_augment::Pipeline;
 use stoker_loader::{source, Digest, Loader, LoaderConfig, Mode, OnError};
 
+use crate::args;
+
 #[derive(clap::Args, Clone)]
 pub struct Args {
     /// An image folder, a packed file, or an MNIST/CIFAR set.
     pub data: PathBuf,
     #[arg(long, default_value = "async")]
     pub mode: Mode,
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, value_parser = args::workers)]
     pub workers: usize,
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, value_parser = args::prefetch)]
     pub prefetch: usize,
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = args::io_depth)]
     pub io_depth: usize,
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = args::batch_size)]
     pub batch_size: usize,
     /// Transform spec, e.g. `rrc:224,flip` or `resize:256,center:224`.
     #[arg(long, default_value = "")]
     pub transform: String,
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = args::epochs)]
     pub epochs: u64,
     /// Sleep this long per batch, to imitate a training step.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = args::millis)]
     pub compute_ms: f64,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -49,6 +51,9 @@ pub struct Args {
     /// Use the test split of an MNIST/CIFAR set.
     #[arg(long)]
     pub test: bool,
+    /// Refuse images of more pixels than this, from their header.
+    #[arg(long, default_value_t = stoker_augment::DEFAULT_MAX_PIXELS, value_parser = args::max_pixels)]
+    pub max_pixels: usize,
 }
 
 /// What a bench run measured. Field names are a contract (`--json`).
@@ -96,7 +101,8 @@ pub fn measure(a: &Args) -> anyhow::Result<Report> {
         transform,
         on_error: a.on_error,
         last_epoch: Some(a.epochs.saturating_sub(1)),
-        trace: a.trace.is_some(),
+        trace: a.trace.clone(),
+        max_pixels: a.max_pixels,
         ..LoaderConfig::default()
     };
     let mut loader = Loader::new(src, cfg)?;
@@ -130,7 +136,7 @@ pub fn measure(a: &Args) -> anyhow::Result<Report> {
     bar.finish_and_clear();
     let m = loader.metrics();
     if let (Some(path), Some(tr)) = (&a.trace, loader.trace()) {
-        tr.write(path)
+        tr.finish()
             .with_context(|| format!("writing trace {}", path.display()))?;
     }
     Ok(Report {

@@ -8,6 +8,7 @@ use anyhow::Context;
 use stoker_loader::gen::{self, ShapesOptions};
 use stoker_loader::Mode;
 
+use crate::args;
 use crate::bench::{self, Report};
 
 #[derive(clap::Args)]
@@ -15,24 +16,26 @@ pub struct Args {
     /// Where the demo set lives (default: the stoker cache folder).
     #[arg(long)]
     data: Option<PathBuf>,
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 2000, value_parser = args::image_count)]
     count: usize,
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, value_parser = args::image_size)]
     size: u32,
     #[arg(long, default_value = "rrc:96,flip")]
     transform: String,
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = args::batch_size)]
     batch_size: usize,
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, value_parser = args::workers)]
     workers: usize,
     /// Simulated step time; by default, the measured sync data time per batch.
-    #[arg(long)]
+    #[arg(long, value_parser = args::millis)]
     compute_ms: Option<f64>,
     #[arg(long)]
     json: bool,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
+    // Refuse a bad spec before making or reading anything.
+    stoker_augment::Pipeline::parse(&a.transform)?;
     let dir = a
         .data
         .clone()
@@ -77,6 +80,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         digest: true,
         trace: None,
         test: false,
+        max_pixels: stoker_augment::DEFAULT_MAX_PIXELS,
     };
     let run = |mode: Mode, compute_ms: f64| -> anyhow::Result<Report> {
         bench::measure(&bench::Args {

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use stoker_loader::gen::{self, ShapesOptions};
 
+use crate::args;
+
 #[derive(clap::Args)]
 pub struct Args {
     /// What to generate (only `shapes` for now).
@@ -13,13 +15,13 @@ pub struct Args {
     /// Output folder (one sub-folder per class).
     dir: PathBuf,
     /// Number of images.
-    #[arg(long)]
+    #[arg(long, value_parser = args::image_count)]
     count: usize,
     /// Image side in pixels.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = args::image_size)]
     size: u32,
     /// Number of classes (at most 10).
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = args::classes)]
     classes: usize,
     #[arg(long, default_value_t = 0)]
     seed: u64,

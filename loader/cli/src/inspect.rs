@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use stoker_augment::decode;
 use stoker_loader::source::{self, RecordKind};
 
+use crate::args;
+
 #[derive(clap::Args)]
 pub struct Args {
     data: PathBuf,
@@ -13,7 +15,7 @@ pub struct Args {
     #[arg(long)]
     test: bool,
     /// Check at most this many records (0 = all).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = args::limit)]
     limit: usize,
     /// Print a JSON object instead of text.
     #[arg(long)]

@@ -1,5 +1,6 @@
 //! stoker-load: generate, pack, inspect and benchmark data sets through the loader.
 
+mod args;
 mod bench;
 mod demo;
 mod gen;

@@ -233,5 +233,5 @@ fn bad_input_is_a_clear_error() {
     let err = failing(&["bench", path(&folder), "--mode", "fast"]);
     assert!(err.contains("fast"), "{err}");
     let err = failing(&["bench", path(&folder), "--batch-size", "0"]);
-    assert!(err.contains("batch size"), "{err}");
+    assert!(err.contains("--batch-size"), "{err}");
 }

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use stoker_augment::retain::Retention;
 use stoker_augment::Scratch;
 
 use super::{LoaderConfig, Shared};
@@ -29,6 +30,8 @@ struct InProgress {
     indices: Vec<usize>,
     /// Base of the buffer held in `buf`; each worker writes only its own slot.
     ptr: *mut u8,
+    /// Length of that buffer: every slot written must lie inside it.
+    len: usize,
     slot: usize,
     buf: Mutex<Option<PooledBuf>>,
     remaining: AtomicUsize,
@@ -47,6 +50,14 @@ impl InProgress {
     /// Only one caller per `pos`, and only before the last `remaining` decrement.
     #[allow(clippy::mut_from_ref)]
     unsafe fn slot_mut(&self, pos: usize) -> &mut [u8] {
+        // A wrong size anywhere upstream must stop here, not write past the buffer.
+        let end = pos.checked_add(1).and_then(|n| n.checked_mul(self.slot));
+        assert!(
+            end.is_some_and(|end| end <= self.len),
+            "batch slot {pos} of {} bytes lies outside the {}-byte buffer",
+            self.slot,
+            self.len
+        );
         std::slice::from_raw_parts_mut(self.ptr.add(pos * self.slot), self.slot)
     }
 }
@@ -255,6 +266,7 @@ impl ReadStage {
                     epoch,
                     step,
                     ptr: buf.as_mut_slice().as_mut_ptr(),
+                    len: buf.as_slice().len(),
                     slot,
                     buf: Mutex::new(Some(buf)),
                     remaining: AtomicUsize::new(n),
@@ -324,6 +336,9 @@ fn worker(
     stop: &AtomicBool,
 ) {
     let mut scratch = Scratch::default();
+    // Read buffers circulate between the read stage and the workers; one that held an
+    // outlier is shrunk before it goes back (see stoker_augment::retain).
+    let mut retention = Retention::default();
     while let Ok(item) = rx.recv() {
         if stop.load(Ordering::Relaxed) {
             return;
@@ -336,8 +351,10 @@ fn worker(
         } = item;
         let index = job.indices[pos];
         let res = read.and_then(|kind| {
-            // SAFETY: this worker is the only one given (job, pos).
-            let slot = unsafe { job.slot_mut(pos) };
+            // SAFETY: this worker is the only one given (job, pos). The bounds
+            // assert's panic becomes an error ending the epoch, not a lost worker.
+            let slot = catch_unwind(AssertUnwindSafe(|| unsafe { job.slot_mut(pos) }))
+                .map_err(|p| LoaderError::from_panic("placing a sample in its batch".into(), p))?;
             shared.decode(job.epoch, index, kind, &bytes, &mut scratch, slot)
         });
         if let Err(e) = res {
@@ -345,6 +362,9 @@ fn worker(
                 errs.push((pos, e));
             }
         }
+        let mut bytes = bytes;
+        retention.note(bytes.len());
+        retention.trim(&mut bytes);
         let _ = recycle.try_send(bytes);
         if job.remaining.fetch_sub(1, Ordering::AcqRel) == 1 && done.send(job).is_err() {
             return;

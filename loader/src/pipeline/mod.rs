@@ -20,9 +20,9 @@ pub(crate) mod work;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use stoker_augment::Pipeline;
 
+use crate::config::{LoaderConfig, Mode, OnError};
 use crate::metrics::{Counters, Metrics};
 use crate::plan::Plan;
 use crate::pool::Pool;
@@ -31,123 +31,6 @@ use crate::source::Source;
 use crate::state::LoaderState;
 use crate::trace::Trace;
 use crate::{Batch, LoaderError};
-
-/// Synchronous (inline) or asynchronous (prefetching) reading.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    Sync,
-    Async,
-}
-
-impl std::str::FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "sync" => Ok(Mode::Sync),
-            "async" => Ok(Mode::Async),
-            _ => Err(format!("unknown mode '{s}' (expected sync or async)")),
-        }
-    }
-}
-
-impl std::fmt::Display for Mode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Mode::Sync => "sync",
-            Mode::Async => "async",
-        })
-    }
-}
-
-/// What to do with a sample that cannot be read or decoded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OnError {
-    /// End the epoch with an error naming the sample.
-    Fail,
-    /// Leave the sample out of its batch and count it.
-    Skip,
-}
-
-impl std::str::FromStr for OnError {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "fail" => Ok(OnError::Fail),
-            "skip" => Ok(OnError::Skip),
-            _ => Err(format!(
-                "unknown error policy '{s}' (expected fail or skip)"
-            )),
-        }
-    }
-}
-
-/// How to load. `Default` gives async reading with two workers.
-#[derive(Clone, Debug)]
-pub struct LoaderConfig {
-    pub batch_size: usize,
-    pub mode: Mode,
-    /// Decode+augment threads (async mode).
-    pub workers: usize,
-    /// Batches kept ready ahead of the consumer (async mode).
-    pub prefetch: usize,
-    /// Reads in flight (async mode).
-    pub io_depth: usize,
-    /// Seeds the shuffle and every sample's augmentation.
-    pub seed: u64,
-    pub shuffle: bool,
-    pub drop_last: bool,
-    /// This process's shard: rank, world size and how shards are equalised.
-    pub rank: usize,
-    pub world: usize,
-    pub shard_policy: ShardPolicy,
-    pub transform: Pipeline,
-    /// Channels per image: `None` means 3 for encoded images and the record's own
-    /// count for raw ones.
-    pub channels: Option<usize>,
-    pub on_error: OnError,
-    /// Stop preparing batches after this epoch (async mode prefetches into the next
-    /// epoch otherwise).
-    pub last_epoch: Option<u64>,
-    /// Record a Chrome trace of the stages.
-    pub trace: bool,
-}
-
-impl Default for LoaderConfig {
-    fn default() -> Self {
-        LoaderConfig {
-            batch_size: 64,
-            mode: Mode::Async,
-            workers: 2,
-            prefetch: 2,
-            io_depth: 8,
-            seed: 0,
-            shuffle: true,
-            drop_last: false,
-            rank: 0,
-            world: 1,
-            shard_policy: ShardPolicy::Pad,
-            transform: Pipeline::identity(),
-            channels: None,
-            on_error: OnError::Fail,
-            last_epoch: None,
-            trace: false,
-        }
-    }
-}
-
-impl LoaderConfig {
-    pub fn sampler(&self) -> Sampler {
-        Sampler {
-            shuffle: self.shuffle,
-            seed: self.seed,
-            rank: self.rank,
-            world: self.world,
-            shard_policy: self.shard_policy,
-        }
-    }
-}
 
 /// What every stage of one loader shares.
 pub(crate) struct Shared {
@@ -195,23 +78,8 @@ impl Loader {
     /// and sizes the buffer pool. Nothing runs until an epoch is asked for.
     pub fn new(source: Arc<dyn Source>, config: LoaderConfig) -> Result<Loader, LoaderError> {
         let cfg = &config;
-        if cfg.batch_size == 0 {
-            return Err(LoaderError::Config("batch size must be at least 1".into()));
-        }
-        if cfg.mode == Mode::Async && (cfg.workers == 0 || cfg.prefetch == 0 || cfg.io_depth == 0) {
-            return Err(LoaderError::Config(
-                "async mode needs workers, prefetch and io_depth of at least 1".into(),
-            ));
-        }
-        if let Some(c) = cfg.channels {
-            if c != 1 && c != 3 {
-                return Err(LoaderError::Config(format!(
-                    "channels must be 1 or 3, not {c}"
-                )));
-            }
-        }
+        cfg.validate()?;
         let sampler = cfg.sampler();
-        sampler.validate().map_err(LoaderError::Config)?;
         if source.is_empty() {
             return Err(LoaderError::Config("the data set has no samples".into()));
         }
@@ -237,26 +105,27 @@ impl Loader {
             OnError::Fail => 1,
             OnError::Skip => source.len().min(64),
         };
-        let mut probed = work::probe_shape(source.as_ref(), 0);
+        let mut probed = work::probe_shape(source.as_ref(), 0, cfg.max_pixels);
         for index in 1..tries {
             if probed.is_ok() {
                 break;
             }
-            probed = work::probe_shape(source.as_ref(), index);
+            probed = work::probe_shape(source.as_ref(), index, cfg.max_pixels);
         }
         let (w, h, raw_c) = probed?;
         let (ow, oh) = cfg.transform.output_size(w, h);
         let c = cfg.channels.or(raw_c).unwrap_or(3);
         let shape = (oh, ow, c);
-        let capacity = match cfg.mode {
-            Mode::Sync => 1,
-            // Ready batches, one per worker being filled, and the consumer's.
-            Mode::Async => cfg.prefetch + cfg.workers + 1,
+        let pool = Pool::new(cfg.pool_capacity(), cfg.batch_bytes(shape)?);
+        let trace = match &cfg.trace {
+            Some(path) => Some(Arc::new(Trace::create(path).map_err(|e| {
+                LoaderError::Config(format!("trace: cannot create {}: {e}", path.display()))
+            })?)),
+            None => None,
         };
-        let pool = Pool::new(capacity, cfg.batch_size * oh * ow * c);
         let shared = Arc::new(Shared {
             source,
-            transform: cfg.transform.clone(),
+            transform: cfg.transform.clone().with_max_pixels(cfg.max_pixels),
             sampler,
             seed: cfg.seed,
             batch_size: cfg.batch_size,
@@ -264,7 +133,7 @@ impl Loader {
             on_error: cfg.on_error,
             shape,
             counters: Counters::default(),
-            trace: cfg.trace.then(|| Arc::new(Trace::new())),
+            trace,
         });
         Ok(Loader {
             shared,

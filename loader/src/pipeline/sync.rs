@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use stoker_augment::retain::Retention;
 use stoker_augment::Scratch;
 
 use super::Shared;
@@ -16,6 +17,8 @@ use crate::{Batch, LoaderError};
 pub(crate) struct SyncState {
     scratch: Scratch,
     bytes: Vec<u8>,
+    /// Shrinks `bytes` after an outlier (see stoker_augment::retain).
+    retention: Retention,
 }
 
 impl SyncState {
@@ -36,6 +39,8 @@ impl SyncState {
             let res = shared.read(index, &mut self.bytes).and_then(|kind| {
                 shared.decode(plan.epoch, index, kind, &self.bytes, &mut self.scratch, out)
             });
+            self.retention.note(self.bytes.len());
+            self.retention.trim(&mut self.bytes);
             if let Err(e) = res {
                 let fatal = matches!(e, crate::LoaderError::Panic { .. });
                 errors.push((pos, e));

@@ -165,6 +165,7 @@ impl Shared {
 pub(crate) fn probe_shape(
     shared_source: &dyn crate::Source,
     index: usize,
+    max_pixels: usize,
 ) -> Result<(usize, usize, Option<usize>), LoaderError> {
     let mut buf = Vec::new();
     let what = || shared_source.describe(index);
@@ -177,11 +178,12 @@ pub(crate) fn probe_shape(
         })?;
     match kind {
         RecordKind::Encoded => {
-            let (w, h) = decode::probe(&buf).map_err(|e| LoaderError::Sample {
-                index,
-                what: what(),
-                reason: e.to_string(),
-            })?;
+            let (w, h) =
+                decode::probe_limited(&buf, max_pixels).map_err(|e| LoaderError::Sample {
+                    index,
+                    what: what(),
+                    reason: e.to_string(),
+                })?;
             Ok((w, h, None))
         }
         RecordKind::Raw {

@@ -1,0 +1,103 @@
+//! Parsers for numeric flags: every count has a range and every time is finite, so an
+//! absurd value is refused by clap (exit status 2, naming the flag) before any work.
+
+use stoker_loader::config::{MAX_BATCH_SIZE, MAX_IO_DEPTH, MAX_PREFETCH, MAX_WORKERS};
+
+fn count_in(s: &str, lo: usize, hi: usize) -> Result<usize, String> {
+    let v: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a whole number from {lo} to {hi}"))?;
+    if v < lo || v > hi {
+        return Err(format!("{v} is out of range (expected {lo} to {hi})"));
+    }
+    Ok(v)
+}
+
+pub fn batch_size(s: &str) -> Result<usize, String> {
+    count_in(s, 1, MAX_BATCH_SIZE)
+}
+
+pub fn workers(s: &str) -> Result<usize, String> {
+    count_in(s, 1, MAX_WORKERS)
+}
+
+pub fn prefetch(s: &str) -> Result<usize, String> {
+    count_in(s, 1, MAX_PREFETCH)
+}
+
+pub fn io_depth(s: &str) -> Result<usize, String> {
+    count_in(s, 1, MAX_IO_DEPTH)
+}
+
+/// Epochs a bench or demo may run: enough for any soak, few enough to end.
+pub fn epochs(s: &str) -> Result<u64, String> {
+    count_in(s, 1, 1_000_000).map(|v| v as u64)
+}
+
+/// Images `gen` may write.
+pub fn image_count(s: &str) -> Result<usize, String> {
+    count_in(s, 1, 100_000_000)
+}
+
+/// Image side for `gen`, as the generator accepts.
+pub fn image_size(s: &str) -> Result<u32, String> {
+    count_in(s, 8, 4096).map(|v| v as u32)
+}
+
+pub fn classes(s: &str) -> Result<usize, String> {
+    count_in(s, 1, stoker_loader::gen::SHAPES.len())
+}
+
+/// Records `inspect` checks (0 = all).
+pub fn limit(s: &str) -> Result<usize, String> {
+    count_in(s, 0, usize::MAX)
+}
+
+/// The decode limit in pixels.
+pub fn max_pixels(s: &str) -> Result<usize, String> {
+    count_in(s, 1, 1 << 40)
+}
+
+/// A simulated step time in milliseconds: finite, from 0 to one hour.
+pub fn millis(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of milliseconds"))?;
+    if !v.is_finite() || !(0.0..=3_600_000.0).contains(&v) {
+        return Err(format!(
+            "{s} is out of range (expected 0 to 3600000 milliseconds)"
+        ));
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_absurd_values() {
+        for bad in [
+            "",
+            "0",
+            "-1",
+            "1e3",
+            "nan",
+            "18446744073709551616",
+            "6004799503160662",
+        ] {
+            assert!(batch_size(bad).is_err(), "{bad}");
+        }
+        assert_eq!(batch_size("64").unwrap(), 64);
+        for bad in ["", "-5", "nan", "inf", "-inf", "1e300", "3600001"] {
+            assert!(millis(bad).is_err(), "{bad}");
+        }
+        assert_eq!(millis("0").unwrap(), 0.0);
+        assert_eq!(millis("2.5").unwrap(), 2.5);
+        assert!(workers("100000000").is_err());
+        assert!(prefetch("100000000000").is_err());
+        assert!(epochs("0").is_err());
+    }
+}

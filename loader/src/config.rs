@@ -1,0 +1,362 @@
+//! How a loader is configured ([`LoaderConfig`], [`Mode`], [`OnError`]), and the checks
+//! that refuse an absurd setting with an error naming it before anything is allocated.
+
+use serde::{Deserialize, Serialize};
+use stoker_augment::Pipeline;
+
+use crate::sampler::{Sampler, ShardPolicy};
+use crate::LoaderError;
+
+/// Synchronous (inline) or asynchronous (prefetching) reading.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Sync,
+    Async,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "sync" => Ok(Mode::Sync),
+            "async" => Ok(Mode::Async),
+            _ => Err(format!("unknown mode '{s}' (expected sync or async)")),
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mode::Sync => "sync",
+            Mode::Async => "async",
+        })
+    }
+}
+
+/// What to do with a sample that cannot be read or decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnError {
+    /// End the epoch with an error naming the sample.
+    Fail,
+    /// Leave the sample out of its batch and count it.
+    Skip,
+}
+
+impl std::str::FromStr for OnError {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fail" => Ok(OnError::Fail),
+            "skip" => Ok(OnError::Skip),
+            _ => Err(format!(
+                "unknown error policy '{s}' (expected fail or skip)"
+            )),
+        }
+    }
+}
+
+/// How to load. `Default` gives async reading with two workers.
+#[derive(Clone, Debug)]
+pub struct LoaderConfig {
+    pub batch_size: usize,
+    pub mode: Mode,
+    /// Decode+augment threads (async mode).
+    pub workers: usize,
+    /// Batches kept ready ahead of the consumer (async mode).
+    pub prefetch: usize,
+    /// Reads in flight (async mode).
+    pub io_depth: usize,
+    /// Seeds the shuffle and every sample's augmentation.
+    pub seed: u64,
+    pub shuffle: bool,
+    pub drop_last: bool,
+    /// This process's shard: rank, world size and how shards are equalised.
+    pub rank: usize,
+    pub world: usize,
+    pub shard_policy: ShardPolicy,
+    pub transform: Pipeline,
+    /// Channels per image: `None` means 3 for encoded images and the record's own
+    /// count for raw ones.
+    pub channels: Option<usize>,
+    pub on_error: OnError,
+    /// Stop preparing batches after this epoch (async mode prefetches into the next
+    /// epoch otherwise).
+    pub last_epoch: Option<u64>,
+    /// Stream a Chrome trace of the stages to this file.
+    pub trace: Option<std::path::PathBuf>,
+    /// Images with more pixels are refused from their header, naming the file
+    /// (default [`stoker_augment::DEFAULT_MAX_PIXELS`], 64 megapixels).
+    pub max_pixels: usize,
+    /// The most memory the batch buffers may take together (pool capacity times batch
+    /// bytes); `None` means half of the machine's memory (16 GiB where it is unknown).
+    pub max_buffer_bytes: Option<usize>,
+}
+
+impl Default for LoaderConfig {
+    fn default() -> Self {
+        LoaderConfig {
+            batch_size: 64,
+            mode: Mode::Async,
+            workers: 2,
+            prefetch: 2,
+            io_depth: 8,
+            seed: 0,
+            shuffle: true,
+            drop_last: false,
+            rank: 0,
+            world: 1,
+            shard_policy: ShardPolicy::Pad,
+            transform: Pipeline::identity(),
+            channels: None,
+            on_error: OnError::Fail,
+            last_epoch: None,
+            trace: None,
+            max_pixels: stoker_augment::DEFAULT_MAX_PIXELS,
+            max_buffer_bytes: None,
+        }
+    }
+}
+
+impl LoaderConfig {
+    pub fn sampler(&self) -> Sampler {
+        Sampler {
+            shuffle: self.shuffle,
+            seed: self.seed,
+            rank: self.rank,
+            world: self.world,
+            shard_policy: self.shard_policy,
+        }
+    }
+}
+
+/// The largest batch size accepted.
+pub const MAX_BATCH_SIZE: usize = 1 << 20;
+/// The most decode workers accepted.
+pub const MAX_WORKERS: usize = 1024;
+/// The most batches kept ready ahead accepted.
+pub const MAX_PREFETCH: usize = 1024;
+/// The most reads in flight accepted.
+pub const MAX_IO_DEPTH: usize = 4096;
+/// The largest world size accepted.
+pub const MAX_WORLD: usize = 1 << 20;
+
+fn setting(name: &str, reason: String) -> LoaderError {
+    LoaderError::Config(format!("{name}: {reason}"))
+}
+
+fn in_range(name: &str, value: usize, lo: usize, hi: usize) -> Result<(), LoaderError> {
+    if value < lo || value > hi {
+        return Err(setting(
+            name,
+            format!("{value} is out of range (expected {lo} to {hi})"),
+        ));
+    }
+    Ok(())
+}
+
+impl LoaderConfig {
+    /// Checks every setting on its own (not yet against the data): ranges, the
+    /// sampler, and that async mode has workers, prefetch and io_depth.
+    pub fn validate(&self) -> Result<(), LoaderError> {
+        in_range("batch_size", self.batch_size, 1, MAX_BATCH_SIZE)?;
+        let min = usize::from(self.mode == Mode::Async);
+        in_range("workers", self.workers, min, MAX_WORKERS)?;
+        in_range("prefetch", self.prefetch, min, MAX_PREFETCH)?;
+        in_range("io_depth", self.io_depth, min, MAX_IO_DEPTH)?;
+        in_range("world", self.world, 1, MAX_WORLD)?;
+        if let Some(c) = self.channels {
+            if c != 1 && c != 3 {
+                return Err(setting("channels", format!("must be 1 or 3, not {c}")));
+            }
+        }
+        if self.max_pixels == 0 {
+            return Err(setting("max_pixels", "must be at least 1".into()));
+        }
+        if self.max_buffer_bytes == Some(0) {
+            return Err(setting("max_buffer_bytes", "must be at least 1".into()));
+        }
+        self.sampler().validate().map_err(LoaderError::Config)
+    }
+
+    /// Batch buffers the pool may hold: 1 in sync mode; in async mode the ready
+    /// batches, one per worker being filled, and the consumer's.
+    pub fn pool_capacity(&self) -> usize {
+        match self.mode {
+            Mode::Sync => 1,
+            Mode::Async => self.prefetch + self.workers + 1,
+        }
+    }
+
+    /// The memory bound in force: `max_buffer_bytes`, or half of physical memory.
+    pub fn buffer_limit(&self) -> usize {
+        self.max_buffer_bytes
+            .unwrap_or_else(|| physical_memory().map_or(16 << 30, |m| m / 2))
+    }
+
+    /// Bytes of one batch buffer for images of (height, width, channels), checked
+    /// against overflow and against [`buffer_limit`](Self::buffer_limit) for the
+    /// whole pool. The error names the settings and the limit.
+    pub fn batch_bytes(&self, (h, w, c): (usize, usize, usize)) -> Result<usize, LoaderError> {
+        let too_big = |what: String| {
+            setting(
+                "batch_size",
+                format!(
+                    "{what}: batches of {} images of {h}x{w}x{c} do not fit (lower \
+                     batch_size, prefetch or workers, or raise max_buffer_bytes)",
+                    self.batch_size
+                ),
+            )
+        };
+        let limit = self.buffer_limit();
+        let slot = h
+            .checked_mul(w)
+            .and_then(|n| n.checked_mul(c))
+            .ok_or_else(|| too_big("one image's size overflows".into()))?;
+        let batch = slot
+            .checked_mul(self.batch_size)
+            .ok_or_else(|| too_big("one batch's size overflows".into()))?;
+        let pool = batch
+            .checked_mul(self.pool_capacity())
+            .filter(|&total| total <= limit)
+            .ok_or_else(|| {
+                too_big(format!(
+                    "{} buffers of {batch} bytes exceed the limit of {limit} bytes",
+                    self.pool_capacity()
+                ))
+            })?;
+        debug_assert!(pool >= batch);
+        Ok(batch)
+    }
+}
+
+/// Total physical memory, where the system says (Linux).
+fn physical_memory() -> Option<usize> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    kb.checked_mul(1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absurd_settings_name_themselves() {
+        let cases: Vec<(LoaderConfig, &str)> = vec![
+            (
+                LoaderConfig {
+                    batch_size: 0,
+                    ..Default::default()
+                },
+                "batch_size",
+            ),
+            (
+                LoaderConfig {
+                    batch_size: 6_004_799_503_160_662,
+                    ..Default::default()
+                },
+                "batch_size",
+            ),
+            (
+                LoaderConfig {
+                    workers: 0,
+                    ..Default::default()
+                },
+                "workers",
+            ),
+            (
+                LoaderConfig {
+                    workers: 100_000_000,
+                    ..Default::default()
+                },
+                "workers",
+            ),
+            (
+                LoaderConfig {
+                    prefetch: 100_000_000_000,
+                    ..Default::default()
+                },
+                "prefetch",
+            ),
+            (
+                LoaderConfig {
+                    io_depth: 0,
+                    ..Default::default()
+                },
+                "io_depth",
+            ),
+            (
+                LoaderConfig {
+                    io_depth: usize::MAX,
+                    ..Default::default()
+                },
+                "io_depth",
+            ),
+            (
+                LoaderConfig {
+                    world: 0,
+                    ..Default::default()
+                },
+                "world",
+            ),
+            (
+                LoaderConfig {
+                    channels: Some(2),
+                    ..Default::default()
+                },
+                "channels",
+            ),
+            (
+                LoaderConfig {
+                    max_pixels: 0,
+                    ..Default::default()
+                },
+                "max_pixels",
+            ),
+        ];
+        for (cfg, name) in cases {
+            let e = cfg.validate().expect_err(name).to_string();
+            assert!(e.contains(name), "{e}");
+        }
+        // Sync mode takes no workers.
+        let sync = LoaderConfig {
+            mode: Mode::Sync,
+            workers: 0,
+            prefetch: 0,
+            ..Default::default()
+        };
+        sync.validate().unwrap();
+    }
+
+    #[test]
+    fn batch_bytes_overflow_and_limit_are_errors() {
+        let cfg = LoaderConfig {
+            batch_size: 1 << 20,
+            ..Default::default()
+        };
+        let e = cfg
+            .batch_bytes((1 << 32, 1 << 32, 3))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("one image's size overflows"), "{e}");
+        // 2^20 x (2^22 x 2^21 x 3) overflows 64 bits.
+        let e = cfg
+            .batch_bytes((1 << 22, 1 << 21, 3))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("one batch's size overflows"), "{e}");
+        let cfg = LoaderConfig {
+            batch_size: 64,
+            max_buffer_bytes: Some(1 << 20),
+            ..Default::default()
+        };
+        // 5 buffers (2 + 2 + 1) of 64 x 32 x 32 x 3 = 196,608 bytes: 983,040 fits.
+        assert_eq!(cfg.batch_bytes((32, 32, 3)).unwrap(), 196_608);
+        let e = cfg.batch_bytes((40, 32, 3)).unwrap_err().to_string();
+        assert!(e.contains("exceed the limit of 1048576 bytes"), "{e}");
+    }
+}

@@ -34,6 +34,7 @@
 mod batch;
 pub mod config;
 pub mod digest;
+pub mod durable;
 mod error;
 pub mod gen;
 pub mod metrics;

@@ -366,15 +366,72 @@ fn try_everything(path: &Path, bytes: &[u8]) -> bool {
     let _ = fs::remove_file(path);
     fs::write(path, bytes).unwrap();
     let Ok(p) = PackedReader::open(path) else {
+        assert!(
+            PackedReader::open_mapped(path).is_err(),
+            "both ways of opening agree"
+        );
         return false;
     };
-    let mut buf = Vec::new();
+    let m = PackedReader::open_mapped(path).expect("both ways of opening agree");
+    let (mut buf, mut mbuf) = (Vec::new(), Vec::new());
     for i in 0..p.len() {
-        let _ = p.label(i);
-        let _ = p.read(i, &mut buf);
+        assert_eq!(p.label(i), m.label(i));
+        let (a, b) = (p.read(i, &mut buf), m.read(i, &mut mbuf));
+        assert_eq!(a.is_ok(), b.is_ok());
+        assert_eq!(buf, mbuf);
     }
     let _ = p.classes();
     true
+}
+
+#[test]
+fn a_pack_that_shrinks_under_its_reader_gives_errors_not_a_fault() {
+    let dir = tmp();
+    make_folder(&dir.path().join("f"));
+    let folder = ImageFolder::open(&dir.path().join("f")).unwrap();
+    let out = dir.path().join("set.pack");
+    packed::pack_source(&folder, &out, |_, _| {}).unwrap();
+    let p = PackedReader::open(&out).unwrap();
+    assert!(!p.is_mapped());
+    let mut buf = Vec::new();
+    p.read(0, &mut buf).unwrap();
+    // Cut the file to its header while the reader holds it open (what a concurrent
+    // rewrite in place does): every read is an error naming the record.
+    let f = fs::OpenOptions::new().write(true).open(&out).unwrap();
+    f.set_len(packed::HEADER_LEN as u64).unwrap();
+    for i in 0..p.len() {
+        let e = p.read(i, &mut buf).unwrap_err().to_string();
+        assert!(e.contains(&format!("record {i}")), "{e}");
+        assert!(e.contains("truncated or replaced"), "{e}");
+        assert!(buf.is_empty());
+    }
+    // Through the loader too: the epoch ends with that error.
+    let packed_again = dir.path().join("again.pack");
+    for mode in [stoker_loader::Mode::Sync, stoker_loader::Mode::Async] {
+        packed::pack_source(&folder, &packed_again, |_, _| {}).unwrap();
+        let src = source::open(&packed_again, true).unwrap();
+        let mut loader = stoker_loader::Loader::new(
+            src,
+            stoker_loader::LoaderConfig {
+                batch_size: 2,
+                mode,
+                shuffle: false,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let f = fs::OpenOptions::new()
+            .write(true)
+            .open(&packed_again)
+            .unwrap();
+        f.set_len(packed::HEADER_LEN as u64 + 10).unwrap();
+        let errors: Vec<String> = loader
+            .epoch(0)
+            .filter_map(|b| b.err().map(|e| e.to_string()))
+            .collect();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].contains("truncated or replaced"), "{}", errors[0]);
+    }
 }
 
 #[test]

@@ -157,11 +157,8 @@ pub fn save<B: Backend + Clone + 'static>(
             path: path.to_path_buf(),
             source,
         })?;
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, &bytes).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))?;
+    // Whole or not at all: a kill mid-write leaves the previous checkpoint.
+    stoker_loader::durable::write_bytes(path, &bytes).map_err(io(path))?;
     Ok(())
 }
 

@@ -51,6 +51,10 @@ pub struct Args {
     /// Use the test split of an MNIST/CIFAR set.
     #[arg(long)]
     pub test: bool,
+    /// Read packed files through a memory map (faster per record; only for files
+    /// nothing rewrites while they are read: a truncated map kills the process).
+    #[arg(long)]
+    pub mmap: bool,
     /// Refuse images of more pixels than this, from their header.
     #[arg(long, default_value_t = stoker_augment::DEFAULT_MAX_PIXELS, value_parser = args::max_pixels)]
     pub max_pixels: usize,
@@ -88,7 +92,13 @@ pub struct Report {
 
 /// Runs the loader over `a.epochs` epochs and measures it.
 pub fn measure(a: &Args) -> anyhow::Result<Report> {
-    let src = source::open(&a.data, !a.test)?;
+    let src = source::open_with(
+        &a.data,
+        &source::OpenOptions {
+            train: !a.test,
+            mmap: a.mmap,
+        },
+    )?;
     let transform = Pipeline::parse(&a.transform)?;
     let cfg = LoaderConfig {
         batch_size: a.batch_size,

@@ -81,6 +81,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         trace: None,
         test: false,
         max_pixels: stoker_augment::DEFAULT_MAX_PIXELS,
+        mmap: false,
     };
     let run = |mode: Mode, compute_ms: f64| -> anyhow::Result<Report> {
         bench::measure(&bench::Args {

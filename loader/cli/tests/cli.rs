@@ -66,8 +66,8 @@ fn gen_pack_inspect_bench_agree() {
         "{inspect}"
     );
 
-    let bench = |data: &Path, mode: &str, workers: &str| {
-        json(&[
+    let bench_with = |data: &Path, mode: &str, workers: &str, extra: &[&str]| {
+        let mut args = vec![
             "bench",
             path(data),
             "--mode",
@@ -84,8 +84,11 @@ fn gen_pack_inspect_bench_agree() {
             "9",
             "--digest",
             "--json",
-        ])
+        ];
+        args.extend_from_slice(extra);
+        json(&args)
     };
+    let bench = |data: &Path, mode: &str, workers: &str| bench_with(data, mode, workers, &[]);
     let reference = bench(&folder, "sync", "1");
     for key in [
         "images_per_sec",
@@ -107,6 +110,10 @@ fn gen_pack_inspect_bench_agree() {
         (&packed, "async", "2"),
     ] {
         let r = bench(data, mode, workers);
+        if data == &packed {
+            let mapped = bench_with(data, mode, workers, &["--mmap"]);
+            assert_eq!(mapped["digest"], reference["digest"], "--mmap {mode}");
+        }
         assert_eq!(
             r["digest"],
             reference["digest"],

@@ -88,16 +88,47 @@ impl SourceError {
     }
 }
 
+/// How [`open_with`] opens a data set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// For MNIST/CIFAR sets that hold both splits: the training split (else the test
+    /// split).
+    pub train: bool,
+    /// Read packed files through a memory map instead of positioned reads (faster per
+    /// record; a file truncated while open then kills the process with SIGBUS).
+    pub mmap: bool,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            train: true,
+            mmap: false,
+        }
+    }
+}
+
+/// [`open_with`] the default options and the given split.
+pub fn open(path: &Path, train: bool) -> Result<Arc<dyn Source>, SourceError> {
+    open_with(
+        path,
+        &OpenOptions {
+            train,
+            ..OpenOptions::default()
+        },
+    )
+}
+
 /// Open whatever `path` holds: a packed file, an ImageFolder directory, or a directory
-/// (or file) of MNIST IDX or CIFAR-10 binary batches. `train` picks the training split
-/// for MNIST/CIFAR sets that hold both.
+/// (or file) of MNIST IDX or CIFAR-10 binary batches.
 ///
 /// A directory is MNIST when it holds any MNIST file (`train-images-idx3-ubyte`, …),
 /// else CIFAR-10 when it holds any batch (`data_batch_N.bin`, `test_batch.bin`, also
 /// inside `cifar-10-batches-bin/`), else an ImageFolder. A file is packed when it starts
 /// with the packed magic, MNIST when it is an IDX file (plain or gzipped), CIFAR-10 when
 /// it is a `.bin` batch.
-pub fn open(path: &Path, train: bool) -> Result<Arc<dyn Source>, SourceError> {
+pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Source>, SourceError> {
+    let train = options.train;
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -136,7 +167,12 @@ pub fn open(path: &Path, train: bool) -> Result<Arc<dyn Source>, SourceError> {
     };
     let head = &head[..n];
     if packed::has_magic(head) {
-        return Ok(Arc::new(PackedReader::open(path)?));
+        let reader = if options.mmap {
+            PackedReader::open_mapped(path)?
+        } else {
+            PackedReader::open(path)?
+        };
+        return Ok(Arc::new(reader));
     }
     let name = path
         .file_name()

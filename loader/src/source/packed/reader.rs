@@ -8,11 +8,25 @@ use memmap2::Mmap;
 use super::format::{decode_classes, layout_name, raw_len, Entry, Header, ENTRY_LEN, HEADER_LEN};
 use crate::source::{RecordKind, Source, SourceError};
 
-/// A packed file opened for random access through a read-only memory map.
+/// Where record bytes come from.
+enum Records {
+    /// Positioned reads with length checks: a file that shrinks while open gives an
+    /// error naming the record, never a fault.
+    File(File),
+    /// A read-only memory map: no system call per record, but a file truncated while
+    /// mapped kills the process with SIGBUS. Only for files known not to change.
+    Map(Mmap),
+}
+
+/// A packed file opened for random access. The header, index and class table are
+/// checked whole at open and kept in memory (24 bytes per record); record bytes are
+/// read on demand with positioned reads ([`open`](Self::open)) or through a memory
+/// map ([`open_mapped`](Self::open_mapped)).
 pub struct PackedReader {
     path: PathBuf,
-    map: Mmap,
+    records: Records,
     header: Header,
+    index: Vec<u8>,
     classes: Vec<String>,
 }
 
@@ -23,49 +37,137 @@ impl std::fmt::Debug for PackedReader {
             .field("records", &self.header.count)
             .field("layout", &self.header.layout)
             .field("classes", &self.classes)
+            .field("mapped", &matches!(self.records, Records::Map(_)))
             .finish()
     }
 }
 
+/// Fill `buf` from `file` at `offset`; `Ok(false)` when the file ends first.
+fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<bool> {
+    #[cfg(unix)]
+    let res = std::os::unix::fs::FileExt::read_exact_at(file, buf, offset);
+    #[cfg(windows)]
+    let res = {
+        let mut done = 0;
+        let mut res = Ok(());
+        while done < buf.len() {
+            match std::os::windows::fs::FileExt::seek_read(
+                file,
+                &mut buf[done..],
+                offset + done as u64,
+            ) {
+                Ok(0) => {
+                    res = Err(std::io::ErrorKind::UnexpectedEof.into());
+                    break;
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    res = Err(e);
+                    break;
+                }
+            }
+        }
+        res
+    };
+    match res {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 impl PackedReader {
-    /// Map `path` and check it whole (see the module docs). Every damage found is a
-    /// [`SourceError::Format`] naming the file and what is wrong.
+    /// Open `path` for positioned reads and check it whole (see the module docs).
+    /// Every damage found is a [`SourceError::Format`] naming the file and what is
+    /// wrong; a file that later shrinks under the reader gives record errors.
     pub fn open(path: &Path) -> Result<Self, SourceError> {
+        let file = File::open(path).map_err(|e| SourceError::io(path, e))?;
+        let file_len = file.metadata().map_err(|e| SourceError::io(path, e))?.len();
+        let region = |offset: u64, len: u64, what: &str| -> Result<Vec<u8>, SourceError> {
+            let n = usize::try_from(len)
+                .map_err(|_| SourceError::format(path, format!("{what} is too large")))?;
+            let mut buf = vec![0u8; n];
+            match read_at(&file, &mut buf, offset) {
+                Ok(true) => Ok(buf),
+                Ok(false) => Err(SourceError::format(
+                    path,
+                    format!("{what} lies outside the file (it shrank while being opened?)"),
+                )),
+                Err(e) => Err(SourceError::io(path, e)),
+            }
+        };
+        let (header, index, classes) = Self::check(path, file_len, region)?;
+        Ok(PackedReader {
+            path: path.to_path_buf(),
+            records: Records::File(file),
+            header,
+            index,
+            classes,
+        })
+    }
+
+    /// Open `path` through a read-only memory map, checked as [`open`](Self::open)
+    /// does. Faster per record on a warm page cache, but if the file is truncated while
+    /// mapped, the next read of a lost page kills the process (SIGBUS): use it only
+    /// for files nothing rewrites in place.
+    pub fn open_mapped(path: &Path) -> Result<Self, SourceError> {
         let file = File::open(path).map_err(|e| SourceError::io(path, e))?;
         let file_len = file.metadata().map_err(|e| SourceError::io(path, e))?.len();
         if file_len == 0 {
             return Err(SourceError::format(path, "empty file"));
         }
-        // SAFETY: the map is read-only and every access below is bounds-checked against
-        // its length. Like every mmap reader we assume nobody truncates the file while it
-        // is open (that would fault, not corrupt): packs are written once, under a
-        // temporary name, and renamed whole.
+        // SAFETY: the map is read-only and every access is bounds-checked against its
+        // length; truncation by another process is the documented risk of this mode.
         let map = unsafe { Mmap::map(&file) }.map_err(|e| SourceError::io(path, e))?;
-        let bad = |reason: String| SourceError::format(path, reason);
-        let header_bytes = &map[..map.len().min(HEADER_LEN)];
-        let header = Header::decode(header_bytes, map.len() as u64).map_err(bad)?;
-        // Header::decode checked that every region lies inside the file, so the slices
-        // below are in bounds; `get` keeps that true even if a check is ever dropped.
-        let slice = |offset: u64, len: u64, what: &str| {
+        let region = |offset: u64, len: u64, what: &str| -> Result<Vec<u8>, SourceError> {
             let start = usize::try_from(offset).ok();
             let end = usize::try_from(offset.saturating_add(len)).ok();
             start
                 .zip(end)
                 .and_then(|(s, e)| map.get(s..e))
-                .ok_or_else(|| bad(format!("{what} lies outside the file")))
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| SourceError::format(path, format!("{what} lies outside the file")))
         };
-        let count = header.count as usize;
-        let index = slice(header.index_offset, (count * ENTRY_LEN) as u64, "index")?;
+        let (header, index, classes) = Self::check(path, map.len() as u64, region)?;
+        Ok(PackedReader {
+            path: path.to_path_buf(),
+            records: Records::Map(map),
+            header,
+            index,
+            classes,
+        })
+    }
+
+    /// Reads and checks the header, index and class table through `region(offset,
+    /// len, what)`.
+    fn check(
+        path: &Path,
+        file_len: u64,
+        region: impl Fn(u64, u64, &str) -> Result<Vec<u8>, SourceError>,
+    ) -> Result<(Header, Vec<u8>, Vec<String>), SourceError> {
+        if file_len == 0 {
+            return Err(SourceError::format(path, "empty file"));
+        }
+        let bad = |reason: String| SourceError::format(path, reason);
+        let header_bytes = region(0, file_len.min(HEADER_LEN as u64), "header")?;
+        let header = Header::decode(&header_bytes, file_len).map_err(bad)?;
+        // Header::decode checked that every region lies inside the file, so the index
+        // below is at most the file's size.
+        let count = usize::try_from(header.count)
+            .map_err(|_| bad(format!("{} records do not fit in memory", header.count)))?;
+        let index_len = (count as u64)
+            .checked_mul(ENTRY_LEN as u64)
+            .ok_or_else(|| bad(format!("an index of {count} records overflows")))?;
+        let index = region(header.index_offset, index_len, "index")?;
         let data_end = header.data_offset + header.data_len;
         for (i, raw) in index.chunks_exact(ENTRY_LEN).enumerate() {
             let e = Entry::decode(raw).ok_or_else(|| bad(format!("record {i}: short entry")))?;
             let end = e.offset.saturating_add(e.len);
-            if end > map.len() as u64 {
+            if end > file_len {
                 return Err(bad(format!(
-                    "record {i} extends past end of file (offset {}, length {}, file has {} bytes)",
-                    e.offset,
-                    e.len,
-                    map.len()
+                    "record {i} extends past end of file (offset {}, length {}, file has {file_len} bytes)",
+                    e.offset, e.len,
                 )));
             }
             if e.offset < header.data_offset || end > data_end {
@@ -90,31 +192,26 @@ impl PackedReader {
                 }
             }
         }
-        let computed = crc32fast::hash(index);
+        let computed = crc32fast::hash(&index);
         if computed != header.index_crc {
             return Err(bad(format!(
                 "index checksum mismatch (stored {:#010x}, computed {computed:#010x})",
                 header.index_crc
             )));
         }
-        let table = slice(header.classes_offset, header.classes_len, "class table")?;
-        let computed = crc32fast::hash(table);
+        let table = region(header.classes_offset, header.classes_len, "class table")?;
+        let computed = crc32fast::hash(&table);
         if computed != header.classes_crc {
             return Err(bad(format!(
                 "class table checksum mismatch (stored {:#010x}, computed {computed:#010x})",
                 header.classes_crc
             )));
         }
-        let classes = decode_classes(table, header.num_classes).map_err(bad)?;
-        Ok(PackedReader {
-            path: path.to_path_buf(),
-            map,
-            header,
-            classes,
-        })
+        let classes = decode_classes(&table, header.num_classes).map_err(bad)?;
+        Ok((header, index, classes))
     }
 
-    /// The file this reader maps.
+    /// The file this reader reads.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -132,12 +229,14 @@ impl PackedReader {
             .sum()
     }
 
+    /// Whether record bytes come through a memory map.
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.records, Records::Map(_))
+    }
+
     fn entry(&self, index: usize) -> Option<Entry> {
-        if index >= self.len() {
-            return None;
-        }
-        let at = (self.header.index_offset as usize).checked_add(index * ENTRY_LEN)?;
-        Entry::decode(self.map.get(at..at.checked_add(ENTRY_LEN)?)?)
+        let at = index.checked_mul(ENTRY_LEN)?;
+        Entry::decode(self.index.get(at..at.checked_add(ENTRY_LEN)?)?)
     }
 
     fn record_error(&self, index: usize, reason: String) -> SourceError {
@@ -180,14 +279,44 @@ impl Source for PackedReader {
                 format!("index out of range (the file holds {})", self.len()),
             )
         })?;
-        // Checked at open; checked again so that no index entry can ever slice past the end.
-        let bytes = usize::try_from(e.offset)
-            .ok()
-            .zip(usize::try_from(e.offset.saturating_add(e.len)).ok())
-            .and_then(|(s, end)| self.map.get(s..end))
-            .ok_or_else(|| self.record_error(index, "extends past end of file".into()))?;
-        let computed = crc32fast::hash(bytes);
+        let what = || format!("bytes {}..{}", e.offset, e.offset.saturating_add(e.len));
+        let len = usize::try_from(e.len)
+            .map_err(|_| self.record_error(index, format!("{} is too large", what())))?;
+        match &self.records {
+            Records::File(file) => {
+                buf.resize(len, 0);
+                match read_at(file, buf, e.offset) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        buf.clear();
+                        return Err(self.record_error(
+                            index,
+                            format!(
+                                "the file ends before {} (it was truncated or replaced after it \
+                                 was opened)",
+                                what()
+                            ),
+                        ));
+                    }
+                    Err(err) => {
+                        buf.clear();
+                        return Err(self.record_error(index, format!("reading {}: {err}", what())));
+                    }
+                }
+            }
+            Records::Map(map) => {
+                // Checked at open; checked again so that no entry can slice past the end.
+                let bytes = usize::try_from(e.offset)
+                    .ok()
+                    .zip(usize::try_from(e.offset.saturating_add(e.len)).ok())
+                    .and_then(|(s, end)| map.get(s..end))
+                    .ok_or_else(|| self.record_error(index, "extends past end of file".into()))?;
+                buf.extend_from_slice(bytes);
+            }
+        }
+        let computed = crc32fast::hash(buf);
         if computed != e.crc {
+            buf.clear();
             return Err(self.record_error(
                 index,
                 format!(
@@ -196,7 +325,6 @@ impl Source for PackedReader {
                 ),
             ));
         }
-        buf.extend_from_slice(bytes);
         Ok(self.header.layout)
     }
 

@@ -198,6 +198,7 @@ impl PackedWriter {
         file.sync_all().map_err(io)?;
         drop(file);
         fs::rename(&self.tmp, &self.out).map_err(|e| SourceError::io(&self.out, e))?;
+        crate::durable::sync_parent(&self.out).map_err(|e| SourceError::io(&self.out, e))?;
         Ok(PackStats {
             records: self.count as usize,
             record_bytes: self.record_bytes,

@@ -8,7 +8,10 @@
 # minutes (each piece has a time limit). Logs go to $LOGDIR (default: a fresh temporary
 # folder). On a machine without a usable GPU every piece reports SKIPPED with the reason.
 # Exit status: 0 when every piece that exists passed, 1 otherwise (SKIPPED included).
+# The tests run with STOKER_REQUIRE_GPU=1, so a test that would skip for want of a GPU
+# (or of libnccl) fails instead; a skip noted below counts as a failure too.
 set -u
+export STOKER_REQUIRE_GPU=1
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 logs=${LOGDIR:-$(mktemp -d /tmp/stoker-gpu-check.XXXXXX)}
@@ -53,9 +56,9 @@ fi
 # 1. CUDA parity tests (every op, every layer, training steps vs the CPU).
 if [ -x "$here/tests/cuda_parity" ]; then
     if run cuda_parity 120 "$here/tests/cuda_parity" --test-threads=4 --nocapture; then :; fi
-    if grep -q "SKIPPED: no usable CUDA device" "$logs/cuda_parity.log"; then
+    if grep -q "no usable CUDA device" "$logs/cuda_parity.log"; then
         unset 'summary[${#summary[@]}-1]'
-        note cuda_parity SKIPPED "$(grep -m1 -o 'SKIPPED: no usable CUDA device.*' "$logs/cuda_parity.log")"
+        note cuda_parity SKIPPED "$(grep -m1 -o 'no usable CUDA device.*' "$logs/cuda_parity.log")"
         failed=1
     fi
     grep -E "^test result|panicked|FAILED" "$logs/cuda_parity.log" | head -20 | sed 's/^/   /'
@@ -66,9 +69,9 @@ fi
 # 1b. The training loop on CUDA through the upload stage (async and sync) vs the CPU.
 if [ -x "$here/tests/cuda_train" ]; then
     run cuda_train 45 "$here/tests/cuda_train" --test-threads=1 --nocapture || true
-    if grep -q "SKIPPED: no usable CUDA device" "$logs/cuda_train.log"; then
+    if grep -q "no usable CUDA device" "$logs/cuda_train.log"; then
         unset 'summary[${#summary[@]}-1]'
-        note cuda_train SKIPPED "$(grep -m1 -o 'SKIPPED: no usable CUDA device.*' "$logs/cuda_train.log")"
+        note cuda_train SKIPPED "$(grep -m1 -o 'no usable CUDA device.*' "$logs/cuda_train.log")"
         failed=1
     fi
     grep -E "^test result|panicked|FAILED|losses" "$logs/cuda_train.log" | head -20 | sed 's/^/   /'
@@ -81,9 +84,9 @@ fi
 if [ -x "$here/tests/cuda_cli" ]; then
     STOKER_TRAIN_BIN="$here/bin/stoker-train" \
         run cuda_cli 45 "$here/tests/cuda_cli" --test-threads=1 --nocapture || true
-    if grep -q "SKIPPED: no usable CUDA device" "$logs/cuda_cli.log"; then
+    if grep -q "no usable CUDA device" "$logs/cuda_cli.log"; then
         unset 'summary[${#summary[@]}-1]'
-        note cuda_cli SKIPPED "$(grep -m1 -o 'SKIPPED: no usable CUDA device.*' "$logs/cuda_cli.log")"
+        note cuda_cli SKIPPED "$(grep -m1 -o 'no usable CUDA device.*' "$logs/cuda_cli.log")"
         failed=1
     fi
     grep -E "^test result|panicked|FAILED" "$logs/cuda_cli.log" | head -20 | sed 's/^/   /'
@@ -97,9 +100,10 @@ if [ -x "$here/tests/cuda_nccl" ]; then
     nccl_lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
     LD_LIBRARY_PATH="${nccl_lib:+$nccl_lib:}${LD_LIBRARY_PATH:-}" \
         run cuda_nccl 30 "$here/tests/cuda_nccl" --nocapture || true
-    if grep -q "SKIPPED" "$logs/cuda_nccl.log"; then
+    if grep -q "SKIPPED\|would be skipped" "$logs/cuda_nccl.log"; then
         unset 'summary[${#summary[@]}-1]'
-        note cuda_nccl SKIPPED "$(grep -m1 -o 'SKIPPED.*' "$logs/cuda_nccl.log")"
+        note cuda_nccl SKIPPED "$(grep -m1 -o 'SKIPPED.*\|would be skipped.*' "$logs/cuda_nccl.log")"
+        failed=1
     fi
     grep -E "^test result|panicked|FAILED|nccl:" "$logs/cuda_nccl.log" | head -5 | sed 's/^/   /'
 else
@@ -109,9 +113,9 @@ fi
 # 2. The loader's upload stage: round trip through both slots, async and sync.
 if [ -x "$here/tests/loader_upload" ]; then
     run loader_upload 40 "$here/tests/loader_upload" upload --nocapture || true
-    if grep -q "SKIPPED" "$logs/loader_upload.log"; then
+    if grep -q "SKIPPED\|would be skipped" "$logs/loader_upload.log"; then
         unset 'summary[${#summary[@]}-1]'
-        note loader_upload SKIPPED "$(grep -m1 SKIPPED "$logs/loader_upload.log")"
+        note loader_upload SKIPPED "$(grep -m1 'SKIPPED\|would be skipped' "$logs/loader_upload.log")"
         failed=1
     fi
 else

@@ -37,6 +37,7 @@ pub mod digest;
 pub mod durable;
 mod error;
 pub mod gen;
+pub mod gpu_test;
 pub mod metrics;
 pub mod pipeline;
 pub mod plan;

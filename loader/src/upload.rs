@@ -386,7 +386,7 @@ mod tests {
         let ctx = match open_device(0) {
             Ok(c) => c,
             Err(e) => {
-                eprintln!("SKIPPED: {e}");
+                crate::gpu_test::skip(e);
                 return;
             }
         };

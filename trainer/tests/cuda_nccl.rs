@@ -10,7 +10,7 @@
 #[cfg(not(feature = "nccl"))]
 #[test]
 fn nccl_single_rank_all_reduce() {
-    eprintln!("SKIPPED: built without the nccl feature (cargo test -p stoker-trainer --features nccl --test cuda_nccl)");
+    stoker_loader::gpu_test::skip("built without the nccl feature (cargo test -p stoker-trainer --features nccl --test cuda_nccl)");
 }
 
 #[cfg(feature = "nccl")]
@@ -29,12 +29,14 @@ fn nccl_single_rank_all_reduce() {
     {
         Ok(b) => b,
         Err(why) => {
-            eprintln!("SKIPPED: no usable CUDA device ({why}) [nccl_single_rank_all_reduce]");
+            stoker_loader::gpu_test::skip(format!(
+                "no usable CUDA device ({why}) [nccl_single_rank_all_reduce]"
+            ));
             return;
         }
     };
     if !Nccl::is_available() {
-        eprintln!("SKIPPED: libnccl not found (put NCCL's lib folder on LD_LIBRARY_PATH) [nccl_single_rank_all_reduce]");
+        stoker_loader::gpu_test::skip("libnccl not found (put NCCL's lib folder on LD_LIBRARY_PATH) [nccl_single_rank_all_reduce]");
         return;
     }
     let nccl =

@@ -47,7 +47,7 @@ fn gpu(test: &str) -> Option<CudaBackend> {
     match b {
         Ok(b) => Some(b.clone()),
         Err(why) => {
-            eprintln!("SKIPPED: no usable CUDA device ({why}) [{test}]");
+            stoker_loader::gpu_test::skip(format!("no usable CUDA device ({why}) [{test}]"));
             None
         }
     }
@@ -57,10 +57,10 @@ fn gpu(test: &str) -> Option<CudaBackend> {
 fn cuda_tests_skipped_without_gpu() {
     match cuda::probe() {
         Ok(info) => eprintln!("CUDA device present: {info}; the parity tests run on it"),
-        Err(why) => eprintln!(
-            "SKIPPED: no usable CUDA device ({why}); every CUDA parity test in this file \
-             passes without running"
-        ),
+        Err(why) => stoker_loader::gpu_test::skip(format!(
+            "no usable CUDA device ({why}); every CUDA parity test in this file passes \
+             without running"
+        )),
     }
 }
 
@@ -100,7 +100,7 @@ fn kernels_compile_with_nvrtc() {
                 assert!(text.contains("bn_partial_stats"), "PTX lacks a kernel");
             }
             Err(why @ cuda::CudaError::Missing(_)) => {
-                eprintln!("SKIPPED: cannot compile the kernels here ({why})");
+                stoker_loader::gpu_test::skip(format!("cannot compile the kernels here ({why})"));
                 return;
             }
             Err(why) => panic!("kernels do not compile for {cc:?}: {why}"),

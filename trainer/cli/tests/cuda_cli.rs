@@ -17,7 +17,7 @@ fn gpu(test: &str) -> Option<CudaBackend> {
         },
         Err(why) => why.to_string(),
     };
-    eprintln!("SKIPPED: no usable CUDA device ({why}) [{test}]");
+    stoker_loader::gpu_test::skip(format!("no usable CUDA device ({why}) [{test}]"));
     None
 }
 

@@ -50,7 +50,7 @@ pub use batch::{Batch, Images};
 pub use digest::Digest;
 pub use error::LoaderError;
 pub use metrics::Metrics;
-pub use pipeline::{Epoch, Loader, LoaderConfig, Mode, OnError};
+pub use pipeline::{Cursor, Epoch, Loader, LoaderConfig, Mode, Next, OnError};
 pub use sampler::{Sampler, ShardPolicy};
 pub use source::{RecordKind, Source, SourceError};
 pub use state::LoaderState;

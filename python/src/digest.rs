@@ -11,7 +11,9 @@ use stoker_loader::Digest;
 #[pyclass(module = "stoker", name = "Digest")]
 #[derive(Default)]
 pub struct PyDigest {
-    inner: Digest,
+    // Boxed: the hasher state is 64-byte aligned, more than Python's allocator gives
+    // an object.
+    inner: Box<Digest>,
 }
 
 #[pymethods]

@@ -11,6 +11,16 @@ mod tools;
 
 use pyo3::prelude::*;
 
+// Python allocates objects 16-byte aligned; a pyclass that needs more would be
+// misaligned (a field of it must then be boxed, as the digest's hasher is).
+const _: () = {
+    use std::mem::align_of;
+    assert!(align_of::<loader::PyLoader>() <= 16);
+    assert!(align_of::<epoch::EpochIter>() <= 16);
+    assert!(align_of::<batch::BatchBuffer>() <= 16);
+    assert!(align_of::<digest::PyDigest>() <= 16);
+};
+
 #[pymodule]
 fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();

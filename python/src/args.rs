@@ -14,7 +14,7 @@ pub enum Int {
     /// An int too large even for an i128.
     Huge,
     /// Not an int at all: the type's name.
-    NotInt(String),
+    Other(String),
 }
 
 impl Int {
@@ -34,7 +34,7 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Int {
                 .name()
                 .map(|n| n.to_string())
                 .unwrap_or_else(|_| "?".into());
-            return Ok(Int::NotInt(ty));
+            return Ok(Int::Other(ty));
         }
         Ok(obj.extract::<i128>().map_or(Int::Huge, Int::Value))
     }
@@ -51,7 +51,7 @@ pub fn in_range(name: &str, value: Int, min: i128, max: i128) -> PyResult<i128> 
         Int::Huge => Err(PyValueError::new_err(format!(
             "{name} is far too large (at most {max})"
         ))),
-        Int::NotInt(ty) => Err(PyTypeError::new_err(format!(
+        Int::Other(ty) => Err(PyTypeError::new_err(format!(
             "{name} must be an int, got {ty}"
         ))),
     }

@@ -44,7 +44,7 @@ def find_stoker_load():
     """The stoker-load binary: $STOKER_LOAD, else the workspace's target folder."""
     env = os.environ.get("STOKER_LOAD")
     if env:
-        return Path(env)
+        return Path(env) if Path(env).is_file() else None
     target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
     found = [target / p / "stoker-load" for p in ("release", "debug")]
     found = [p for p in found if p.is_file()]
@@ -55,6 +55,8 @@ def find_stoker_load():
 @pytest.fixture(scope="session")
 def stoker_load():
     exe = find_stoker_load()
+    if exe is None and os.environ.get("CI"):
+        pytest.fail("no stoker-load binary: CI must build it (scripts/python-tests.sh does)")
     if exe is None:
         pytest.skip(
             "SKIPPED: no stoker-load binary (build it with `cargo build -p stoker-loader "

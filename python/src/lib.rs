@@ -1,5 +1,6 @@
 //! The `stoker` Python module (native part, `stoker._stoker`): the loader, its
-//! iterator, zero-copy batch arrays, the batch digest, `pack` and `gen_shapes`.
+//! iterator, zero-copy batch arrays, the batch digest, `pack`, `gen_shapes` and
+//! `cache_dir`.
 
 mod args;
 mod batch;
@@ -31,6 +32,7 @@ fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<digest::PyDigest>()?;
     m.add_function(wrap_pyfunction!(tools::pack, m)?)?;
     m.add_function(wrap_pyfunction!(tools::gen_shapes, m)?)?;
+    m.add_function(wrap_pyfunction!(tools::cache_dir, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,5 +1,6 @@
-//! Module functions: `pack` (as `stoker-load pack`) and `gen_shapes` (as
-//! `stoker-load gen shapes`, which the tests use to make small image folders).
+//! Module functions: `pack` (as `stoker-load pack`), `gen_shapes` (as
+//! `stoker-load gen shapes`, which the tests use to make small image folders) and
+//! `cache_dir` (where the demo set lives).
 
 use std::path::PathBuf;
 
@@ -66,4 +67,11 @@ pub fn gen_shapes(
             GenError::Options(m) => PyValueError::new_err(format!("gen_shapes: {m}")),
             e => LoaderError::new_err(format!("gen_shapes into {}: {e}", out.display())),
         })
+}
+
+/// The folder for generated demo data, as the Rust tools use it: `$STOKER_CACHE`, else
+/// `$XDG_CACHE_HOME/stoker`, else `~/.cache/stoker`.
+#[pyfunction]
+pub fn cache_dir() -> PathBuf {
+    gen::cache_dir()
 }

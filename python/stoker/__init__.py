@@ -19,6 +19,7 @@ from ._stoker import (
     Loader,
     LoaderError,
     __version__,
+    cache_dir,
     gen_shapes,
     pack,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "Loader",
     "LoaderError",
     "__version__",
+    "cache_dir",
     "gen_shapes",
     "pack",
 ]

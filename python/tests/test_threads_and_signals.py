@@ -124,3 +124,34 @@ def test_uncaught_sigint_ends_the_process(tmp_path):
             child.kill()
     assert "KeyboardInterrupt" in err
     assert child.returncode != 0
+
+
+def test_the_gil_is_released_while_a_batch_is_made(tmp_path):
+    """Another Python thread keeps running while the loader works on a batch."""
+    import threading
+
+    data = tmp_path / "large"
+    stoker.gen_shapes(data, 8, size=256, classes=2)
+    # Sync mode: the whole batch is made inside one call, on this thread.
+    loader = stoker.Loader(data, batch_size=8, transform="rrc:224,flip", mode="sync")
+    next(iter(loader.epoch(0)))  # decoders and buffers warmed up
+    ticks, stop = [], threading.Event()
+
+    def ticker():
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.002)
+
+    t = threading.Thread(target=ticker)
+    t.start()
+    time.sleep(0.05)
+    t0 = time.perf_counter()
+    for _ in loader.epoch(1):
+        pass
+    call = time.perf_counter() - t0
+    stop.set()
+    t.join()
+    during = [x for x in ticks if t0 <= x <= t0 + call]
+    gaps = [b - a for a, b in zip(during, during[1:])]
+    # Holding the GIL through the call would stop the ticker for all of it.
+    assert len(during) > 3 and max(gaps) < call / 2, (call, len(during), max(gaps, default=None))

@@ -1,6 +1,7 @@
 //! `stoker.Loader`: the Rust loader behind a Python object, with the position that
 //! `for ... in loader`, `state_dict` and `load_state_dict` share.
 
+use std::mem::ManuallyDrop;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -27,7 +28,8 @@ const MAX_BUFFER_BYTES: usize = 1 << 36;
 /// (N,). Batches are the same bytes in either mode and for any number of workers.
 #[pyclass(module = "stoker", name = "Loader")]
 pub struct PyLoader {
-    pub(crate) inner: Loader,
+    /// Dropped by hand (see `Drop`), to stop the pipeline with the GIL released.
+    pub(crate) inner: ManuallyDrop<Loader>,
     data: PathBuf,
     /// Where `for ... in loader` goes on: (epoch, next batch) after the last batch
     /// delivered (by any iterator of this loader).
@@ -139,7 +141,7 @@ impl PyLoader {
             )));
         }
         Ok(PyLoader {
-            inner,
+            inner: ManuallyDrop::new(inner),
             data,
             position: (0, 0),
             pending: None,
@@ -345,6 +347,16 @@ impl PyLoader {
         } else {
             (e, b)
         }
+    }
+}
+
+impl Drop for PyLoader {
+    fn drop(&mut self) {
+        // SAFETY: `inner` is taken once, here, and never used again.
+        let inner = unsafe { ManuallyDrop::take(&mut self.inner) };
+        // Dropping the loader stops and joins its pipeline threads, which may wait for
+        // a read or a decode in flight: let other Python threads run meanwhile.
+        Python::attach(|py| py.detach(move || drop(inner)));
     }
 }
 

@@ -155,3 +155,20 @@ def test_the_gil_is_released_while_a_batch_is_made(tmp_path):
     gaps = [b - a for a, b in zip(during, during[1:])]
     # Holding the GIL through the call would stop the ticker for all of it.
     assert len(during) > 3 and max(gaps) < call / 2, (call, len(during), max(gaps, default=None))
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_the_interpreter_exits_cleanly_with_a_live_loader(shapes, mode):
+    """A loader still running at exit is dropped during finalisation without a hang
+    or a crash."""
+    code = (
+        "import stoker, sys\n"
+        f"loader = stoker.Loader(sys.argv[1], batch_size=4, mode={mode!r})\n"
+        "it = iter(loader)\n"
+        "images, labels = next(it)\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(shapes)], capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

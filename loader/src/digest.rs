@@ -17,10 +17,16 @@ impl Digest {
     }
 
     pub fn update(&mut self, batch: &Batch) {
+        self.update_parts(&batch.images, &batch.labels);
+    }
+
+    /// The same as [`Digest::update`] for a batch held as its parts (u8 NHWC images
+    /// and one label per image), e.g. one handed to another language.
+    pub fn update_parts(&mut self, images: &[u8], labels: &[u32]) {
         // The length first, so that batch boundaries count.
-        self.hasher.update(&(batch.len() as u64).to_le_bytes());
-        self.hasher.update(&batch.images);
-        for l in &batch.labels {
+        self.hasher.update(&(labels.len() as u64).to_le_bytes());
+        self.hasher.update(images);
+        for l in labels {
             self.hasher.update(&l.to_le_bytes());
         }
     }

@@ -54,7 +54,7 @@ pub use config::{LoaderConfig, Mode, OnError};
 pub use digest::Digest;
 pub use error::LoaderError;
 pub use metrics::Metrics;
-pub use pipeline::{Epoch, Loader};
+pub use pipeline::{Cursor, Epoch, Loader, Next};
 pub use sampler::{Sampler, ShardPolicy};
 pub use source::{RecordKind, Source, SourceError};
 pub use state::LoaderState;

@@ -84,6 +84,8 @@ pub(crate) struct Running {
     wake_tx: tokio::sync::watch::Sender<bool>,
     handles: Vec<JoinHandle<()>>,
     next_expected: (u64, usize),
+    /// When the wait for the next batch began, if it was cut short by a deadline.
+    wait_started: Option<Instant>,
     shared: Arc<Shared>,
     pool: Pool,
 }
@@ -137,6 +139,7 @@ impl Running {
             wake_tx,
             handles,
             next_expected: (epoch, step),
+            wait_started: None,
             shared,
             pool,
         }
@@ -152,44 +155,70 @@ impl Running {
     }
 
     /// Waits for the next batch, which must be (epoch, step) of an epoch of
-    /// `epoch_len` batches.
+    /// `epoch_len` batches; `None` if `deadline` passed first (ask again to go on
+    /// waiting for the same batch).
     pub fn next_batch(
         &mut self,
         epoch: u64,
         step: usize,
         epoch_len: usize,
-    ) -> Result<Batch, LoaderError> {
+        deadline: Option<Instant>,
+    ) -> Option<Result<Batch, LoaderError>> {
         let Some(rx) = &self.ready_rx else {
-            return Err(LoaderError::Stopped("the pipeline was shut down".into()));
+            return Some(Err(LoaderError::Stopped(
+                "the pipeline was shut down".into(),
+            )));
         };
         let counters = &self.shared.counters;
-        counters
-            .queue_len_sum
-            .fetch_add(rx.len() as u64, Ordering::Relaxed);
-        counters.queue_len_samples.fetch_add(1, Ordering::Relaxed);
-        // Holding every buffer would starve the producer forever.
-        self.pool.grow_if_starved();
-        let t0 = Instant::now();
-        let got = rx.recv();
-        add_time(&counters.wait_ns, t0.elapsed());
+        // A wait cut into several by a deadline is still one wait: count the queue
+        // and check for starvation once, and trace it as one span.
+        let t0 = match self.wait_started {
+            Some(t) => t,
+            None => {
+                counters
+                    .queue_len_sum
+                    .fetch_add(rx.len() as u64, Ordering::Relaxed);
+                counters.queue_len_samples.fetch_add(1, Ordering::Relaxed);
+                // Holding every buffer would starve the producer forever.
+                self.pool.grow_if_starved();
+                Instant::now()
+            }
+        };
+        let t1 = Instant::now();
+        let got = match deadline {
+            None => rx.recv().map_err(|_| ()),
+            Some(d) => match rx.recv_deadline(d) {
+                Ok(r) => Ok(r),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    add_time(&counters.wait_ns, t1.elapsed());
+                    self.wait_started = Some(t0);
+                    return None;
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Err(()),
+            },
+        };
+        add_time(&counters.wait_ns, t1.elapsed());
+        self.wait_started = None;
         if let Some(tr) = &self.shared.trace {
             tr.span("wait", t0, Some(serde_json::json!({ "step": step })));
         }
-        let ready = got.map_err(|_| {
-            LoaderError::Stopped("a pipeline thread exited without reporting an error".into())
-        })?;
+        let Ok(ready) = got else {
+            return Some(Err(LoaderError::Stopped(
+                "a pipeline thread exited without reporting an error".into(),
+            )));
+        };
         if (ready.epoch, ready.step) != (epoch, step) {
-            return Err(LoaderError::Stopped(format!(
+            return Some(Err(LoaderError::Stopped(format!(
                 "expected epoch {epoch} batch {step}, got epoch {} batch {}",
                 ready.epoch, ready.step
-            )));
+            ))));
         }
         self.next_expected = if step + 1 < epoch_len {
             (epoch, step + 1)
         } else {
             (epoch + 1, 0)
         };
-        ready.batch
+        Some(ready.batch)
     }
 }
 

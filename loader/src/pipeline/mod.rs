@@ -14,10 +14,10 @@
 //! (seed, epoch, index).
 
 mod async_;
+mod cursor;
 mod sync;
 pub(crate) mod work;
 
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use stoker_augment::Pipeline;
@@ -31,6 +31,8 @@ use crate::source::Source;
 use crate::state::LoaderState;
 use crate::trace::Trace;
 use crate::{Batch, LoaderError};
+
+pub use cursor::{Cursor, Next};
 
 /// What every stage of one loader shares.
 pub(crate) struct Shared {
@@ -147,50 +149,20 @@ impl Loader {
 
     /// The batches of epoch `epoch`, from the first.
     pub fn epoch(&mut self, epoch: u64) -> Epoch<'_> {
-        self.start(epoch, 0)
+        let cursor = self.start_epoch(epoch);
+        Epoch {
+            loader: self,
+            cursor,
+        }
     }
 
     /// The rest of the epoch that `state` stopped in.
     pub fn resume(&mut self, state: &LoaderState) -> Result<Epoch<'_>, LoaderError> {
-        let mine = self.state_at(state.epoch, state.next_batch);
-        if *state != mine {
-            return Err(LoaderError::Resume(format!(
-                "the state was saved by a different loader (saved {state:?}, this loader {mine:?})"
-            )));
-        }
-        let len = self.batches_per_epoch();
-        if state.next_batch > len {
-            return Err(LoaderError::Resume(format!(
-                "batch {} is past the end of an epoch of {len} batches",
-                state.next_batch
-            )));
-        }
-        Ok(self.start(state.epoch, state.next_batch))
-    }
-
-    fn start(&mut self, epoch: u64, step: usize) -> Epoch<'_> {
-        let plan = Arc::new(self.shared.plan(epoch));
-        if self.config.mode == Mode::Async {
-            let reuse = matches!(&self.running, Some(r) if r.next_expected() == (epoch, step));
-            if !reuse {
-                // Stop the old pipeline first so its threads do not compete.
-                self.running = None;
-                self.starts += 1;
-                self.running = Some(async_::Running::start(
-                    self.shared.clone(),
-                    self.pool.clone(),
-                    &self.config,
-                    epoch,
-                    step,
-                ));
-            }
-        }
-        Epoch {
+        let cursor = self.resume_cursor(state)?;
+        Ok(Epoch {
             loader: self,
-            plan,
-            next: step,
-            failed: false,
-        }
+            cursor,
+        })
     }
 
     /// The state of this loader at batch `next_batch` of `epoch`, as
@@ -252,6 +224,11 @@ impl Loader {
         self.pool.allocated()
     }
 
+    /// Batch buffers the consumer holds now (delivered batches not yet dropped).
+    pub fn buffers_held(&self) -> usize {
+        self.pool.held_by_consumer()
+    }
+
     /// Times the pool grew past its bound because the consumer held every buffer.
     pub fn pool_grown(&self) -> usize {
         self.pool.grown()
@@ -278,24 +255,22 @@ impl Loader {
 /// The batches of one epoch, in order. Also reports where it stands, for resume.
 pub struct Epoch<'a> {
     loader: &'a mut Loader,
-    plan: Arc<Plan>,
-    next: usize,
-    failed: bool,
+    cursor: Cursor,
 }
 
 impl Epoch<'_> {
     /// Batches in the whole epoch.
     pub fn len(&self) -> usize {
-        self.plan.len()
+        self.cursor.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.plan.is_empty()
+        self.cursor.is_empty()
     }
 
     /// The state after the batches delivered so far: resuming it yields the rest.
     pub fn state(&self) -> LoaderState {
-        self.loader.state_at(self.plan.epoch, self.next)
+        self.loader.cursor_state(&self.cursor)
     }
 
     /// The loader's totals so far.
@@ -313,42 +288,11 @@ impl Iterator for Epoch<'_> {
     type Item = Result<Batch, LoaderError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.failed || self.next >= self.plan.len() {
-            return None;
-        }
-        let step = self.next;
-        let loader = &mut *self.loader;
-        let mut out = match loader.config.mode {
-            Mode::Sync => loader
-                .sync
-                .next_batch(&loader.shared, &loader.pool, &self.plan, step),
-            Mode::Async => match loader.running.as_mut() {
-                Some(r) => r.next_batch(self.plan.epoch, step, self.plan.len()),
-                None => Err(LoaderError::Stopped("no pipeline is running".into())),
-            },
-        };
-        match &mut out {
-            Ok(b) => {
-                // Counted here, at delivery: the async pipeline may already be
-                // working on the next epoch.
-                b.deliver();
-                let c = &loader.shared.counters;
-                c.samples.fetch_add(b.len() as u64, Relaxed);
-                c.skipped.fetch_add(b.skipped as u64, Relaxed);
-                c.batches.fetch_add(1, Relaxed);
-                self.next += 1;
-            }
-            Err(_) => {
-                // The pipeline's position is now unknown: the next epoch starts afresh.
-                self.failed = true;
-                loader.running = None;
-            }
-        }
-        Some(out)
+        self.loader.next_batch(&mut self.cursor)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let n = self.plan.len().saturating_sub(self.next);
+        let n = self.cursor.remaining();
         (n, Some(n))
     }
 }

@@ -1,0 +1,22 @@
+//! `stoker.LoaderError` and the conversions from the Rust errors into it.
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::PyErr;
+
+create_exception!(
+    stoker,
+    LoaderError,
+    PyException,
+    "Raised for bad data (a missing or damaged file, a sample that cannot be decoded) \
+     and settings the loader cannot work with; the message names the file, record or \
+     setting."
+);
+
+pub fn loader_error(e: stoker_loader::LoaderError) -> PyErr {
+    LoaderError::new_err(e.to_string())
+}
+
+pub fn source_error(e: stoker_loader::SourceError) -> PyErr {
+    LoaderError::new_err(e.to_string())
+}

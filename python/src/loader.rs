@@ -1,0 +1,375 @@
+//! `stoker.Loader`: the Rust loader behind a Python object, with the position that
+//! `for ... in loader`, `state_dict` and `load_state_dict` share.
+
+use std::mem::ManuallyDrop;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyMapping};
+use stoker_augment::Pipeline;
+use stoker_loader::{source, Cursor, Loader, LoaderConfig, LoaderState, Mode, OnError};
+
+use crate::args::{choice, in_range, Int};
+use crate::epoch::EpochIter;
+use crate::errors::{loader_error, source_error};
+
+/// Most threads, batches ahead or reads in flight one loader may ask for: far beyond
+/// any machine, low enough that a typo cannot ask for a million threads.
+const MAX_THREADS: i128 = 1024;
+/// Largest batch buffer the loader may allocate (each of a handful of pooled ones).
+const MAX_BUFFER_BYTES: usize = 1 << 36;
+
+/// A deterministic, bounded-memory loader over an image folder, a packed file, or an
+/// MNIST/CIFAR-10 set. Iterate `loader.epoch(e)` (or the loader itself: the next
+/// epoch, or the rest of an interrupted one) for (images, labels) pairs: images a
+/// uint8 (N, H, W, C) numpy array viewing the loader's pooled buffer, labels int64
+/// (N,). Batches are the same bytes in either mode and for any number of workers.
+#[pyclass(module = "stoker", name = "Loader")]
+pub struct PyLoader {
+    /// Dropped by hand (see `Drop`), to stop the pipeline with the GIL released.
+    pub(crate) inner: ManuallyDrop<Loader>,
+    data: PathBuf,
+    /// Where `for ... in loader` goes on: (epoch, next batch) after the last batch
+    /// delivered (by any iterator of this loader).
+    pub(crate) position: (u64, usize),
+    /// A cursor made by `load_state_dict`, for the next iteration of its epoch.
+    pending: Option<Cursor>,
+    /// When the first epoch was asked for, and when the last batch came: images/s.
+    pub(crate) started: Option<Instant>,
+    pub(crate) last_batch: Option<Instant>,
+}
+
+#[pymethods]
+impl PyLoader {
+    #[new]
+    #[pyo3(signature = (
+        data,
+        batch_size = Int::of(64),
+        transform = "",
+        mode = "async",
+        workers = Int::of(2),
+        prefetch = Int::of(2),
+        seed = Int::of(0),
+        shuffle = true,
+        drop_last = false,
+        on_error = "fail",
+        rank = Int::of(0),
+        world_size = Int::of(1),
+        io_depth = Int::of(8),
+        split = "train",
+        channels = None,
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        data: PathBuf,
+        batch_size: Int,
+        transform: &str,
+        mode: &str,
+        workers: Int,
+        prefetch: Int,
+        seed: Int,
+        shuffle: bool,
+        drop_last: bool,
+        on_error: &str,
+        rank: Int,
+        world_size: Int,
+        io_depth: Int,
+        split: &str,
+        channels: Option<Int>,
+    ) -> PyResult<Self> {
+        let mode = match choice("mode", mode, &["sync", "async"])? {
+            "sync" => Mode::Sync,
+            _ => Mode::Async,
+        };
+        // Sync mode uses none of the async stages: 0 is fine there.
+        let min = if mode == Mode::Async { 1 } else { 0 };
+        let cfg = LoaderConfig {
+            batch_size: in_range("batch_size", batch_size, 1, 1 << 24)? as usize,
+            mode,
+            workers: in_range("workers", workers, min, MAX_THREADS)? as usize,
+            prefetch: in_range("prefetch", prefetch, min, MAX_THREADS)? as usize,
+            io_depth: in_range("io_depth", io_depth, min, MAX_THREADS)? as usize,
+            seed: in_range("seed", seed, 0, u64::MAX as i128)? as u64,
+            shuffle,
+            drop_last,
+            rank: in_range("rank", rank, 0, i64::MAX as i128)? as usize,
+            world: in_range("world_size", world_size, 1, i64::MAX as i128)? as usize,
+            transform: Pipeline::parse(transform)
+                .map_err(|e| PyValueError::new_err(format!("transform '{transform}': {e}")))?,
+            channels: match channels {
+                None => None,
+                Some(c) => {
+                    let c = in_range("channels", c, 1, 3)?;
+                    if c == 2 {
+                        return Err(PyValueError::new_err("channels must be 1 or 3, got 2"));
+                    }
+                    Some(c as usize)
+                }
+            },
+            on_error: match choice("on_error", on_error, &["fail", "skip"])? {
+                "fail" => OnError::Fail,
+                _ => OnError::Skip,
+            },
+            ..LoaderConfig::default()
+        };
+        if cfg.rank >= cfg.world {
+            return Err(PyValueError::new_err(format!(
+                "rank must be below world_size ({}), got {}",
+                cfg.world, cfg.rank
+            )));
+        }
+        let train = choice("split", split, &["train", "test"])? == "train";
+        let path = data.clone();
+        let inner = py.detach(move || {
+            let src = source::open(&path, train).map_err(source_error)?;
+            Loader::new(src, cfg).map_err(loader_error)
+        })?;
+        let (h, w, c) = inner.image_shape();
+        let bytes = inner
+            .config()
+            .batch_size
+            .checked_mul(h * w * c)
+            .filter(|&b| b <= MAX_BUFFER_BYTES);
+        if bytes.is_none() {
+            return Err(PyValueError::new_err(format!(
+                "batch_size {} of {h}x{w}x{c} images needs more than {} GiB per batch buffer",
+                inner.config().batch_size,
+                MAX_BUFFER_BYTES >> 30
+            )));
+        }
+        Ok(PyLoader {
+            inner: ManuallyDrop::new(inner),
+            data,
+            position: (0, 0),
+            pending: None,
+            started: None,
+            last_batch: None,
+        })
+    }
+
+    /// Batches per epoch.
+    fn __len__(&self) -> usize {
+        self.inner.batches_per_epoch()
+    }
+
+    /// The batches of epoch `e` from the first, or from the position `load_state_dict`
+    /// set when it is in epoch `e`.
+    fn epoch(slf: Bound<'_, Self>, e: Int) -> PyResult<EpochIter> {
+        let e = in_range("epoch", e, 0, u64::MAX as i128)? as u64;
+        let py = slf.py();
+        let cursor = {
+            let mut this = slf.try_borrow_mut()?;
+            let this = &mut *this;
+            this.started.get_or_insert_with(Instant::now);
+            match this.pending.take() {
+                Some(c) if c.epoch() == e => c,
+                _ => {
+                    let inner = &mut this.inner;
+                    py.detach(|| inner.start_epoch(e))
+                }
+            }
+        };
+        Ok(EpochIter::new(slf.unbind(), cursor))
+    }
+
+    /// One epoch: the rest of the current one if it was left unfinished (or set by
+    /// `load_state_dict`), else the next.
+    fn __iter__(slf: Bound<'_, Self>) -> PyResult<EpochIter> {
+        let py = slf.py();
+        let cursor = {
+            let mut this = slf.try_borrow_mut()?;
+            let this = &mut *this;
+            this.started.get_or_insert_with(Instant::now);
+            match this.pending.take() {
+                Some(c) => c,
+                None => {
+                    let (e, b) = this.next_position();
+                    let inner = &mut this.inner;
+                    py.detach(|| inner.cursor_from(e, b))
+                }
+            }
+        };
+        Ok(EpochIter::new(slf.unbind(), cursor))
+    }
+
+    /// Where the loader stands, as a small JSON-serialisable dict (the Rust
+    /// `LoaderState`): loading it into a loader made with the same data and settings
+    /// continues with exactly the batches a straight run would give next.
+    fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = match &self.pending {
+            Some(c) => self.inner.cursor_state(c),
+            None => {
+                let (e, b) = self.next_position();
+                self.inner.state_at(e, b)
+            }
+        };
+        let d = PyDict::new(py);
+        d.set_item("seed", s.seed)?;
+        d.set_item("epoch", s.epoch)?;
+        d.set_item("next_batch", s.next_batch)?;
+        d.set_item("batch_size", s.batch_size)?;
+        d.set_item("samples", s.samples)?;
+        d.set_item("rank", s.rank)?;
+        d.set_item("world", s.world)?;
+        Ok(d)
+    }
+
+    /// Continue from `state` (from `state_dict`): the next `for ... in loader`, or
+    /// `loader.epoch(state["epoch"])`, yields the rest of that epoch.
+    fn load_state_dict(&mut self, py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<()> {
+        let map = state.cast::<PyMapping>().map_err(|_| {
+            PyTypeError::new_err("load_state_dict expects the dict that state_dict returned")
+        })?;
+        let field = |name: &str| -> PyResult<Int> {
+            map.get_item(name)
+                .map_err(|_| {
+                    PyKeyError::new_err(format!(
+                        "state dict has no '{name}' (not from state_dict?)"
+                    ))
+                })?
+                .extract::<Int>()
+        };
+        let big = |name: &str| -> PyResult<u64> {
+            Ok(in_range(
+                &format!("state dict '{name}'"),
+                field(name)?,
+                0,
+                u64::MAX as i128,
+            )? as u64)
+        };
+        let state = LoaderState {
+            seed: big("seed")?,
+            epoch: big("epoch")?,
+            next_batch: big("next_batch")? as usize,
+            batch_size: big("batch_size")? as usize,
+            samples: big("samples")? as usize,
+            rank: big("rank")? as usize,
+            world: big("world")? as usize,
+        };
+        let inner = &mut self.inner;
+        let cursor = py
+            .detach(|| inner.resume_cursor(&state))
+            .map_err(loader_error)?;
+        self.position = (cursor.epoch(), cursor.next_batch());
+        self.pending = Some(cursor);
+        Ok(())
+    }
+
+    /// Totals since the loader was made: images_per_sec (samples delivered over the
+    /// time from the first epoch asked for to the last batch), wait_seconds (time
+    /// the consumer waited for batches), samples, skipped, batches, peak_buffer_bytes,
+    /// and per-stage busy times, bytes read, buffer pool figures.
+    fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let m = self.inner.metrics();
+        let elapsed = match (self.started, self.last_batch) {
+            (Some(a), Some(b)) => b.saturating_duration_since(a).as_secs_f64(),
+            _ => 0.0,
+        };
+        let d = PyDict::new(py);
+        let per_sec = if elapsed > 0.0 {
+            m.samples as f64 / elapsed
+        } else {
+            0.0
+        };
+        d.set_item("images_per_sec", per_sec)?;
+        d.set_item("elapsed_seconds", elapsed)?;
+        d.set_item("wait_seconds", m.wait_seconds)?;
+        d.set_item("samples", m.samples)?;
+        d.set_item("skipped", m.skipped)?;
+        d.set_item("batches", m.batches)?;
+        d.set_item("bytes_read", m.bytes_read)?;
+        d.set_item("read_seconds", m.read_seconds)?;
+        d.set_item("decode_seconds", m.decode_seconds)?;
+        d.set_item("collate_seconds", m.collate_seconds)?;
+        d.set_item("mean_queue_len", m.mean_queue_len)?;
+        d.set_item("peak_buffer_bytes", self.inner.peak_buffer_bytes())?;
+        d.set_item("memory_bound_bytes", self.inner.memory_bound_bytes())?;
+        d.set_item("buffers_allocated", self.inner.buffers_allocated())?;
+        d.set_item("buffers_held", self.inner.buffers_held())?;
+        d.set_item("pool_grown", self.inner.pool_grown())?;
+        d.set_item("pipeline_starts", self.inner.pipeline_starts())?;
+        d.set_item("threads", self.inner.threads())?;
+        Ok(d)
+    }
+
+    #[getter]
+    fn batch_size(&self) -> usize {
+        self.inner.config().batch_size
+    }
+
+    /// (height, width, channels) of every image.
+    #[getter]
+    fn image_shape(&self) -> (usize, usize, usize) {
+        self.inner.image_shape()
+    }
+
+    /// Class names, indexed by label.
+    #[getter]
+    fn classes(&self) -> Vec<String> {
+        self.inner.source().classes().to_vec()
+    }
+
+    /// Samples per epoch on this rank (before any are skipped).
+    #[getter]
+    fn samples_per_epoch(&self) -> usize {
+        self.inner.samples_per_epoch()
+    }
+
+    fn __repr__(&self) -> String {
+        let c = self.inner.config();
+        let (h, w, ch) = self.inner.image_shape();
+        format!(
+            "<stoker.Loader {} ({} samples, {}): batch {}, {}x{}x{}, mode {}, {} batches/epoch>",
+            self.data.display(),
+            self.inner.source().len(),
+            self.inner.source().format(),
+            c.batch_size,
+            h,
+            w,
+            ch,
+            c.mode,
+            self.inner.batches_per_epoch()
+        )
+    }
+}
+
+impl PyLoader {
+    /// Where `for ... in loader` starts: the rest of the epoch last left unfinished,
+    /// else the start of the next one.
+    fn next_position(&self) -> (u64, usize) {
+        let (e, b) = self.position;
+        let len = self.inner.batches_per_epoch();
+        if len > 0 && b >= len {
+            (e + 1, 0)
+        } else {
+            (e, b)
+        }
+    }
+}
+
+impl Drop for PyLoader {
+    fn drop(&mut self) {
+        // SAFETY: `inner` is taken once, here, and never used again.
+        let inner = unsafe { ManuallyDrop::take(&mut self.inner) };
+        // Dropping the loader stops and joins its pipeline threads, which may wait for
+        // a read or a decode in flight: let other Python threads run meanwhile.
+        Python::attach(|py| py.detach(move || drop(inner)));
+    }
+}
+
+/// A cursor at (epoch, batch), without the checks of a state from elsewhere.
+trait CursorFrom {
+    fn cursor_from(&mut self, epoch: u64, batch: usize) -> Cursor;
+}
+
+impl CursorFrom for Loader {
+    fn cursor_from(&mut self, epoch: u64, batch: usize) -> Cursor {
+        let state = self.state_at(epoch, batch);
+        // Our own position is always a valid state for this loader.
+        self.resume_cursor(&state)
+            .unwrap_or_else(|_| self.start_epoch(epoch))
+    }
+}

@@ -1,0 +1,77 @@
+//! Module functions: `pack` (as `stoker-load pack`), `gen_shapes` (as
+//! `stoker-load gen shapes`, which the tests use to make small image folders) and
+//! `cache_dir` (where the demo set lives).
+
+use std::path::PathBuf;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use stoker_loader::gen::{self, GenError, ShapesOptions};
+use stoker_loader::source::{self, packed};
+
+use crate::args::{in_range, Int};
+use crate::errors::{source_error, LoaderError};
+
+/// Packs an image folder (or an MNIST/CIFAR-10 set: its training split, or its test
+/// split with `test=True`) into one packed file at `out`, as `stoker-load pack` does.
+/// Returns a dict: records, classes, record_bytes, file_bytes.
+#[pyfunction]
+#[pyo3(signature = (src, out, test = false))]
+pub fn pack<'py>(
+    py: Python<'py>,
+    src: PathBuf,
+    out: PathBuf,
+    test: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (stats, classes) = py.detach(|| {
+        let s = source::open(&src, !test).map_err(source_error)?;
+        let stats = packed::pack_source(s.as_ref(), &out, |_, _| {}).map_err(|e| {
+            LoaderError::new_err(format!(
+                "packing {} into {}: {e}",
+                src.display(),
+                out.display()
+            ))
+        })?;
+        Ok::<_, PyErr>((stats, s.classes().len()))
+    })?;
+    let d = PyDict::new(py);
+    d.set_item("records", stats.records)?;
+    d.set_item("classes", classes)?;
+    d.set_item("record_bytes", stats.record_bytes)?;
+    d.set_item("file_bytes", stats.file_bytes)?;
+    Ok(d)
+}
+
+/// Writes `count` procedurally drawn JPEGs of `size` x `size` pixels into an image
+/// folder at `out` (one sub-folder per class), as `stoker-load gen shapes` does.
+#[pyfunction]
+#[pyo3(signature = (out, count, size = Int::of(64), classes = Int::of(10), seed = Int::of(0)))]
+pub fn gen_shapes(
+    py: Python<'_>,
+    out: PathBuf,
+    count: Int,
+    size: Int,
+    classes: Int,
+    seed: Int,
+) -> PyResult<()> {
+    let opts = ShapesOptions {
+        count: in_range("count", count, 1, 10_000_000)? as usize,
+        size: in_range("size", size, 8, 4096)? as u32,
+        classes: in_range("classes", classes, 1, 10)? as usize,
+        seed: in_range("seed", seed, 0, u64::MAX as i128)? as u64,
+    };
+    py.detach(|| gen::shapes(&out, &opts, |_, _| {}))
+        .map(|_| ())
+        .map_err(|e| match e {
+            GenError::Options(m) => PyValueError::new_err(format!("gen_shapes: {m}")),
+            e => LoaderError::new_err(format!("gen_shapes into {}: {e}", out.display())),
+        })
+}
+
+/// The folder for generated demo data, as the Rust tools use it: `$STOKER_CACHE`, else
+/// `$XDG_CACHE_HOME/stoker`, else `~/.cache/stoker`.
+#[pyfunction]
+pub fn cache_dir() -> PathBuf {
+    gen::cache_dir()
+}

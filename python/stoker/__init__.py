@@ -1,0 +1,37 @@
+"""stoker: a deterministic, bounded-memory data loader for training.
+
+    import stoker
+    loader = stoker.Loader("data/train", batch_size=64, transform="rrc:224,flip")
+    for epoch in range(10):
+        for images, labels in loader.epoch(epoch):
+            ...  # images: uint8 (N, H, W, C) numpy array, labels: int64 (N,)
+
+The images array is a view on the loader's pooled batch buffer (no copy); the buffer
+goes back to the pool when the array and every view of it are gone. Batches are the
+same bytes in sync and async mode and for any number of workers, and the same as the
+Rust loader's (`stoker-load bench --digest` prints a `Digest` of them).
+"""
+
+from ._stoker import (
+    BatchBuffer,
+    Digest,
+    EpochIterator,
+    Loader,
+    LoaderError,
+    __version__,
+    cache_dir,
+    gen_shapes,
+    pack,
+)
+
+__all__ = [
+    "BatchBuffer",
+    "Digest",
+    "EpochIterator",
+    "Loader",
+    "LoaderError",
+    "__version__",
+    "cache_dir",
+    "gen_shapes",
+    "pack",
+]

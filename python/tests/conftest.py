@@ -1,0 +1,73 @@
+"""Shared fixtures: small image folders made by stoker.gen_shapes, and the
+stoker-load binary for comparisons with the Rust CLI."""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+import stoker
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def shapes(tmp_path_factory):
+    """60 JPEGs of 32x32 px in 3 classes."""
+    d = tmp_path_factory.mktemp("data") / "shapes"
+    stoker.gen_shapes(d, 60, size=32, classes=3, seed=1)
+    return d
+
+
+@pytest.fixture(scope="session")
+def many(tmp_path_factory):
+    """48 JPEGs of 16x16 px: with batch 2, 24 batches an epoch."""
+    d = tmp_path_factory.mktemp("data") / "many"
+    stoker.gen_shapes(d, 48, size=16, classes=4, seed=2)
+    return d
+
+
+@pytest.fixture
+def copy_of(tmp_path):
+    """Copies a data folder so a test may damage it."""
+
+    def copy(src):
+        dst = tmp_path / Path(src).name
+        shutil.copytree(src, dst)
+        return dst
+
+    return copy
+
+
+def find_stoker_load():
+    """The stoker-load binary: $STOKER_LOAD, else the workspace's target folder."""
+    env = os.environ.get("STOKER_LOAD")
+    if env:
+        return Path(env) if Path(env).is_file() else None
+    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+    found = [target / p / "stoker-load" for p in ("release", "debug")]
+    found = [p for p in found if p.is_file()]
+    # The most recently built one: an old release build may predate the sources.
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+@pytest.fixture(scope="session")
+def stoker_load():
+    exe = find_stoker_load()
+    if exe is None and os.environ.get("CI"):
+        pytest.fail("no stoker-load binary: CI must build it (scripts/python-tests.sh does)")
+    if exe is None:
+        pytest.skip(
+            "SKIPPED: no stoker-load binary (build it with `cargo build -p stoker-loader "
+            "--bin stoker-load` or set STOKER_LOAD); .ci/run builds it"
+        )
+    return exe
+
+
+def digest(batches):
+    """stoker.Digest of (images, labels) pairs."""
+    d = stoker.Digest()
+    for images, labels in batches:
+        d.update(images, labels)
+    return d.hexdigest()

@@ -1,0 +1,96 @@
+"""Bad data and bad settings raise stoker.LoaderError or ValueError naming the file or
+the setting, and never take the interpreter down."""
+
+import pytest
+
+import stoker
+
+
+def corrupt(folder):
+    """Writes a file that is not an image into the first class folder."""
+    first = sorted(p for p in folder.iterdir() if p.is_dir())[0]
+    bad = first / "zz_broken.jpg"
+    bad.write_bytes(b"\xff\xd8\xff\xe0 this is not a JPEG")
+    return bad
+
+
+def test_missing_path(tmp_path):
+    missing = tmp_path / "nowhere"
+    with pytest.raises(stoker.LoaderError, match="nowhere.*no such file"):
+        stoker.Loader(missing)
+
+
+def test_empty_folder(tmp_path):
+    with pytest.raises(stoker.LoaderError, match=str(tmp_path)):
+        stoker.Loader(tmp_path)
+
+
+def test_corrupt_image_fails_naming_the_file(shapes, copy_of):
+    folder = copy_of(shapes)
+    bad = corrupt(folder)
+    loader = stoker.Loader(folder, batch_size=8, shuffle=False, on_error="fail")
+    with pytest.raises(stoker.LoaderError, match="zz_broken.jpg"):
+        for _ in loader.epoch(0):
+            pass
+    # The loader is still usable: the next epoch starts afresh (and fails again).
+    with pytest.raises(stoker.LoaderError, match=bad.name):
+        for _ in loader.epoch(1):
+            pass
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_corrupt_image_is_skipped_and_counted(shapes, copy_of, mode):
+    folder = copy_of(shapes)
+    corrupt(folder)
+    loader = stoker.Loader(folder, batch_size=8, on_error="skip", mode=mode)
+    n = sum(images.shape[0] for images, labels in loader.epoch(0))
+    assert n == 60
+    m = loader.metrics()
+    assert m["skipped"] == 1 and m["samples"] == 60
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        (dict(transform="rrc:0"), ValueError, "transform 'rrc:0'"),
+        (dict(transform="sparkle:3"), ValueError, "unknown transform 'sparkle'"),
+        (dict(batch_size=0), ValueError, "batch_size must be between 1"),
+        (dict(batch_size=-3), ValueError, "batch_size"),
+        (dict(workers=-1), ValueError, "workers must be between 1"),
+        (dict(workers=0), ValueError, "workers must be between 1"),
+        (dict(workers=10**6), ValueError, "workers must be between 1 and 1024"),
+        (dict(workers=10**40), ValueError, "workers is far too large"),
+        (dict(workers="2"), TypeError, "workers must be an int, got str"),
+        (dict(prefetch=-2), ValueError, "prefetch"),
+        (dict(seed=-1), ValueError, "seed"),
+        (dict(mode="fast"), ValueError, "mode must be one of 'sync', 'async'"),
+        (dict(on_error="ignore"), ValueError, "on_error"),
+        (dict(rank=2, world_size=2), ValueError, "rank must be below world_size"),
+        (dict(world_size=0), ValueError, "world_size"),
+        (dict(split="val"), ValueError, "split"),
+        (dict(channels=2), ValueError, "channels"),
+        (dict(batch_size=1 << 24, transform="resize:4096"), ValueError, "batch_size"),
+    ],
+)
+def test_bad_settings(shapes, kwargs, error, words):
+    with pytest.raises(error, match=words.replace("(", r"\(")):
+        stoker.Loader(shapes, **kwargs)
+
+
+def test_sync_mode_needs_no_workers(shapes):
+    loader = stoker.Loader(shapes, mode="sync", workers=0, prefetch=0, batch_size=30)
+    assert sum(1 for _ in loader.epoch(0)) == 2
+
+
+def test_drop_last_with_too_few_samples(shapes):
+    with pytest.raises(stoker.LoaderError, match="drop_last"):
+        stoker.Loader(shapes, batch_size=100, drop_last=True)
+
+
+def test_pack_and_gen_errors(tmp_path):
+    with pytest.raises(stoker.LoaderError, match="nowhere"):
+        stoker.pack(tmp_path / "nowhere", tmp_path / "out.pack")
+    with pytest.raises(ValueError, match="count"):
+        stoker.gen_shapes(tmp_path / "g", 0)
+    with pytest.raises(ValueError, match="classes"):
+        stoker.gen_shapes(tmp_path / "g", 5, classes=11)

@@ -1,0 +1,60 @@
+"""state_dict / load_state_dict: exact mid-epoch resume."""
+
+import json
+
+import pytest
+
+import stoker
+from conftest import digest
+
+SETTINGS = dict(batch_size=8, transform="rrc:20,flip", seed=5)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_resume_mid_epoch_equals_the_straight_run(shapes, mode):
+    straight = stoker.Loader(shapes, mode=mode, **SETTINGS)
+    whole = [digest([b]) for e in range(2) for b in straight.epoch(e)]
+
+    first = stoker.Loader(shapes, mode=mode, **SETTINGS)
+    got = []
+    for b in first.epoch(0):
+        got.append(digest([b]))
+        if len(got) == 3:
+            break
+    state = json.loads(json.dumps(first.state_dict()))
+    assert state["epoch"] == 0 and state["next_batch"] == 3
+    del first
+
+    second = stoker.Loader(shapes, mode="async" if mode == "sync" else "sync", **SETTINGS)
+    second.load_state_dict(state)
+    for _ in range(2):  # the rest of epoch 0, then epoch 1
+        got += [digest([b]) for b in second]
+    assert got == whole
+
+
+def test_epoch_of_the_loaded_state_resumes_and_others_start_afresh(shapes):
+    a = stoker.Loader(shapes, **SETTINGS)
+    rest = [digest([b]) for b in list(a.epoch(1))[5:]]
+    epoch2 = digest(a.epoch(2))
+
+    b = stoker.Loader(shapes, **SETTINGS)
+    b.load_state_dict({**a.state_dict(), "epoch": 1, "next_batch": 5})
+    assert b.state_dict()["next_batch"] == 5
+    assert [digest([x]) for x in b.epoch(1)] == rest
+    assert digest(b.epoch(2)) == epoch2
+
+
+def test_state_from_another_loader_is_refused(shapes):
+    a = stoker.Loader(shapes, **SETTINGS)
+    state = a.state_dict()
+    other = stoker.Loader(shapes, batch_size=4)
+    with pytest.raises(stoker.LoaderError, match="different loader"):
+        other.load_state_dict(state)
+    with pytest.raises(stoker.LoaderError, match="past the end"):
+        a.load_state_dict({**state, "next_batch": 99})
+    with pytest.raises(KeyError, match="next_batch"):
+        a.load_state_dict({k: v for k, v in state.items() if k != "next_batch"})
+    with pytest.raises(ValueError, match="'epoch'"):
+        a.load_state_dict({**state, "epoch": -1})
+    with pytest.raises(TypeError):
+        a.load_state_dict("not a dict")

@@ -1,0 +1,174 @@
+"""No thread outlives its loader, and Ctrl-C (SIGINT) in the loop raises
+KeyboardInterrupt promptly, in a child process so the test run is not interrupted."""
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import stoker
+
+
+def threads():
+    # Loaders of earlier tests that only the cycle collector frees would stop their
+    # threads in the middle of a count.
+    gc.collect()
+    return len(os.listdir("/proc/self/task"))
+
+
+pytestmark = pytest.mark.skipif(
+    not os.path.isdir("/proc/self/task"), reason="SKIPPED: needs Linux /proc to count threads"
+)
+
+
+def test_dropping_the_loader_mid_epoch_stops_its_threads(shapes):
+    before = threads()
+    loader = stoker.Loader(shapes, batch_size=4, workers=3, prefetch=2)
+    it = loader.epoch(0)
+    images, labels = next(it)
+    assert threads() > before, "the async pipeline runs on threads of its own"
+    del it, loader
+    assert threads() == before, "the pipeline threads were not stopped"
+    # Batches still held only keep their buffer, not the pipeline.
+    del images, labels
+    gc.collect()
+    assert threads() == before
+
+
+def test_threads_do_not_pile_up_over_epochs_and_restarts(shapes):
+    before = threads()
+    loader = stoker.Loader(shapes, batch_size=8, workers=2)
+    for e in range(3):
+        for _ in loader.epoch(e):
+            pass
+    during = threads()
+    for e in (7, 2, 9):  # out of order: each restarts the pipeline
+        next(iter(loader.epoch(e)))
+    assert threads() <= during
+    del loader
+    assert threads() == before
+
+
+CHILD = textwrap.dedent(
+    """
+    import os, sys, time
+    import numpy  # its BLAS thread pool starts on import: not ours to count
+    import stoker
+
+    loader = stoker.Loader(sys.argv[1], batch_size=4, transform="rrc:96,flip",
+                           mode=sys.argv[2], workers=1, prefetch=1)
+    before = len(os.listdir("/proc/self/task"))
+    print("ready", flush=True)
+    try:
+        for e in range(10**6):
+            for images, labels in loader.epoch(e):
+                pass
+    except KeyboardInterrupt:
+        print("interrupted", time.monotonic(), flush=True)
+    del loader
+    print("threads", len(os.listdir("/proc/self/task")), before, flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_sigint_in_the_loop_raises_keyboard_interrupt(tmp_path, mode):
+    data = tmp_path / "big"
+    # Larger images, so that the consumer spends its time waiting on the loader.
+    stoker.gen_shapes(data, 16, size=256, classes=2)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(data), mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        time.sleep(0.5)  # well inside the loop
+        sent = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=20)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 0, err
+    lines = dict(line.split(" ", 1) for line in out.strip().splitlines())
+    # Promptly: a generous bound that only a hang (or a missed signal) exceeds.
+    assert float(lines["interrupted"]) - sent < 5.0
+    after, before = lines["threads"].split()
+    assert int(after) <= int(before), "pipeline threads were left behind"
+
+
+def test_uncaught_sigint_ends_the_process(tmp_path):
+    data = tmp_path / "big"
+    stoker.gen_shapes(data, 8, size=256, classes=2)
+    code = CHILD.replace("except KeyboardInterrupt", "except ZeroDivisionError")
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, str(data), "async"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        time.sleep(0.3)
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=20)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert "KeyboardInterrupt" in err
+    assert child.returncode != 0
+
+
+def test_the_gil_is_released_while_a_batch_is_made(tmp_path):
+    """Another Python thread keeps running while the loader works on a batch."""
+    import threading
+
+    data = tmp_path / "large"
+    stoker.gen_shapes(data, 8, size=256, classes=2)
+    # Sync mode: the whole batch is made inside one call, on this thread.
+    loader = stoker.Loader(data, batch_size=8, transform="rrc:224,flip", mode="sync")
+    next(iter(loader.epoch(0)))  # decoders and buffers warmed up
+    ticks, stop = [], threading.Event()
+
+    def ticker():
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.002)
+
+    t = threading.Thread(target=ticker)
+    t.start()
+    time.sleep(0.05)
+    t0 = time.perf_counter()
+    for _ in loader.epoch(1):
+        pass
+    call = time.perf_counter() - t0
+    stop.set()
+    t.join()
+    during = [x for x in ticks if t0 <= x <= t0 + call]
+    gaps = [b - a for a, b in zip(during, during[1:])]
+    # Holding the GIL through the call would stop the ticker for all of it.
+    assert len(during) > 3 and max(gaps) < call / 2, (call, len(during), max(gaps, default=None))
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_the_interpreter_exits_cleanly_with_a_live_loader(shapes, mode):
+    """A loader still running at exit is dropped during finalisation without a hang
+    or a crash."""
+    code = (
+        "import stoker, sys\n"
+        f"loader = stoker.Loader(sys.argv[1], batch_size=4, mode={mode!r})\n"
+        "it = iter(loader)\n"
+        "images, labels = next(it)\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(shapes)], capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

@@ -13,8 +13,15 @@ create_exception!(
      setting."
 );
 
+/// A setting the loader refuses is a ValueError (Python's convention for a bad
+/// argument value); everything else is a LoaderError.
 pub fn loader_error(e: stoker_loader::LoaderError) -> PyErr {
-    LoaderError::new_err(e.to_string())
+    match e {
+        stoker_loader::LoaderError::Config(_) => {
+            pyo3::exceptions::PyValueError::new_err(e.to_string())
+        }
+        e => LoaderError::new_err(e.to_string()),
+    }
 }
 
 pub fn source_error(e: stoker_loader::SourceError) -> PyErr {

@@ -9,17 +9,12 @@ use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyMapping};
 use stoker_augment::Pipeline;
+use stoker_loader::config::{MAX_BATCH_SIZE, MAX_IO_DEPTH, MAX_PREFETCH, MAX_WORKERS};
 use stoker_loader::{source, Cursor, Loader, LoaderConfig, LoaderState, Mode, OnError};
 
 use crate::args::{choice, in_range, Int};
 use crate::epoch::EpochIter;
 use crate::errors::{loader_error, source_error};
-
-/// Most threads, batches ahead or reads in flight one loader may ask for: far beyond
-/// any machine, low enough that a typo cannot ask for a million threads.
-const MAX_THREADS: i128 = 1024;
-/// Largest batch buffer the loader may allocate (each of a handful of pooled ones).
-const MAX_BUFFER_BYTES: usize = 1 << 36;
 
 /// A deterministic, bounded-memory loader over an image folder, a packed file, or an
 /// MNIST/CIFAR-10 set. Iterate `loader.epoch(e)` (or the loader itself: the next
@@ -87,11 +82,11 @@ impl PyLoader {
         // Sync mode uses none of the async stages: 0 is fine there.
         let min = if mode == Mode::Async { 1 } else { 0 };
         let cfg = LoaderConfig {
-            batch_size: in_range("batch_size", batch_size, 1, 1 << 24)? as usize,
+            batch_size: in_range("batch_size", batch_size, 1, MAX_BATCH_SIZE as i128)? as usize,
             mode,
-            workers: in_range("workers", workers, min, MAX_THREADS)? as usize,
-            prefetch: in_range("prefetch", prefetch, min, MAX_THREADS)? as usize,
-            io_depth: in_range("io_depth", io_depth, min, MAX_THREADS)? as usize,
+            workers: in_range("workers", workers, min, MAX_WORKERS as i128)? as usize,
+            prefetch: in_range("prefetch", prefetch, min, MAX_PREFETCH as i128)? as usize,
+            io_depth: in_range("io_depth", io_depth, min, MAX_IO_DEPTH as i128)? as usize,
             seed: in_range("seed", seed, 0, u64::MAX as i128)? as u64,
             shuffle,
             drop_last,
@@ -127,19 +122,6 @@ impl PyLoader {
             let src = source::open(&path, train).map_err(source_error)?;
             Loader::new(src, cfg).map_err(loader_error)
         })?;
-        let (h, w, c) = inner.image_shape();
-        let bytes = inner
-            .config()
-            .batch_size
-            .checked_mul(h * w * c)
-            .filter(|&b| b <= MAX_BUFFER_BYTES);
-        if bytes.is_none() {
-            return Err(PyValueError::new_err(format!(
-                "batch_size {} of {h}x{w}x{c} images needs more than {} GiB per batch buffer",
-                inner.config().batch_size,
-                MAX_BUFFER_BYTES >> 30
-            )));
-        }
         Ok(PyLoader {
             inner: ManuallyDrop::new(inner),
             data,

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use clap::{Parser, ValueEnum};
+use stoker_loader::config::{MAX_PREFETCH, MAX_WORKERS};
 use stoker_loader::Mode;
 use stoker_trainer::{DevicePref, ModelKind, OptimizerKind};
 
@@ -51,27 +52,27 @@ pub struct Args {
     pub val_transform: Option<String>,
     #[arg(long, value_enum, default_value_t = Arch::Convnet)]
     pub model: Arch,
-    #[arg(long, default_value_t = 6)]
+    #[arg(long, default_value_t = 6, value_parser = count::<1, 1_000_000, u64>)]
     pub epochs: u64,
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, value_parser = count::<1, 65_536, usize>)]
     pub batch_size: usize,
     /// Peak learning rate (default: 0.1 for sgd, 0.003 for adamw), reached after a
     /// warm-up and followed by a cosine decay.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_lr)]
     pub lr: Option<f32>,
     #[arg(long, value_enum, default_value_t = Opt::Sgd)]
     pub optimizer: Opt,
-    #[arg(long, default_value_t = 5e-4)]
+    #[arg(long, default_value_t = 5e-4, value_parser = parse_weight_decay)]
     pub weight_decay: f32,
     /// sync: the step waits while its batch is read and decoded; async: batches are
     /// prepared by worker threads ahead of the step (double-buffered).
     #[arg(long, default_value_t = Mode::Async)]
     pub reader: Mode,
     /// Decode and augment threads (async reader).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = count::<1, { MAX_WORKERS as u64 }, usize>)]
     pub workers: usize,
     /// Batches prepared ahead (async reader).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, value_parser = count::<1, { MAX_PREFETCH as u64 }, usize>)]
     pub prefetch: usize,
     /// auto (CUDA device 0 when usable, else the CPU, saying why), cpu, cuda or cuda:N
     /// (an error when that device is not usable). With several ranks, auto and cuda
@@ -82,10 +83,10 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Read the loss back every this many steps (each read waits for the device).
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = count::<1, 1_000_000_000, u64>)]
     pub log_every: u64,
     /// Stop after this many steps in total (a checkpoint, if asked for, is written).
-    #[arg(long)]
+    #[arg(long, value_parser = count::<1, { u64::MAX }, u64>)]
     pub max_steps: Option<u64>,
     /// Write a checkpoint (safetensors: model, optimizer and loader state) after every
     /// epoch and at the end.
@@ -106,11 +107,11 @@ pub struct Args {
     /// This process's rank in a data-parallel run (default: from mpirun's
     /// OMPI_COMM_WORLD_RANK, or RANK; must agree with them). Launch the ranks with
     /// mpirun; each trains on its shard of every epoch with batch --batch-size.
-    #[arg(long, requires = "world_size")]
+    #[arg(long, requires = "world_size", value_parser = count::<0, 65_535, usize>)]
     pub rank: Option<usize>,
     /// Number of processes in a data-parallel run (default: OMPI_COMM_WORLD_SIZE, or
     /// WORLD_SIZE, else 1).
-    #[arg(long, requires = "rank")]
+    #[arg(long, requires = "rank", value_parser = count::<1, 65_536, usize>)]
     pub world_size: Option<usize>,
     /// What averages the gradients across ranks.
     #[arg(long, value_enum, default_value_t = Engine::Auto)]
@@ -144,11 +145,51 @@ fn parse_device(s: &str) -> Result<String, String> {
     DevicePref::from_str(s).map(|_| s.to_string())
 }
 
+/// The longest collective deadline: a week. Longer is a typo, and would overflow
+/// the deadline arithmetic.
+const MAX_TIMEOUT_S: f64 = 7.0 * 86_400.0;
+
 fn parse_timeout(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
-        _ => Err(format!("{s:?} is not a positive number of seconds")),
+    match s.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= MAX_TIMEOUT_S => Ok(v),
+        _ => Err(format!(
+            "{s:?} is not a number of seconds from 0 (excluded) to {MAX_TIMEOUT_S}"
+        )),
     }
+}
+
+/// A whole number from LO to HI, for counts (epochs, batch size, threads...).
+fn count<const LO: u64, const HI: u64, T: TryFrom<u64>>(s: &str) -> Result<T, String> {
+    let v: u64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a whole number from {LO} to {HI}"))?;
+    if !(LO..=HI).contains(&v) {
+        return Err(format!("{v} is out of range (expected {LO} to {HI})"));
+    }
+    T::try_from(v).map_err(|_| format!("{v} does not fit this machine"))
+}
+
+/// A finite number in `lo..=hi` (`lo` itself excluded when `open_lo`).
+fn number(s: &str, lo: f64, hi: f64, open_lo: bool) -> Result<f32, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number"))?;
+    let above = if open_lo { v > lo } else { v >= lo };
+    if !(above && v <= hi) {
+        let low = if open_lo { "above" } else { "from" };
+        return Err(format!("{s} is out of range (expected {low} {lo} to {hi})"));
+    }
+    Ok(v as f32)
+}
+
+fn parse_lr(s: &str) -> Result<f32, String> {
+    number(s, 0.0, 100.0, true)
+}
+
+fn parse_weight_decay(s: &str) -> Result<f32, String> {
+    number(s, 0.0, 1.0, false)
 }
 
 impl Opt {

@@ -66,13 +66,44 @@ fn one_line(e: &anyhow::Error) -> String {
     line
 }
 
+/// What can be checked from the flags alone, before any device, data or demo set is
+/// touched: a typo costs nothing.
+fn check_early(a: &Args) -> anyhow::Result<()> {
+    for (flag, spec) in [
+        ("--transform", &a.transform),
+        ("--val-transform", &a.val_transform),
+    ] {
+        if let Some(spec) = spec {
+            stoker_augment::Pipeline::parse(spec).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
+        }
+    }
+    if let Some(path) = &a.plot {
+        plot::check_path(path)?;
+    }
+    for (flag, path) in [
+        ("--data", &a.data),
+        ("--val", &a.val),
+        ("--resume", &a.resume),
+    ] {
+        if let Some(p) = path {
+            if p.as_os_str().is_empty() {
+                bail!("{flag}: an empty path");
+            }
+        }
+    }
+    if let Some(p) = &a.checkpoint {
+        if p.file_name().is_none() {
+            bail!("--checkpoint {}: not a file name", p.display());
+        }
+    }
+    Ok(())
+}
+
 fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
     if a.compare_readers && (a.resume.is_some() || a.checkpoint.is_some()) {
         bail!("--compare-readers runs from scratch: it takes no --checkpoint or --resume");
     }
-    if a.epochs == 0 || a.batch_size == 0 || a.log_every == 0 {
-        bail!("--epochs, --batch-size and --log-every must be at least 1");
-    }
+    check_early(&a)?;
     let say = |s: &str| a.say(s);
     if cluster.world() > 1 {
         say(&format!(

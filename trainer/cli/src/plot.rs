@@ -35,6 +35,30 @@ fn register_font() {
     });
 }
 
+/// Checks, before training, that `path` names a picture format `plot` writes and a
+/// folder that exists.
+pub fn check_path(path: &Path) -> Result<(), PlotError> {
+    let err = |reason: &str| PlotError {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    };
+    let ext = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    if ext != "svg" && ext != "png" {
+        return Err(err(
+            "unknown picture format: the file name must end in .svg or .png",
+        ));
+    }
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => {
+            Err(err("its folder does not exist"))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Draws training loss, accuracy per epoch, and data wait and compute time per step
 /// for each run (one colour per run) into `path`: SVG for `.svg`, PNG for `.png`.
 pub fn plot(path: &Path, runs: &[(&str, &History)]) -> Result<(), PlotError> {

@@ -1,0 +1,190 @@
+//! Every flag of `stoker-train` given an absurd value (0, negative, huge, NaN, inf,
+//! empty, a bad transform): the program must end with status 1 or 2 and a one-line
+//! reason, or succeed; never a signal, a panic or a hang. Runs that are accepted train
+//! one step of the MLP on 24 tiny images.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use stoker_loader::gen::{self, ShapesOptions};
+
+const DEADLINE: Duration = Duration::from_secs(120);
+
+fn check(args: &[String], cache: &Path) -> i32 {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stoker-train"))
+        .args(args)
+        .env("STOKER_CACHE", cache)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start stoker-train");
+    let mut err = child.stderr.take().expect("stderr");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if t0.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("stoker-train {args:?} hung (killed after {DEADLINE:?})");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = reader.join().unwrap_or_default();
+    let Some(code) = status.code() else {
+        panic!("stoker-train {args:?} died of a signal: {stderr}");
+    };
+    assert!(
+        !stderr.contains("panicked"),
+        "stoker-train {args:?} panicked: {stderr}"
+    );
+    assert!(
+        matches!(code, 0..=2),
+        "stoker-train {args:?}: exit {code}: {stderr}"
+    );
+    if code != 0 {
+        let reasons: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+        assert!(
+            reasons.len() == 1 && reasons[0].len() > 8,
+            "stoker-train {args:?}: not one line of reason: {stderr:?}"
+        );
+    }
+    code
+}
+
+fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|x| x.to_string()).collect()
+}
+
+const NUMBERS: &[&str] = &[
+    "0",
+    "-1",
+    "18446744073709551616",
+    "6004799503160662",
+    "nan",
+    "inf",
+    "-inf",
+    "1e300",
+    "",
+    "x",
+];
+
+#[test]
+fn every_flag_with_absurd_values() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let data = tmp.path().join("shapes");
+    let opts = ShapesOptions {
+        count: 24,
+        size: 16,
+        classes: 3,
+        seed: 1,
+    };
+    gen::shapes(&data, &opts, |_, _| {}).expect("generate shapes");
+    let d = data.to_str().unwrap();
+    // Everything small and one step long, so that accepted values finish at once.
+    let base = |skip: &str| -> Vec<String> {
+        let mut v = Vec::new();
+        for (flag, value) in [
+            ("--data", d),
+            ("--val", d),
+            ("--model", "mlp"),
+            ("--device", "cpu"),
+            ("--epochs", "1"),
+            ("--batch-size", "8"),
+            ("--max-steps", "1"),
+        ] {
+            if flag != skip {
+                v.extend(s(&[flag, value]));
+            }
+        }
+        v
+    };
+    for flag in [
+        "--epochs",
+        "--batch-size",
+        "--lr",
+        "--weight-decay",
+        "--workers",
+        "--prefetch",
+        "--seed",
+        "--log-every",
+        "--max-steps",
+        "--collective-timeout",
+    ] {
+        for value in NUMBERS {
+            let mut args = base(flag);
+            args.extend(s(&[flag, value]));
+            check(&args, &cache);
+        }
+    }
+    for (flag, values) in [
+        ("--rank", &["-1", "0", "1", "70000", ""][..]),
+        ("--world-size", &["0", "1", "2", "100000", "nan", ""][..]),
+    ] {
+        for value in values {
+            // Each needs the other; give both, one of them absurd.
+            let mut args = base("");
+            let (other, other_value) = if flag == "--rank" {
+                ("--world-size", "2")
+            } else {
+                ("--rank", "0")
+            };
+            args.extend(s(&[flag, value, other, other_value]));
+            check(&args, &cache);
+        }
+    }
+    let text_flags: &[(&str, &[&str])] = &[
+        ("--model", &["", "gpt", "MLP"]),
+        ("--optimizer", &["", "adam"]),
+        ("--reader", &["", "fast"]),
+        (
+            "--device",
+            &["", "cuda:99999999999999999999", "tpu", "cuda:-1"],
+        ),
+        ("--collective", &["", "gloo"]),
+        (
+            "--transform",
+            &[
+                "",
+                "rrc:0",
+                "rrc:4000000000",
+                "jitter:nan",
+                "nonsense",
+                ",,",
+            ],
+        ),
+        ("--val-transform", &["rrc:0", "resize:99999999999"]),
+        ("--plot", &["", "curves.pdf", "/nonexistent/dir/c.svg"]),
+        ("--checkpoint", &["", "/nonexistent/dir/c.ckpt", "/"]),
+        ("--resume", &["", "/nonexistent", "/dev/null"]),
+        (
+            "--data",
+            &["", "/nonexistent", "/dev/null", "/proc/self/status"],
+        ),
+        ("--val", &["", "/nonexistent"]),
+    ];
+    for (flag, values) in text_flags {
+        for value in *values {
+            let mut args = base(flag);
+            args.extend(s(&[flag, value]));
+            check(&args, &cache);
+        }
+    }
+    // The probe: a huge deadline once panicked inside Duration.
+    let mut args = base("");
+    args.extend(s(&["--collective-timeout", "1e300"]));
+    assert_eq!(check(&args, &cache), 2);
+    // A batch that fits the flag but not memory: refused, not a signal.
+    let mut args = base("--batch-size");
+    args.extend(s(&["--batch-size", "65536", "--transform", "resize:4096"]));
+    assert_ne!(check(&args, &cache), 0);
+}

@@ -262,3 +262,12 @@ int stoker_jpeg_rows(stoker_jpeg *s, uint32_t y, uint32_t h, uint8_t *out,
   }
   return rows_body(s, y, h, out, out_len);
 }
+
+/* The libjpeg-turbo version the shim was compiled against, e.g. 2001005 for 2.1.5. */
+long stoker_jpeg_turbo_version(void) {
+#ifdef LIBJPEG_TURBO_VERSION_NUMBER
+  return LIBJPEG_TURBO_VERSION_NUMBER;
+#else
+  return 0;
+#endif
+}

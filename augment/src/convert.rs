@@ -54,7 +54,7 @@ fn read_pixel(buf: &[u8], i: usize, native: Native) -> (u8, u8, u8, bool) {
 
 /// Turn `n` RGB pixels at the start of `buf` into `channels` (1 or 3) channels, as
 /// the JPEG path does.
-#[cfg(feature = "turbo")]
+#[cfg(stoker_turbo)]
 pub(crate) fn rgb_to_channels(buf: &mut Vec<u8>, n: usize, channels: usize) {
     convert_in_place(buf, n, Native::Rgb8, channels);
 }

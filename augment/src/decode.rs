@@ -114,18 +114,12 @@ pub fn decode(bytes: &[u8], channels: usize) -> Result<Image, AugmentError> {
 /// feature, JPEGs go through libjpeg-turbo (falling back to zune-jpeg for anything
 /// it does not decode cleanly).
 pub fn decode_into(bytes: &[u8], channels: usize, out: &mut Image) -> Result<(), AugmentError> {
-    decode_into_with(
-        bytes,
-        channels,
-        out,
-        cfg!(feature = "turbo"),
-        DEFAULT_MAX_PIXELS,
-    )
+    decode_into_with(bytes, channels, out, cfg!(stoker_turbo), DEFAULT_MAX_PIXELS)
 }
 
 /// [`decode_into`] that always decodes JPEG with zune-jpeg, as without the `turbo`
 /// feature (to compare the two).
-#[cfg(feature = "turbo")]
+#[cfg(stoker_turbo)]
 pub fn decode_into_zune(
     bytes: &[u8],
     channels: usize,
@@ -158,7 +152,7 @@ pub(crate) fn decode_into_with(
 
 /// libjpeg-turbo's full decode, for complete files only (a file cut before its end
 /// marker is left to zune-jpeg, which reports it as truncated).
-#[cfg(feature = "turbo")]
+#[cfg(stoker_turbo)]
 fn turbo_full(
     bytes: &[u8],
     buf: &mut Vec<u8>,
@@ -171,7 +165,7 @@ fn turbo_full(
     crate::turbo::decode_full(bytes, buf, max_pixels)
 }
 
-#[cfg(not(feature = "turbo"))]
+#[cfg(not(stoker_turbo))]
 fn turbo_full(_: &[u8], _: &mut Vec<u8>, _: bool, _: usize) -> Option<(usize, usize)> {
     None
 }

@@ -15,10 +15,22 @@ pub mod retain;
 pub mod rng;
 pub mod spec;
 pub mod transform;
-#[cfg(feature = "turbo")]
+#[cfg(stoker_turbo)]
 pub mod turbo;
 
 pub use error::{AugmentError, SpecError};
+
+/// Whether this build decodes JPEG with libjpeg-turbo (found by the build script),
+/// with the crop-window and DCT-scaled fast path; otherwise zune-jpeg.
+pub const TURBO: bool = cfg!(stoker_turbo);
+
+/// The JPEG decoder of this build, for reports: `libjpeg-turbo 2.1.5` or `zune-jpeg`.
+pub fn decoder() -> String {
+    #[cfg(stoker_turbo)]
+    return format!("libjpeg-turbo {}", turbo::version());
+    #[cfg(not(stoker_turbo))]
+    return "zune-jpeg".to_string();
+}
 pub use image::{Image, ImageView};
 pub use limits::DEFAULT_MAX_PIXELS;
 pub use pipeline::{Pipeline, Scratch};

@@ -45,7 +45,7 @@ pub struct Scratch {
     /// What recent samples needed, so an outlier's buffers are released.
     retention: Retention,
     /// Set to keep the zune-jpeg path even with the `turbo` feature (for comparisons).
-    #[cfg(feature = "turbo")]
+    #[cfg(stoker_turbo)]
     turbo_off: bool,
 }
 
@@ -53,7 +53,7 @@ impl Scratch {
     /// With the `turbo` feature, choose whether `run_encoded` may decode only the
     /// RandomResizedCrop window with libjpeg-turbo (on by default) or always decodes
     /// the whole image with zune-jpeg.
-    #[cfg(feature = "turbo")]
+    #[cfg(stoker_turbo)]
     pub fn set_turbo(&mut self, on: bool) {
         self.turbo_off = !on;
     }
@@ -194,7 +194,7 @@ impl Pipeline {
         scratch: &mut Scratch,
         out: &mut [u8],
     ) -> Result<(), AugmentError> {
-        #[cfg(feature = "turbo")]
+        #[cfg(stoker_turbo)]
         if !scratch.turbo_off {
             if let Some(done) = self.run_turbo(bytes, channels, rng, scratch, out) {
                 return done;
@@ -205,9 +205,9 @@ impl Pipeline {
         let (w, h) = decode::probe_limited(bytes, self.max_pixels)?;
         self.check_out(w, h, channels, out.len())?;
         let mut decoded = std::mem::take(&mut scratch.decoded);
-        #[cfg(feature = "turbo")]
+        #[cfg(stoker_turbo)]
         let turbo = !scratch.turbo_off;
-        #[cfg(not(feature = "turbo"))]
+        #[cfg(not(stoker_turbo))]
         let turbo = false;
         let decoded_ok =
             decode::decode_into_with(bytes, channels, &mut decoded, turbo, self.max_pixels);
@@ -266,7 +266,7 @@ impl Pipeline {
     /// path does not apply or the file is anything but cleanly decodable (CMYK,
     /// truncated, corrupt, an error of any kind): the caller then runs the
     /// full-decode path from the same random state, which decides and reports.
-    #[cfg(feature = "turbo")]
+    #[cfg(stoker_turbo)]
     fn run_turbo(
         &self,
         bytes: &[u8],
@@ -317,7 +317,7 @@ impl Pipeline {
     }
 
     /// `Ok(false)`: not handled here (CMYK, or libjpeg warned of corrupt data).
-    #[cfg(feature = "turbo")]
+    #[cfg(stoker_turbo)]
     #[allow(clippy::too_many_arguments)]
     fn turbo_rrc(
         &self,

@@ -20,6 +20,13 @@ use std::ptr::NonNull;
 use crate::transform::resize::{Rect, SoftBox};
 use crate::AugmentError;
 
+/// The libjpeg-turbo version compiled against, as "2.1.5".
+pub fn version() -> String {
+    // SAFETY: a constant returned by the shim; no state involved.
+    let v = unsafe { stoker_jpeg_turbo_version() };
+    format!("{}.{}.{}", v / 1_000_000, v / 1_000 % 1_000, v % 1_000)
+}
+
 /// The C side's state: a `jpeg_decompress_struct`, its error manager and jump buffer.
 #[repr(C)]
 struct RawJpeg {
@@ -27,6 +34,7 @@ struct RawJpeg {
 }
 
 extern "C" {
+    fn stoker_jpeg_turbo_version() -> c_long;
     fn stoker_jpeg_new() -> *mut RawJpeg;
     fn stoker_jpeg_free(s: *mut RawJpeg);
     fn stoker_jpeg_abort(s: *mut RawJpeg);

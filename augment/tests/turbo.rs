@@ -1,6 +1,6 @@
 //! The `turbo` feature: libjpeg-turbo window / DCT-scaled decode against the
 //! zune-jpeg full-decode path (tolerance, determinism, fallbacks, bad input).
-#![cfg(feature = "turbo")]
+#![cfg(stoker_turbo)]
 
 mod common;
 

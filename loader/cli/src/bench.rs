@@ -63,6 +63,8 @@ pub struct Args {
 /// What a bench run measured. Field names are a contract (`--json`).
 #[derive(Serialize, Clone, Debug)]
 pub struct Report {
+    /// The JPEG decoder of this build (`libjpeg-turbo 2.1.5` or `zune-jpeg`).
+    pub decoder: String,
     pub mode: Mode,
     pub workers: usize,
     pub prefetch: usize,
@@ -150,6 +152,7 @@ pub fn measure(a: &Args) -> anyhow::Result<Report> {
             .with_context(|| format!("writing trace {}", path.display()))?;
     }
     Ok(Report {
+        decoder: stoker_augment::decoder(),
         mode: a.mode,
         workers: if a.mode == Mode::Sync { 0 } else { a.workers },
         prefetch: a.prefetch,
@@ -225,14 +228,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "{}: mode {}, workers {}, batch {}, transform '{}', {} epoch(s), compute {} ms/batch",
+        "{}: mode {}, workers {}, batch {}, transform '{}', {} epoch(s), compute {} ms/batch, JPEG decoder {}",
         a.data.display(),
         r.mode,
         r.workers,
         r.batch_size,
         r.transform,
         r.epochs,
-        a.compute_ms
+        a.compute_ms,
+        r.decoder
     );
     print_table(&[(&r.mode.to_string(), &r)]);
     println!(

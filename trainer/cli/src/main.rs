@@ -122,7 +122,11 @@ fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
     };
     let local = (cluster.world() > 1).then_some(cluster.launch.local_rank);
     let opened = open_device(pref, local)?;
-    say(&opened.reason);
+    say(&format!(
+        "{} (JPEG decoder: {})",
+        opened.reason,
+        stoker_augment::decoder()
+    ));
     let device = opened.device;
     // `auto` may fall back to the CPU on one machine only; the ranks would then pick
     // different engines and stop matching each other's calls.

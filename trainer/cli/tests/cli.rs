@@ -208,7 +208,10 @@ fn device_auto_falls_back_to_the_cpu_and_says_why() {
         .to_string();
     match cuda::probe() {
         Err(why) => {
-            let line = format!("device: cpu (auto: no usable CUDA device: {why})");
+            let line = format!(
+                "device: cpu (auto: no usable CUDA device: {why}) (JPEG decoder: {})",
+                stoker_augment::decoder()
+            );
             assert!(err.lines().any(|l| l == line), "no '{line}' in: {err}");
             assert_eq!(device, "cpu");
             assert_eq!(covers, "time blocked in the loader's next()");

@@ -38,15 +38,19 @@ impl Default for Pipeline {
 /// Per-worker reusable buffers. Keep one per thread and pass it to every run.
 #[derive(Default)]
 pub struct Scratch {
-    decoded: Image,
-    a: Vec<u8>,
-    b: Vec<u8>,
-    resizer: Resizer,
+    pub(crate) decoded: Image,
+    pub(crate) a: Vec<u8>,
+    pub(crate) b: Vec<u8>,
+    pub(crate) resizer: Resizer,
     /// What recent samples needed, so an outlier's buffers are released.
     retention: Retention,
     /// Set to keep the zune-jpeg path even with the `turbo` feature (for comparisons).
     #[cfg(stoker_turbo)]
-    turbo_off: bool,
+    pub(crate) turbo_off: bool,
+    /// The window (width, height, scale denominator) the last sample was decoded
+    /// through on the libjpeg-turbo path; `None` after a full decode.
+    #[cfg(stoker_turbo)]
+    pub(crate) last_window: Option<(usize, usize, usize)>,
 }
 
 impl Scratch {
@@ -74,6 +78,13 @@ impl Scratch {
         }
     }
 
+    /// The window (width, height, 1/scale) the last `run_encoded` decoded on the
+    /// libjpeg-turbo path, or `None` when it decoded the whole image.
+    #[cfg(stoker_turbo)]
+    pub fn last_window(&self) -> Option<(usize, usize, usize)> {
+        self.last_window
+    }
+
     /// Bytes held by the reusable buffers (for memory reports).
     pub fn capacity_bytes(&self) -> usize {
         self.decoded.data.capacity()
@@ -94,14 +105,14 @@ impl std::fmt::Debug for Scratch {
 
 /// Where the image currently lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Loc {
+pub(crate) enum Loc {
     Input,
     A,
     B,
     Out,
 }
 
-fn sized(buf: &mut Vec<u8>, len: usize) -> &mut [u8] {
+pub(crate) fn sized(buf: &mut Vec<u8>, len: usize) -> &mut [u8] {
     buf.resize(len, 0);
     buf.as_mut_slice()
 }
@@ -195,6 +206,10 @@ impl Pipeline {
         out: &mut [u8],
     ) -> Result<(), AugmentError> {
         #[cfg(stoker_turbo)]
+        {
+            scratch.last_window = None;
+        }
+        #[cfg(stoker_turbo)]
         if !scratch.turbo_off {
             if let Some(done) = self.run_turbo(bytes, channels, rng, scratch, out) {
                 return done;
@@ -259,120 +274,13 @@ impl Pipeline {
         self.execute(0, Loc::Input, img, rng, scratch, out)
     }
 
-    /// The libjpeg-turbo path for a pipeline that starts with RandomResizedCrop:
-    /// the box is drawn from the header's size (the same draws as the full-decode
-    /// path), then only the pixels that cover it are decoded, at 1/2, 1/4 or 1/8
-    /// scale when the box is at least that many times the target. `None` when the
-    /// path does not apply or the file is anything but cleanly decodable (CMYK,
-    /// truncated, corrupt, an error of any kind): the caller then runs the
-    /// full-decode path from the same random state, which decides and reports.
-    #[cfg(stoker_turbo)]
-    fn run_turbo(
+    pub(crate) fn check_out(
         &self,
-        bytes: &[u8],
-        channels: usize,
-        rng: &mut SampleRng,
-        scratch: &mut Scratch,
-        out: &mut [u8],
-    ) -> Option<Result<(), AugmentError>> {
-        let Some(&Transform::RandomResizedCrop {
-            width,
-            height,
-            scale,
-            ratio,
-        }) = self.transforms.first()
-        else {
-            return None;
-        };
-        // A file without its end marker is truncated: the full-decode path reports
-        // it, while a window above the cut would decode.
-        if !matches!(decode::sniff(bytes), Ok(decode::Format::Jpeg))
-            || !decode::ends_with_eoi(bytes)
-            || !matches!(channels, 1 | 3)
-        {
-            return None;
-        }
-        let saved = rng.clone();
-        let mut window = std::mem::take(&mut scratch.decoded);
-        let done = crate::turbo::with_decoder(|dec| {
-            self.turbo_rrc(
-                dec,
-                bytes,
-                channels,
-                (width, height, scale, ratio),
-                rng,
-                &mut window.data,
-                scratch,
-                out,
-            )
-        });
-        scratch.decoded = window;
-        match done {
-            Some(Ok(true)) => Some(Ok(())),
-            _ => {
-                *rng = saved;
-                None
-            }
-        }
-    }
-
-    /// `Ok(false)`: not handled here (CMYK, or libjpeg warned of corrupt data).
-    #[cfg(stoker_turbo)]
-    #[allow(clippy::too_many_arguments)]
-    fn turbo_rrc(
-        &self,
-        dec: &mut crate::turbo::TurboDecoder,
-        bytes: &[u8],
-        channels: usize,
-        (tw, th, scale, ratio): (usize, usize, (f64, f64), (f64, f64)),
-        rng: &mut SampleRng,
-        buf: &mut Vec<u8>,
-        scratch: &mut Scratch,
-        out: &mut [u8],
-    ) -> Result<bool, AugmentError> {
-        use crate::turbo::{scale_denom, Header};
-        let hdr = match dec.header(bytes)? {
-            Header::Ready(h) => h,
-            Header::Unsupported => return Ok(false),
-        };
-        let (w, h) = (hdr.width, hdr.height);
-        crate::limits::check_size(w, h, self.max_pixels)?;
-        self.check_out(w, h, channels, out.len())?;
-        let r = rrc_box(rng, w, h, scale, ratio);
-        let win = hdr.decode_window(r, scale_denom(r, tw, th), buf)?;
-        if win.warnings {
-            return Ok(false);
-        }
-        let n = win.width * win.height;
-        crate::convert::rgb_to_channels(buf, n, channels);
-        let view = ImageView {
-            width: win.width,
-            height: win.height,
-            channels,
-            data: &buf[..n * channels],
-        };
-        let last_geo = self.transforms.iter().rposition(Transform::is_geometric);
-        let to = if last_geo == Some(0) {
-            Loc::Out
-        } else {
-            Loc::A
-        };
-        let d = match to {
-            Loc::Out => &mut *out,
-            _ => sized(&mut scratch.a, tw * th * channels),
-        };
-        resample(&mut scratch.resizer, view, win.hard, win.soft, d, tw, th)?;
-        let after = ImageView {
-            width: tw,
-            height: th,
-            channels,
-            data: &[],
-        };
-        self.execute(1, to, after, rng, scratch, out)?;
-        Ok(true)
-    }
-
-    fn check_out(&self, w: usize, h: usize, c: usize, got: usize) -> Result<(), AugmentError> {
+        w: usize,
+        h: usize,
+        c: usize,
+        got: usize,
+    ) -> Result<(), AugmentError> {
         let (ow, oh) = self.output_size(w, h);
         if ow.saturating_mul(oh).saturating_mul(c) != got {
             return Err(AugmentError::OutputSize {
@@ -387,7 +295,7 @@ impl Pipeline {
 
     /// When step `k` is a Resize followed by a CenterCrop that lies inside the resized
     /// image, the crop size (so both run as one resample).
-    fn fused_crop(&self, k: usize, w: usize, h: usize) -> Option<(usize, usize)> {
+    pub(crate) fn fused_crop(&self, k: usize, w: usize, h: usize) -> Option<(usize, usize)> {
         let Transform::Resize(to) = self.transforms.get(k)? else {
             return None;
         };
@@ -400,7 +308,7 @@ impl Pipeline {
 
     /// Run the transforms from step `k`, the image being in `cur` with the size and
     /// channels of `src` (whose pixels are read only when `cur` is `Input`).
-    fn execute(
+    pub(crate) fn execute(
         &self,
         mut k: usize,
         mut cur: Loc,
@@ -464,6 +372,27 @@ impl Pipeline {
     }
 }
 
+/// The part of a `w` x `h` image that a resize to `resized` followed by a centre crop
+/// of `crop` keeps, in source coordinates (fractional: the crop's edges fall between
+/// source pixels). Clamped because the float product can overshoot the border by an
+/// ulp.
+pub(crate) fn fused_crop_box(
+    w: usize,
+    h: usize,
+    (rw, rh): (usize, usize),
+    (cw, ch): (usize, usize),
+) -> SoftBox {
+    let (sx, sy) = (w as f64 / rw as f64, h as f64 / rh as f64);
+    let left = center_offset(rw, cw) as f64 * sx;
+    let top = center_offset(rh, ch) as f64 * sy;
+    SoftBox {
+        left,
+        top,
+        width: (cw as f64 * sx).min(w as f64 - left),
+        height: (ch as f64 * sy).min(h as f64 - top),
+    }
+}
+
 fn resize_step(
     t: &Transform,
     fused_crop: Option<(usize, usize)>,
@@ -480,17 +409,7 @@ fn resize_step(
             match fused_crop {
                 None => resample(resizer, src, full, None, dst, rw, rh),
                 Some((cw, ch)) => {
-                    // The crop in source coordinates; clamped because the float
-                    // product can overshoot the border by an ulp.
-                    let (sx, sy) = (w as f64 / rw as f64, h as f64 / rh as f64);
-                    let left = center_offset(rw, cw) as f64 * sx;
-                    let top = center_offset(rh, ch) as f64 * sy;
-                    let soft = SoftBox {
-                        left,
-                        top,
-                        width: (cw as f64 * sx).min(w as f64 - left),
-                        height: (ch as f64 * sy).min(h as f64 - top),
-                    };
+                    let soft = fused_crop_box(w, h, (rw, rh), (cw, ch));
                     resample(resizer, src, full, Some(soft), dst, cw, ch)
                 }
             }

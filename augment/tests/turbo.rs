@@ -453,3 +453,63 @@ fn scaled_decode_is_aligned() {
         }
     }
 }
+
+/// `resize` and `resize` + `center` (validation pipelines) decode at reduced scale
+/// when the image is at least twice the target, and stay within the tolerance of the
+/// full decode.
+#[test]
+fn resize_and_center_use_scaled_decode_and_stay_close() {
+    let photo = textured_jpeg(500, 375, 3);
+    let large = textured_jpeg(1600, 1200, 4);
+    let cases: [(&str, &[u8], &str, usize); 8] = [
+        ("photo", &photo, "resize:256,center:224", 1),
+        ("photo", &photo, "resize:128,center:112", 2),
+        ("photo", &photo, "resize:64", 4),
+        ("large", &large, "resize:256,center:224", 4),
+        ("large", &large, "resize:32x32,flip", 8),
+        ("large", &large, "resize:600,center:500,flip", 2),
+        ("progressive", PROGRESSIVE, "resize:48,center:40", 0),
+        ("444", S444, "resize:64x48", 0),
+    ];
+    for (name, bytes, spec, want_denom) in cases {
+        let p = Pipeline::parse(spec).unwrap();
+        let (w, h) = decode::probe(bytes).unwrap();
+        let (ow, oh) = p.output_size(w, h);
+        for c in [3, 1] {
+            let mut out = vec![0u8; ow * oh * c];
+            let mut scratch = Scratch::default();
+            p.run_encoded(
+                bytes,
+                c,
+                &mut SampleRng::new(1, 0, 0),
+                &mut scratch,
+                &mut out,
+            )
+            .unwrap();
+            let (_, _, denom) = scratch.last_window().expect("the turbo path ran");
+            if want_denom > 0 {
+                assert_eq!(denom, want_denom, "{name} {spec}");
+            }
+            let full = run(&p, bytes, c, &mut SampleRng::new(1, 0, 0), false);
+            let (m, x) = (mean_diff(&out, &full), max_diff(&out, &full));
+            assert!(
+                m < MEAN_TOL && x <= MAX_TOL,
+                "{name} {spec} c {c}: mean {m:.3}, max {x}"
+            );
+            println!("{name} {spec} c {c}: 1/{denom}, mean {m:.3}, max {x}");
+        }
+    }
+    // A pipeline whose first step keeps everything at full size takes the full decode.
+    let p = Pipeline::parse("flip,resize:64").unwrap();
+    let mut out = vec![0u8; 85 * 64 * 3];
+    let mut scratch = Scratch::default();
+    p.run_encoded(
+        &photo,
+        3,
+        &mut SampleRng::new(1, 0, 0),
+        &mut scratch,
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(scratch.last_window(), None);
+}

@@ -57,7 +57,8 @@ fn the_limit_is_configurable() {
 fn an_outliers_scratch_is_released_later() {
     let big = rgb_jpeg(2000, 1500); // 9 MB decoded
     let small = rgb_jpeg(64, 48);
-    let p = Pipeline::parse("resize:16x16").unwrap();
+    // Flip first: the whole image is decoded at full size on every build.
+    let p = Pipeline::parse("flip,resize:16x16").unwrap();
     let mut out = vec![0u8; 16 * 16 * 3];
     let mut scratch = Scratch::default();
     let mut rng = SampleRng::new(0, 0, 0);

@@ -58,13 +58,65 @@ impl std::str::FromStr for OnError {
     }
 }
 
+/// A worker count as a user gives it: a number, or `auto` (see
+/// [`LoaderConfig::auto_workers`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workers {
+    Fixed(usize),
+    Auto,
+}
+
+impl std::str::FromStr for Workers {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.trim().eq_ignore_ascii_case("auto") {
+            return Ok(Workers::Auto);
+        }
+        match s.trim().parse::<usize>() {
+            Ok(n) if (1..=MAX_WORKERS).contains(&n) => Ok(Workers::Fixed(n)),
+            _ => Err(format!(
+                "'{s}' is neither 'auto' nor a whole number from 1 to {MAX_WORKERS}"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Workers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Workers::Fixed(n) => write!(f, "{n}"),
+            Workers::Auto => f.write_str("auto"),
+        }
+    }
+}
+
+impl Workers {
+    /// Sets `cfg`'s workers: a fixed count, or auto under `cpu_budget` threads.
+    pub fn apply(self, cfg: &mut LoaderConfig, cpu_budget: usize) {
+        match self {
+            Workers::Fixed(n) => {
+                cfg.workers = n;
+                cfg.auto_workers = None;
+            }
+            Workers::Auto => {
+                cfg.workers = 1;
+                cfg.auto_workers = Some(cpu_budget);
+            }
+        }
+    }
+}
+
 /// How to load. `Default` gives async reading with two workers.
 #[derive(Clone, Debug)]
 pub struct LoaderConfig {
     pub batch_size: usize,
     pub mode: Mode,
-    /// Decode+augment threads (async mode).
+    /// Decode+augment threads (async mode). Ignored when `auto_workers` is set.
     pub workers: usize,
+    /// `workers = auto`: run between 1 and this many decode threads (the CPU budget),
+    /// the count chosen during the first epoch from how long the consumer waits (see
+    /// `pipeline::tune`). The batches are the same bytes whatever it chooses.
+    pub auto_workers: Option<usize>,
     /// Batches kept ready ahead of the consumer (async mode).
     pub prefetch: usize,
     /// Reads in flight (async mode).
@@ -101,6 +153,7 @@ impl Default for LoaderConfig {
             batch_size: 64,
             mode: Mode::Async,
             workers: 2,
+            auto_workers: None,
             prefetch: 2,
             io_depth: 8,
             seed: 0,
@@ -163,7 +216,10 @@ impl LoaderConfig {
     pub fn validate(&self) -> Result<(), LoaderError> {
         in_range("batch_size", self.batch_size, 1, MAX_BATCH_SIZE)?;
         let min = usize::from(self.mode == Mode::Async);
-        in_range("workers", self.workers, min, MAX_WORKERS)?;
+        match self.auto_workers {
+            Some(budget) => in_range("auto_workers (the CPU budget)", budget, 1, MAX_WORKERS)?,
+            None => in_range("workers", self.workers, min, MAX_WORKERS)?,
+        }
         in_range("prefetch", self.prefetch, min, MAX_PREFETCH)?;
         in_range("io_depth", self.io_depth, min, MAX_IO_DEPTH)?;
         in_range("world", self.world, 1, MAX_WORLD)?;
@@ -186,8 +242,26 @@ impl LoaderConfig {
     pub fn pool_capacity(&self) -> usize {
         match self.mode {
             Mode::Sync => 1,
-            Mode::Async => self.prefetch + self.workers + 1,
+            Mode::Async => self.prefetch + self.max_workers() + 1,
         }
+    }
+
+    /// The most decode threads this configuration may run: `workers`, or the budget
+    /// of `auto_workers`.
+    pub fn max_workers(&self) -> usize {
+        self.auto_workers.unwrap_or(self.workers)
+    }
+
+    /// A CPU budget for `auto_workers` while a training step runs on this machine:
+    /// every core but one, which is left to the step (and, on a GPU, to the thread that
+    /// launches its kernels); at least one.
+    pub fn default_cpu_budget() -> usize {
+        Self::cores().saturating_sub(1).max(1)
+    }
+
+    /// The cores this process may use.
+    pub fn cores() -> usize {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
     }
 
     /// The memory bound in force: `max_buffer_bytes`, or half of physical memory.

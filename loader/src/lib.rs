@@ -50,7 +50,7 @@ pub mod trace;
 pub mod upload;
 
 pub use batch::{Batch, Images};
-pub use config::{LoaderConfig, Mode, OnError};
+pub use config::{LoaderConfig, Mode, OnError, Workers};
 pub use digest::Digest;
 pub use error::LoaderError;
 pub use metrics::Metrics;

@@ -374,3 +374,92 @@ fn the_last_epoch_is_delivered_whole_and_nothing_runs_after_it() {
         assert_eq!(reads, 401);
     }
 }
+
+/// A source that takes `delay` to read each sample, so decode-side work is slow next
+/// to a consumer that does nothing.
+struct SlowSource {
+    inner: RawSource,
+    delay: Duration,
+}
+
+impl Source for SlowSource {
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+    fn classes(&self) -> &[String] {
+        self.inner.classes()
+    }
+    fn label(&self, index: usize) -> u32 {
+        self.inner.label(index)
+    }
+    fn describe(&self, index: usize) -> String {
+        self.inner.describe(index)
+    }
+    fn read(
+        &self,
+        index: usize,
+        buf: &mut Vec<u8>,
+    ) -> Result<stoker_loader::RecordKind, stoker_loader::SourceError> {
+        std::thread::sleep(self.delay);
+        self.inner.read(index, buf)
+    }
+    fn format(&self) -> &'static str {
+        "slow memory"
+    }
+}
+
+#[test]
+fn auto_workers_climb_while_the_consumer_waits_and_keep_the_bytes() {
+    let spec = "rrc:8,flip";
+    let fast: Arc<dyn Source> = Arc::new(RawSource::new(96, 16));
+    let reference = digests(fast, config(Mode::Sync, 1, spec), 2);
+    // Reads of 2 ms and io_depth 1: one worker cannot keep up with a consumer that
+    // takes batches as fast as it can, so the tuner adds workers up to the budget.
+    let slow: Arc<dyn Source> = Arc::new(SlowSource {
+        inner: RawSource::new(96, 16),
+        delay: Duration::from_millis(2),
+    });
+    let mut cfg = config(Mode::Async, 1, spec);
+    cfg.io_depth = 1;
+    stoker_loader::Workers::Auto.apply(&mut cfg, 3);
+    let mut loader = Loader::new(slow, cfg).unwrap();
+    assert_eq!(loader.memory_bound_bytes(), (2 + 3 + 1) * 8 * 8 * 8 * 3);
+    let mut got = Vec::new();
+    for e in 0..2 {
+        for b in loader.epoch(e) {
+            let mut d = Digest::new();
+            d.update(&b.unwrap());
+            got.push(d.hex());
+        }
+    }
+    assert_eq!(
+        got, reference,
+        "auto gives the same bytes as any fixed count"
+    );
+    let auto = loader.auto_workers().expect("auto is on");
+    assert_eq!(auto.budget, 3);
+    assert!(auto.is_frozen(), "frozen after the first epoch");
+    let changes = auto.changes();
+    assert!(
+        !changes.is_empty(),
+        "the consumer waited: workers were added"
+    );
+    assert!(changes.iter().all(|c| c.workers <= 3));
+    assert!(auto.workers() >= 2, "{changes:?}");
+}
+
+#[test]
+fn auto_workers_stay_at_one_for_a_slow_consumer() {
+    // Fast samples and a consumer that takes 15 ms a batch: the queue is always full,
+    // so the tuner never adds a worker and stays at one.
+    let src: Arc<dyn Source> = Arc::new(RawSource::new(64, 8));
+    let mut cfg = config(Mode::Async, 1, "");
+    stoker_loader::Workers::Auto.apply(&mut cfg, 4);
+    let mut loader = Loader::new(src, cfg).unwrap();
+    for b in loader.epoch(0) {
+        b.unwrap();
+        std::thread::sleep(Duration::from_millis(15));
+    }
+    let auto = loader.auto_workers().unwrap();
+    assert_eq!(auto.workers(), 1, "{:?}", auto.changes());
+}

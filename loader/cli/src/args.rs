@@ -22,6 +22,11 @@ pub fn workers(s: &str) -> Result<usize, String> {
     count_in(s, 1, MAX_WORKERS)
 }
 
+/// The CPU budget of `--workers auto`.
+pub fn cpu_budget(s: &str) -> Result<usize, String> {
+    count_in(s, 1, MAX_WORKERS)
+}
+
 pub fn prefetch(s: &str) -> Result<usize, String> {
     count_in(s, 1, MAX_PREFETCH)
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde::Serialize;
 use stoker_augment::Pipeline;
-use stoker_loader::{source, Digest, Loader, LoaderConfig, Mode, OnError};
+use stoker_loader::{source, Digest, Loader, LoaderConfig, Mode, OnError, Workers};
 
 use crate::args;
 
@@ -16,8 +16,14 @@ pub struct Args {
     pub data: PathBuf,
     #[arg(long, default_value = "async")]
     pub mode: Mode,
-    #[arg(long, default_value_t = 2, value_parser = args::workers)]
-    pub workers: usize,
+    /// Decode threads: a number, or `auto` to choose during the first epoch from how
+    /// long the consumer waits, under --cpu-budget.
+    #[arg(long, default_value_t = Workers::Fixed(2))]
+    pub workers: Workers,
+    /// Threads `--workers auto` may use (default: every core; no training step runs
+    /// here, and --compute-ms only sleeps).
+    #[arg(long, value_parser = args::cpu_budget)]
+    pub cpu_budget: Option<usize>,
     #[arg(long, default_value_t = 2, value_parser = args::prefetch)]
     pub prefetch: usize,
     #[arg(long, default_value_t = 8, value_parser = args::io_depth)]
@@ -60,13 +66,27 @@ pub struct Args {
     pub max_pixels: usize,
 }
 
+/// What `--workers auto` chose and when.
+#[derive(Serialize, Clone, Debug)]
+pub struct AutoReport {
+    pub cpu_budget: usize,
+    pub workers: usize,
+    pub prefetch: usize,
+    pub io_depth: usize,
+    pub changes: Vec<stoker_loader::pipeline::tune::AutoChange>,
+}
+
 /// What a bench run measured. Field names are a contract (`--json`).
 #[derive(Serialize, Clone, Debug)]
 pub struct Report {
     /// The JPEG decoder of this build (`libjpeg-turbo 2.1.5` or `zune-jpeg`).
     pub decoder: String,
     pub mode: Mode,
+    /// Decode threads at the end of the run (what auto chose, when it was on).
     pub workers: usize,
+    /// What `--workers auto` did, when it was on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto: Option<AutoReport>,
     pub prefetch: usize,
     pub io_depth: usize,
     pub batch_size: usize,
@@ -102,10 +122,9 @@ pub fn measure(a: &Args) -> anyhow::Result<Report> {
         },
     )?;
     let transform = Pipeline::parse(&a.transform)?;
-    let cfg = LoaderConfig {
+    let mut cfg = LoaderConfig {
         batch_size: a.batch_size,
         mode: a.mode,
-        workers: a.workers,
         prefetch: a.prefetch,
         io_depth: a.io_depth,
         seed: a.seed,
@@ -117,6 +136,8 @@ pub fn measure(a: &Args) -> anyhow::Result<Report> {
         max_pixels: a.max_pixels,
         ..LoaderConfig::default()
     };
+    a.workers
+        .apply(&mut cfg, a.cpu_budget.unwrap_or_else(LoaderConfig::cores));
     let mut loader = Loader::new(src, cfg)?;
     let compute = Duration::from_secs_f64(a.compute_ms.max(0.0) / 1e3);
     let mut digest = a.digest.then(Digest::new);
@@ -154,7 +175,18 @@ pub fn measure(a: &Args) -> anyhow::Result<Report> {
     Ok(Report {
         decoder: stoker_augment::decoder(),
         mode: a.mode,
-        workers: if a.mode == Mode::Sync { 0 } else { a.workers },
+        workers: match (a.mode, loader.auto_workers()) {
+            (Mode::Sync, _) => 0,
+            (_, Some(auto)) => auto.workers(),
+            (_, None) => loader.config().workers,
+        },
+        auto: loader.auto_workers().map(|auto| AutoReport {
+            cpu_budget: auto.budget,
+            workers: auto.workers(),
+            prefetch: a.prefetch,
+            io_depth: a.io_depth,
+            changes: auto.changes(),
+        }),
         prefetch: a.prefetch,
         io_depth: a.io_depth,
         batch_size: a.batch_size,

@@ -66,7 +66,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let base = bench::Args {
         data: dir,
         mode: Mode::Sync,
-        workers: a.workers,
+        workers: stoker_loader::Workers::Fixed(a.workers),
+        cpu_budget: None,
         prefetch: 2,
         io_depth: 8,
         batch_size: a.batch_size,

@@ -16,7 +16,7 @@ use std::time::Instant;
 use stoker_augment::retain::Retention;
 use stoker_augment::Scratch;
 
-use super::{LoaderConfig, Shared};
+use super::{tune, LoaderConfig, Shared};
 use crate::metrics::add_time;
 use crate::pool::{Pool, PooledBuf};
 use crate::source::RecordKind;
@@ -77,15 +77,87 @@ struct Ready {
     batch: Result<Batch, LoaderError>,
 }
 
+/// The decode workers: the channel ends a new one needs, and one handle per worker
+/// id (a worker whose id reaches the target count exits after its current sample).
+struct Workers {
+    shared: Arc<Shared>,
+    work_rx: flume::Receiver<WorkItem>,
+    recycle_tx: flume::Sender<Vec<u8>>,
+    done_tx: crossbeam_channel::Sender<Arc<InProgress>>,
+    stop: Arc<AtomicBool>,
+    target: Arc<AtomicUsize>,
+    handles: Vec<Option<JoinHandle<()>>>,
+}
+
+impl Workers {
+    /// Runs workers `0..n`: starts the missing ones, and lowers the target so that
+    /// those at or past `n` exit.
+    fn scale_to(&mut self, n: usize) {
+        self.target.store(n, Ordering::SeqCst);
+        for id in 0..n {
+            if id >= self.handles.len() {
+                self.handles.push(None);
+            }
+            let alive = self.handles[id].as_ref().is_some_and(|h| !h.is_finished());
+            if alive {
+                continue;
+            }
+            if let Some(old) = self.handles[id].take() {
+                let _ = old.join();
+            }
+            let (shared, rx, rtx, dtx, stop, target) = (
+                self.shared.clone(),
+                self.work_rx.clone(),
+                self.recycle_tx.clone(),
+                self.done_tx.clone(),
+                self.stop.clone(),
+                self.target.clone(),
+            );
+            self.handles[id] = Some(spawn(&format!("stoker-worker-{id}"), move || {
+                worker(&shared, rx, rtx, dtx, &stop, id, &target)
+            }));
+        }
+    }
+
+    fn alive(&self) -> usize {
+        self.handles
+            .iter()
+            .flatten()
+            .filter(|h| !h.is_finished())
+            .count()
+    }
+
+    /// Drops this side's channel ends (so the stages see them close) and joins every
+    /// worker.
+    fn stop(self) {
+        let Workers {
+            work_rx,
+            recycle_tx,
+            done_tx,
+            handles,
+            ..
+        } = self;
+        drop((work_rx, recycle_tx, done_tx));
+        for h in handles.into_iter().flatten() {
+            let _ = h.join();
+        }
+    }
+}
+
 /// A running async pipeline.
 pub(crate) struct Running {
     ready_rx: Option<crossbeam_channel::Receiver<Ready>>,
     shutdown: Arc<AtomicBool>,
     wake_tx: tokio::sync::watch::Sender<bool>,
     handles: Vec<JoinHandle<()>>,
+    workers: Option<Workers>,
+    tuner: tune::Tuner,
+    prefetch: usize,
     next_expected: (u64, usize),
     /// When the wait for the next batch began, if it was cut short by a deadline.
     wait_started: Option<Instant>,
+    /// Batches ready in the queue when the consumer asked for the current one.
+    queued_at_ask: usize,
     shared: Arc<Shared>,
     pool: Pool,
 }
@@ -100,8 +172,9 @@ impl Running {
     ) -> Running {
         let shutdown = Arc::new(AtomicBool::new(false));
         let (wake_tx, wake_rx) = tokio::sync::watch::channel(false);
-        let (work_tx, work_rx) = flume::bounded::<WorkItem>(cfg.io_depth + 2 * cfg.workers);
-        let (recycle_tx, recycle_rx) = flume::bounded::<Vec<u8>>(cfg.io_depth + 3 * cfg.workers);
+        let max_workers = cfg.max_workers();
+        let (work_tx, work_rx) = flume::bounded::<WorkItem>(cfg.io_depth + 2 * max_workers);
+        let (recycle_tx, recycle_rx) = flume::bounded::<Vec<u8>>(cfg.io_depth + 3 * max_workers);
         let (done_tx, done_rx) = crossbeam_channel::unbounded::<Arc<InProgress>>();
         let (ready_tx, ready_rx) = crossbeam_channel::bounded::<Ready>(cfg.prefetch);
         let mut handles = Vec::new();
@@ -116,19 +189,16 @@ impl Running {
             wake_rx,
         };
         handles.push(spawn("stoker-read", move || reader.run(epoch, step)));
-        for w in 0..cfg.workers {
-            let (shared, rx, rtx, dtx, stop) = (
-                shared.clone(),
-                work_rx.clone(),
-                recycle_tx.clone(),
-                done_tx.clone(),
-                shutdown.clone(),
-            );
-            handles.push(spawn(&format!("stoker-worker-{w}"), move || {
-                worker(&shared, rx, rtx, dtx, &stop)
-            }));
-        }
-        drop((work_rx, recycle_tx, done_tx));
+        let mut workers = Workers {
+            shared: shared.clone(),
+            work_rx,
+            recycle_tx,
+            done_tx,
+            stop: shutdown.clone(),
+            target: Arc::new(AtomicUsize::new(0)),
+            handles: Vec::new(),
+        };
+        workers.scale_to(shared.auto.as_ref().map_or(cfg.workers, |a| a.workers()));
         let collator_shared = shared.clone();
         handles.push(spawn("stoker-collate", move || {
             collate(&collator_shared, done_rx, ready_tx)
@@ -138,8 +208,12 @@ impl Running {
             shutdown,
             wake_tx,
             handles,
+            workers: Some(workers),
+            tuner: tune::Tuner::new(),
+            prefetch: cfg.prefetch,
             next_expected: (epoch, step),
             wait_started: None,
+            queued_at_ask: 0,
             shared,
             pool,
         }
@@ -152,6 +226,7 @@ impl Running {
 
     pub fn threads(&self) -> usize {
         self.handles.iter().filter(|h| !h.is_finished()).count()
+            + self.workers.as_ref().map_or(0, Workers::alive)
     }
 
     /// Waits for the next batch, which must be (epoch, step) of an epoch of
@@ -175,6 +250,7 @@ impl Running {
         let t0 = match self.wait_started {
             Some(t) => t,
             None => {
+                self.queued_at_ask = rx.len();
                 counters
                     .queue_len_sum
                     .fetch_add(rx.len() as u64, Ordering::Relaxed);
@@ -218,6 +294,22 @@ impl Running {
         } else {
             (epoch + 1, 0)
         };
+        if let Some(auto) = self.shared.auto.clone() {
+            let wait = t0.elapsed();
+            if let Some(n) = self
+                .tuner
+                .on_batch(&auto, wait, self.queued_at_ask, self.prefetch)
+            {
+                if let Some(w) = self.workers.as_mut() {
+                    w.scale_to(n);
+                }
+            }
+            if step + 1 >= epoch_len {
+                // One epoch is enough to see the stage rates; a fixed count from here
+                // on keeps later epochs' timing comparable.
+                auto.freeze();
+            }
+        }
         Some(ready.batch)
     }
 }
@@ -228,6 +320,9 @@ impl Drop for Running {
         let _ = self.wake_tx.send(true);
         // Batches still queued go back to the pool as the receiver drops them.
         self.ready_rx = None;
+        if let Some(w) = self.workers.take() {
+            w.stop();
+        }
         for h in self.handles.drain(..) {
             let _ = h.join();
         }
@@ -363,6 +458,8 @@ fn worker(
     recycle: flume::Sender<Vec<u8>>,
     done: crossbeam_channel::Sender<Arc<InProgress>>,
     stop: &AtomicBool,
+    id: usize,
+    target: &AtomicUsize,
 ) {
     let mut scratch = Scratch::default();
     // Read buffers circulate between the read stage and the workers; one that held an
@@ -396,6 +493,10 @@ fn worker(
         retention.trim(&mut bytes);
         let _ = recycle.try_send(bytes);
         if job.remaining.fetch_sub(1, Ordering::AcqRel) == 1 && done.send(job).is_err() {
+            return;
+        }
+        // Scaled down (workers = auto): leave between samples, so nothing is lost.
+        if id >= target.load(Ordering::SeqCst) {
             return;
         }
     }

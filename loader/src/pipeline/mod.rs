@@ -16,6 +16,7 @@
 mod async_;
 mod cursor;
 mod sync;
+pub mod tune;
 pub(crate) mod work;
 
 use std::sync::Arc;
@@ -47,6 +48,8 @@ pub(crate) struct Shared {
     pub shape: (usize, usize, usize),
     pub counters: Counters,
     pub trace: Option<Arc<Trace>>,
+    /// What `workers = auto` chose, when it is on.
+    pub auto: Option<Arc<tune::AutoState>>,
 }
 
 impl Shared {
@@ -136,6 +139,10 @@ impl Loader {
             shape,
             counters: Counters::default(),
             trace,
+            auto: cfg
+                .auto_workers
+                .filter(|_| cfg.mode == Mode::Async)
+                .map(|budget| Arc::new(tune::AutoState::new(budget))),
         });
         Ok(Loader {
             shared,
@@ -244,6 +251,11 @@ impl Loader {
     /// error starts a new one.
     pub fn pipeline_starts(&self) -> usize {
         self.starts
+    }
+
+    /// What `auto_workers` chose: `None` unless it is on (async mode).
+    pub fn auto_workers(&self) -> Option<&tune::AutoState> {
+        self.shared.auto.as_deref()
     }
 
     /// Number of live pipeline threads (0 in sync mode or before the first epoch).

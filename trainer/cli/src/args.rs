@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use clap::{Parser, ValueEnum};
 use stoker_loader::config::{MAX_PREFETCH, MAX_WORKERS};
-use stoker_loader::Mode;
+use stoker_loader::{Mode, Workers};
 use stoker_trainer::{DevicePref, ModelKind, OptimizerKind};
 
 use crate::cluster::Engine;
@@ -68,9 +68,14 @@ pub struct Args {
     /// prepared by worker threads ahead of the step (double-buffered).
     #[arg(long, default_value_t = Mode::Async)]
     pub reader: Mode,
-    /// Decode and augment threads (async reader).
-    #[arg(long, default_value_t = 1, value_parser = count::<1, { MAX_WORKERS as u64 }, usize>)]
-    pub workers: usize,
+    /// Decode and augment threads (async reader): a number, or `auto` to choose during
+    /// the first epoch from how long the step waits for data, under --cpu-budget.
+    #[arg(long, default_value_t = Workers::Auto)]
+    pub workers: Workers,
+    /// Threads `--workers auto` may use (default: every core but one, left to the
+    /// training step and to the thread that drives the GPU).
+    #[arg(long, value_parser = count::<1, { MAX_WORKERS as u64 }, usize>)]
+    pub cpu_budget: Option<usize>,
     /// Batches prepared ahead (async reader).
     #[arg(long, default_value_t = 2, value_parser = count::<1, { MAX_PREFETCH as u64 }, usize>)]
     pub prefetch: usize,

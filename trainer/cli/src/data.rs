@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use stoker_augment::Pipeline;
-use stoker_loader::{source, Loader, LoaderConfig, Mode, ShardPolicy, Source};
+use stoker_loader::{source, Loader, LoaderConfig, Mode, ShardPolicy, Source, Workers};
 
 /// The opened sources and the transforms that go with them.
 pub struct Data {
@@ -26,7 +26,9 @@ pub struct Reading {
     pub world: usize,
     pub mode: Mode,
     pub batch_size: usize,
-    pub workers: usize,
+    pub workers: Workers,
+    /// Threads `workers = auto` may use.
+    pub cpu_budget: usize,
     pub prefetch: usize,
     pub seed: u64,
     pub epochs: u64,
@@ -95,10 +97,9 @@ impl Data {
     /// The training loader and, when there is validation data, its loader; checks that
     /// both deliver images of one shape.
     pub fn loaders(&self, r: &Reading) -> anyhow::Result<(Loader, Option<Loader>)> {
-        let cfg = LoaderConfig {
+        let mut cfg = LoaderConfig {
             batch_size: r.batch_size,
             mode: r.mode,
-            workers: r.workers,
             prefetch: r.prefetch,
             seed: r.seed,
             shuffle: true,
@@ -112,6 +113,7 @@ impl Data {
             shard_policy: ShardPolicy::Pad,
             ..LoaderConfig::default()
         };
+        r.workers.apply(&mut cfg, r.cpu_budget);
         let train = Loader::new(self.train.clone(), cfg.clone())
             .with_context(|| format!("reading {}", self.train_path.display()))?;
         let val = match &self.val {

@@ -114,11 +114,23 @@ pub struct RunInfo {
     pub wait_covers: String,
     pub reader: String,
     pub batch_size: usize,
+    /// Decode threads (at the end, when `auto` chose them).
     pub workers: usize,
+    /// What `--workers auto` chose and when, when it was on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto_workers: Option<AutoChoice>,
     pub train_data: String,
     pub val_data: Option<String>,
     /// From start to end of the training loop, evaluation included.
     pub wall_seconds: f64,
+}
+
+/// What `--workers auto` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct AutoChoice {
+    pub cpu_budget: usize,
+    pub workers: usize,
+    pub changes: Vec<stoker_loader::pipeline::tune::AutoChange>,
 }
 
 /// The final JSON object (`--json`): `val_accuracy`, `train_loss`, `images_per_sec`,

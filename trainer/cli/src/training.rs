@@ -7,14 +7,14 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use anyhow::Context;
-use stoker_loader::Mode;
+use stoker_loader::{LoaderConfig, Mode};
 use stoker_trainer::train::{History, Observer, Stop, Totals, TrainConfig, Trainer};
 use stoker_trainer::{Backend, BatchFeed, Collective, Model, ModelConfig, Optimizer, Schedule};
 
 use crate::args::Args;
 use crate::data::{Data, Reading};
 use crate::plot;
-use crate::report::{self, CompareRow, Comparison, Console, RunInfo};
+use crate::report::{self, AutoChoice, CompareRow, Comparison, Console, RunInfo};
 
 /// Makes the batch feed of one run: (reader mode, image shape, largest batch) -> feed.
 pub type MakeFeed<'a, B> =
@@ -128,6 +128,9 @@ fn train_once<B: Backend + Clone + 'static>(
         mode,
         batch_size: a.batch_size,
         workers: a.workers,
+        cpu_budget: a
+            .cpu_budget
+            .unwrap_or_else(LoaderConfig::default_cpu_budget),
         prefetch: a.prefetch,
         seed: a.seed,
         epochs: a.epochs,
@@ -167,7 +170,11 @@ fn train_once<B: Backend + Clone + 'static>(
         Mode::Sync => "sync (read and decode on the training thread)".to_string(),
         Mode::Async => format!(
             "async ({} worker(s), {} batches prefetched)",
-            a.workers, a.prefetch
+            match train.auto_workers() {
+                Some(auto) => format!("auto: 1 to {}", auto.budget),
+                None => train.config().workers.to_string(),
+            },
+            a.prefetch
         ),
     };
     say(&format!(
@@ -234,7 +241,15 @@ fn train_once<B: Backend + Clone + 'static>(
         wait_covers: trainer.wait_covers().to_string(),
         reader: mode.to_string(),
         batch_size: a.batch_size,
-        workers: a.workers,
+        workers: match trainer.train.auto_workers() {
+            Some(auto) => auto.workers(),
+            None => trainer.train.config().workers,
+        },
+        auto_workers: trainer.train.auto_workers().map(|auto| AutoChoice {
+            cpu_budget: auto.budget,
+            workers: auto.workers(),
+            changes: auto.changes(),
+        }),
         train_data: data.train_path.display().to_string(),
         val_data: data.val_path.as_ref().map(|p| p.display().to_string()),
         wall_seconds,

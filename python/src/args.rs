@@ -40,6 +40,28 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Int {
     }
 }
 
+/// A worker count: an int, or the string `"auto"`.
+#[derive(Clone, Debug)]
+pub enum IntOrAuto {
+    Auto,
+    Int(Int),
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for IntOrAuto {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        if let Ok(s) = obj.extract::<String>() {
+            return if s.trim().eq_ignore_ascii_case("auto") {
+                Ok(IntOrAuto::Auto)
+            } else {
+                Ok(IntOrAuto::Int(Int::Other(format!("the string {s:?}"))))
+            };
+        }
+        Int::extract(obj).map(IntOrAuto::Int)
+    }
+}
+
 /// `value` as an integer in `min..=max`, or a ValueError (TypeError for a non-int)
 /// naming `name`.
 pub fn in_range(name: &str, value: Int, min: i128, max: i128) -> PyResult<i128> {

@@ -12,7 +12,7 @@ use stoker_augment::Pipeline;
 use stoker_loader::config::{MAX_BATCH_SIZE, MAX_IO_DEPTH, MAX_PREFETCH, MAX_WORKERS};
 use stoker_loader::{source, Cursor, Loader, LoaderConfig, LoaderState, Mode, OnError};
 
-use crate::args::{choice, in_range, Int};
+use crate::args::{choice, in_range, Int, IntOrAuto};
 use crate::epoch::EpochIter;
 use crate::errors::{loader_error, source_error};
 
@@ -44,7 +44,7 @@ impl PyLoader {
         batch_size = Int::of(64),
         transform = "",
         mode = "async",
-        workers = Int::of(2),
+        workers = IntOrAuto::Int(Int::of(2)),
         prefetch = Int::of(2),
         seed = Int::of(0),
         shuffle = true,
@@ -55,6 +55,7 @@ impl PyLoader {
         io_depth = Int::of(8),
         split = "train",
         channels = None,
+        cpu_budget = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -63,7 +64,7 @@ impl PyLoader {
         batch_size: Int,
         transform: &str,
         mode: &str,
-        workers: Int,
+        workers: IntOrAuto,
         prefetch: Int,
         seed: Int,
         shuffle: bool,
@@ -74,6 +75,7 @@ impl PyLoader {
         io_depth: Int,
         split: &str,
         channels: Option<Int>,
+        cpu_budget: Option<Int>,
     ) -> PyResult<Self> {
         let mode = match choice("mode", mode, &["sync", "async"])? {
             "sync" => Mode::Sync,
@@ -84,7 +86,25 @@ impl PyLoader {
         let cfg = LoaderConfig {
             batch_size: in_range("batch_size", batch_size, 1, MAX_BATCH_SIZE as i128)? as usize,
             mode,
-            workers: in_range("workers", workers, min, MAX_WORKERS as i128)? as usize,
+            workers: match &workers {
+                IntOrAuto::Int(n) => {
+                    in_range("workers", n.clone(), min, MAX_WORKERS as i128)? as usize
+                }
+                IntOrAuto::Auto => 1,
+            },
+            auto_workers: match (&workers, cpu_budget) {
+                (IntOrAuto::Auto, Some(b)) => {
+                    Some(in_range("cpu_budget", b, 1, MAX_WORKERS as i128)? as usize)
+                }
+                // A Python loop trains on this machine: leave it a core.
+                (IntOrAuto::Auto, None) => Some(LoaderConfig::default_cpu_budget()),
+                (IntOrAuto::Int(_), Some(_)) => {
+                    return Err(PyValueError::new_err(
+                        "cpu_budget is the budget of workers=\"auto\"; give one or the other",
+                    ))
+                }
+                (IntOrAuto::Int(_), None) => None,
+            },
             prefetch: in_range("prefetch", prefetch, min, MAX_PREFETCH as i128)? as usize,
             io_depth: in_range("io_depth", io_depth, min, MAX_IO_DEPTH as i128)? as usize,
             seed: in_range("seed", seed, 0, u64::MAX as i128)? as u64,
@@ -274,6 +294,14 @@ impl PyLoader {
         d.set_item("pool_grown", self.inner.pool_grown())?;
         d.set_item("pipeline_starts", self.inner.pipeline_starts())?;
         d.set_item("threads", self.inner.threads())?;
+        let workers = match self.inner.auto_workers() {
+            Some(auto) => auto.workers(),
+            None => self.inner.config().workers,
+        };
+        d.set_item("workers", workers)?;
+        if let Some(auto) = self.inner.auto_workers() {
+            d.set_item("cpu_budget", auto.budget)?;
+        }
         Ok(d)
     }
 

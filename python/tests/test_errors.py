@@ -60,7 +60,7 @@ def test_corrupt_image_is_skipped_and_counted(shapes, copy_of, mode):
         (dict(workers=0), ValueError, "workers must be between 1"),
         (dict(workers=10**6), ValueError, "workers must be between 1 and 1024"),
         (dict(workers=10**40), ValueError, "workers is far too large"),
-        (dict(workers="2"), TypeError, "workers must be an int, got str"),
+        (dict(workers="2"), TypeError, "workers must be an int, got the string"),
         (dict(prefetch=-2), ValueError, "prefetch"),
         (dict(seed=-1), ValueError, "seed"),
         (dict(mode="fast"), ValueError, "mode must be one of 'sync', 'async'"),
@@ -95,3 +95,18 @@ def test_pack_and_gen_errors(tmp_path):
         stoker.gen_shapes(tmp_path / "g", 0)
     with pytest.raises(ValueError, match="classes"):
         stoker.gen_shapes(tmp_path / "g", 5, classes=11)
+
+
+def test_workers_auto(shapes):
+    straight = stoker.Loader(shapes, batch_size=8, workers=1, seed=3)
+    auto = stoker.Loader(shapes, batch_size=8, workers="auto", cpu_budget=2, seed=3)
+    for (a, la), (b, lb) in zip(straight.epoch(0), auto.epoch(0)):
+        assert (a == b).all() and (la == lb).all()
+    m = auto.metrics()
+    assert m["cpu_budget"] == 2 and 1 <= m["workers"] <= 2
+    with pytest.raises(ValueError, match="cpu_budget"):
+        stoker.Loader(shapes, workers=2, cpu_budget=2)
+    with pytest.raises(ValueError, match="cpu_budget"):
+        stoker.Loader(shapes, workers="auto", cpu_budget=0)
+    with pytest.raises(TypeError, match="workers"):
+        stoker.Loader(shapes, workers="many")

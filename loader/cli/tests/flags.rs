@@ -163,7 +163,10 @@ fn bench_flags() {
         ),
         ("--trace", &["", "/nonexistent/dir/trace.json"][..]),
         ("--workers", &["auto", "AUTO", "automatic", "0.5"][..]),
-        ("--cpu-budget", &["0", "-1", "1", "2", "100000", "nan", ""][..]),
+        (
+            "--cpu-budget",
+            &["0", "-1", "1", "2", "100000", "nan", ""][..],
+        ),
     ] {
         for value in values {
             let mut args = base("");

@@ -11,7 +11,7 @@
 //!   optimizer steps. The kernels do the CPU's f32 operations in the CPU's order, with
 //!   FMA contraction off and IEEE division and square root (NVRTC's defaults), and the
 //!   sums of col2im / maxpool backward / avgpool run in the CPU's order.
-//! - GEMM: `|gpu - cpu| <= 1e-4 * (sqrt(k) + |cpu|)`. cuBLAS and matrixmultiply sum
+//! - GEMM: `|gpu - cpu| <= 1e-4 * (sqrt(k) + |cpu|)`. cuBLAS and gemm-f32 sum
 //!   the k products in different orders; with O(1) inputs each order's rounding error
 //!   is a few f32 ulps of partial sums of size ~sqrt(k).
 //! - reductions summed in double in a different order (bias gradient, batch-norm
@@ -25,7 +25,7 @@ use std::sync::OnceLock;
 
 use stoker_trainer::backend::cuda::{self, CudaBackend};
 use stoker_trainer::backend::{
-    AdamWStep, Backend, BnGeom, ConvGeom, DataLayout, Gemm, In, Out, PoolGeom, SgdStep,
+    AdamWStep, Backend, BnGeom, ColLayout, ConvGeom, DataLayout, Gemm, In, Out, PoolGeom, SgdStep,
 };
 use stoker_trainer::layer::conv::ConvSpec;
 use stoker_trainer::layer::{
@@ -270,6 +270,7 @@ fn im2col_and_col2im_are_bit_identical() {
             kw: k,
             stride,
             pad,
+            col: ColLayout::TapMajor,
         };
         let x = randn(&mut rng, geo.c * geo.n * geo.h * geo.w);
         let nc = 3;

@@ -153,6 +153,19 @@ impl Gemm {
     }
 }
 
+/// How an im2col matrix is laid out. With `K = c * kh * kw` kernel taps and `P` output
+/// pixels (images x rows x columns), it is `[K, P]` or its transpose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColLayout {
+    /// `[K, P]`: one row per kernel tap, so a row of the forward GEMM's output is a
+    /// channel of the activation (what the CUDA backend uses).
+    TapMajor,
+    /// `[P, K]`: one row per output pixel. The CPU's choice: its weight-gradient GEMM
+    /// `dy[cout, P] x col[P, K]` then reads both operands along their rows, which is
+    /// about three times faster there than `[K, P]` read transposed.
+    PixelMajor,
+}
+
 /// Geometry of a 2-D convolution over a channel-major batch `[c, n, h, w]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConvGeom {
@@ -166,6 +179,8 @@ pub struct ConvGeom {
     pub kw: usize,
     pub stride: usize,
     pub pad: usize,
+    /// Layout of the im2col matrix that `im2col` writes and `col2im` reads.
+    pub col: ColLayout,
 }
 
 impl ConvGeom {
@@ -267,6 +282,9 @@ pub trait Backend: Send + Sync {
     /// How many f32 elements an im2col scratch buffer should hold at most: small on a
     /// CPU (cache), large on a GPU (fewer, bigger GEMMs).
     fn im2col_budget(&self) -> usize;
+    /// The im2col layout this backend's GEMMs run fastest on; `im2col` and `col2im`
+    /// support at least this one.
+    fn col_layout(&self) -> ColLayout;
 
     /// `dst[..len] = value`.
     fn fill(&self, dst: Out<'_, Self>, len: usize, value: f32) -> BResult<()>;
@@ -285,7 +303,8 @@ pub trait Backend: Send + Sync {
     /// See [`Gemm`].
     fn gemm(&self, spec: Gemm, a: In<'_, Self>, b: In<'_, Self>, c: Out<'_, Self>) -> BResult<()>;
 
-    /// Writes the im2col matrix `[c*kh*kw, nc*oh*ow]` of images `n0..n0+nc` of `x`.
+    /// Writes the im2col matrix of images `n0..n0+nc` of `x`: `[c*kh*kw, nc*oh*ow]`, or
+    /// its transpose, as `geom.col` says.
     fn im2col(
         &self,
         x: In<'_, Self>,

@@ -1,11 +1,13 @@
 //! 2-D convolution as im2col + GEMM over channel-major `[c, n, h, w]` activations.
 //!
 //! Images are processed in chunks sized by the backend's im2col budget: one chunk is one
-//! im2col and one GEMM `W[cout, c*k*k] x col[c*k*k, nc*oh*ow]`, written straight into
-//! the output's columns for those images (the GEMM's `ldc` skips the other images), so
-//! no transpose is ever needed. An optional bias and ReLU are fused into one pass.
+//! im2col and one GEMM `W[cout, K] x col[K, nc*oh*ow]` (`K = c*k*k`), written straight
+//! into the output's columns for those images (the GEMM's `ldc` skips the other images),
+//! so no transpose is ever needed. The column matrix is stored as the backend prefers
+//! ([`ColLayout`]): as `[K, P]`, or as `[P, K]` with the GEMMs reading it transposed.
+//! An optional bias and ReLU are fused into one pass.
 
-use crate::backend::{BResult, Backend, ConvGeom, Gemm};
+use crate::backend::{BResult, Backend, ColLayout, ConvGeom, Gemm};
 use crate::error::{config, Result};
 use crate::layer::{Builder, Ctx, Layer, Shape};
 use crate::param::{Init, ParamId};
@@ -21,6 +23,8 @@ pub struct Conv2d<B: Backend> {
     w: ParamId,
     b: Option<ParamId>,
     relu: bool,
+    /// The im2col layout, the backend's choice.
+    layout: ColLayout,
     /// Images per im2col chunk.
     chunk: usize,
     col: Tensor<B>,
@@ -88,6 +92,7 @@ impl<B: Backend> Conv2d<B> {
             w,
             b,
             relu: s.relu,
+            layout: bld.backend.col_layout(),
             chunk: 1,
             col: Tensor::zeros(bld.backend, &[0])?,
             col_valid: false,
@@ -109,6 +114,46 @@ impl<B: Backend> Conv2d<B> {
             kw: self.k,
             stride: self.stride,
             pad: self.pad,
+            col: self.layout,
+        }
+    }
+
+    /// The GEMM `W[cout, K] x col -> y[cout, nc*ohw]` for a chunk of `p = nc * ohw`
+    /// columns in an output whose rows hold `ld` columns.
+    fn forward_gemm(&self, kdim: usize, p: usize, ld: usize) -> Gemm {
+        let mut gm = match self.layout {
+            ColLayout::TapMajor => Gemm::dense(false, false, self.cout, p, kdim),
+            ColLayout::PixelMajor => Gemm::dense(false, true, self.cout, p, kdim),
+        };
+        gm.ldc = ld;
+        gm
+    }
+
+    /// `dW[cout, K] (+)= dy[cout, p] x col^T` (`dy`'s rows hold `ld` columns).
+    fn weight_grad_gemm(&self, kdim: usize, p: usize, ld: usize, accumulate: bool) -> Gemm {
+        let mut gm = match self.layout {
+            ColLayout::TapMajor => Gemm::dense(false, true, self.cout, kdim, p),
+            ColLayout::PixelMajor => Gemm::dense(false, false, self.cout, kdim, p),
+        };
+        gm.lda = ld;
+        gm.beta = if accumulate { 1.0 } else { 0.0 };
+        gm
+    }
+
+    /// `dcol = W^T dy` in the column layout: `[K, p] = W^T[K, cout] dy[cout, p]`, or
+    /// `[p, K] = dy^T[p, cout] W[cout, K]` (operands in that order).
+    fn input_grad_gemm(&self, kdim: usize, p: usize, ld: usize) -> Gemm {
+        match self.layout {
+            ColLayout::TapMajor => {
+                let mut gm = Gemm::dense(true, false, kdim, p, self.cout);
+                gm.ldb = ld;
+                gm
+            }
+            ColLayout::PixelMajor => {
+                let mut gm = Gemm::dense(true, false, p, kdim, self.cout);
+                gm.lda = ld;
+                gm
+            }
         }
     }
 }
@@ -138,8 +183,7 @@ impl<B: Backend> Layer<B> for Conv2d<B> {
             let nc = self.chunk.min(n - n0);
             cx.backend
                 .im2col(x.view(), g, n0, nc, self.col.view_mut())?;
-            let mut gm = Gemm::dense(false, false, self.cout, nc * ohw, kdim);
-            gm.ldc = n * ohw;
+            let gm = self.forward_gemm(kdim, nc * ohw, n * ohw);
             cx.backend.gemm(
                 gm,
                 cx.param(self.w),
@@ -178,21 +222,17 @@ impl<B: Backend> Layer<B> for Conv2d<B> {
             if !self.col_valid {
                 b.im2col(x.view(), g, n0, nc, self.col.view_mut())?;
             }
-            // dW[cout, K] (+)= dy[cout, nc*ohw] col[K, nc*ohw]^T
-            let mut gw = Gemm::dense(false, true, self.cout, kdim, nc * ohw);
-            gw.lda = n * ohw;
-            gw.beta = if i == 0 { 0.0 } else { 1.0 };
+            let gw = self.weight_grad_gemm(kdim, nc * ohw, n * ohw, i > 0);
             b.gemm(gw, dy.view_at(n0 * ohw), self.col.view(), cx.grad(self.w))?;
             if let Some(dx) = dx.as_deref_mut() {
-                // dcol[K, nc*ohw] = W[cout, K]^T dy[cout, nc*ohw], into the same scratch.
-                let mut gc = Gemm::dense(true, false, kdim, nc * ohw, self.cout);
-                gc.ldb = n * ohw;
-                b.gemm(
-                    gc,
-                    cx.param(self.w),
-                    dy.view_at(n0 * ohw),
-                    self.col.view_mut(),
-                )?;
+                // dcol into the same scratch, then folded back onto the images.
+                let gc = self.input_grad_gemm(kdim, nc * ohw, n * ohw);
+                let (w, d) = (cx.param(self.w), dy.view_at(n0 * ohw));
+                let (a, bm) = match self.layout {
+                    ColLayout::TapMajor => (w, d),
+                    ColLayout::PixelMajor => (d, w),
+                };
+                b.gemm(gc, a, bm, self.col.view_mut())?;
                 b.col2im(self.col.view(), g, n0, nc, dx.view_mut())?;
                 self.col_valid = false;
             }

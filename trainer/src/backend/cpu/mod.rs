@@ -1,5 +1,5 @@
-//! The CPU backend: GEMM through `matrixmultiply` (its own threads), everything else
-//! element-wise or per channel on rayon. One file per concern, each op's forward and
+//! The CPU backend: GEMM through `gemm-f32` (AVX-512 where the CPU has it), everything
+//! else element-wise or per channel on rayon. One file per concern, each op's forward and
 //! backward together: `gemm`, `conv` (im2col, col2im), `norm` (batch norm, data
 //! normalisation), `pool`, `elementwise` (fill, add, bias + activation, ReLU), `loss`
 //! (softmax cross-entropy), `optim` (SGD, AdamW). This file holds the buffers
@@ -7,7 +7,7 @@
 //!
 //! Determinism: work is split into fixed chunks (never by thread count) and every
 //! reduction runs sequentially inside one chunk, so results are bit-identical across runs
-//! and thread counts. `matrixmultiply` partitions only the output, never the `k` sum; a
+//! and thread counts. `gemm-f32` partitions only the output, never the `k` sum; a
 //! GEMM with a long `k` and a small output (a convolution's weight gradient) is split
 //! here into a fixed number of `k` slabs whose partial products are added in slab order.
 
@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::{
-    AdamWStep, BResult, Backend, BackendError, BnGeom, ConvGeom, DataLayout, Elem, Gemm, In, Out,
-    PoolGeom, SgdStep,
+    AdamWStep, BResult, Backend, BackendError, BnGeom, ColLayout, ConvGeom, DataLayout, Elem, Gemm,
+    In, Out, PoolGeom, SgdStep,
 };
 
 /// Element-wise ops work in chunks of this many elements: big enough to amortise rayon,
@@ -129,6 +129,10 @@ impl Backend for CpuBackend {
         // 16 MiB of f32: GEMM panels stay warm in cache, and a chunk still holds enough
         // columns for the GEMM's threads to split.
         4 << 20
+    }
+
+    fn col_layout(&self) -> ColLayout {
+        ColLayout::PixelMajor
     }
 
     fn fill(&self, dst: Out<'_, Self>, len: usize, value: f32) -> BResult<()> {

@@ -3,7 +3,18 @@
 
 use super::buffer::{device_addr, op_err};
 use super::{cuda_err, CudaBackend};
-use crate::backend::{BResult, ConvGeom, In, Out};
+use crate::backend::{BResult, ColLayout, ConvGeom, In, Out};
+
+/// The kernels write and read the tap-major layout only.
+fn check_layout(geom: &ConvGeom, op: &'static str) -> BResult<()> {
+    match geom.col {
+        ColLayout::TapMajor => Ok(()),
+        ColLayout::PixelMajor => Err(op_err(
+            op,
+            "the CUDA backend supports only the tap-major im2col layout",
+        )),
+    }
+}
 
 pub(super) fn im2col(
     backend: &CudaBackend,
@@ -13,6 +24,7 @@ pub(super) fn im2col(
     nc: usize,
     col: Out<'_, CudaBackend>,
 ) -> BResult<()> {
+    check_layout(&geom, "im2col")?;
     if n0 + nc > geom.n {
         return Err(op_err(
             "im2col",
@@ -65,6 +77,7 @@ pub(super) fn col2im(
     nc: usize,
     dx: Out<'_, CudaBackend>,
 ) -> BResult<()> {
+    check_layout(&geom, "col2im")?;
     if n0 + nc > geom.n {
         return Err(op_err(
             "col2im",

@@ -50,8 +50,8 @@ pub use kernels::{compile_kernels, kernel_source, DATANORM_MAX_CHANNELS};
 pub use probe::{probe, probe_ordinal, DeviceInfo};
 
 use super::{
-    AdamWStep, BResult, Backend, BackendError, BnGeom, ConvGeom, DataLayout, Elem, Gemm, In, Out,
-    PoolGeom, SgdStep,
+    AdamWStep, BResult, Backend, BackendError, BnGeom, ColLayout, ConvGeom, DataLayout, Elem, Gemm,
+    In, Out, PoolGeom, SgdStep,
 };
 use buffer::{as_bytes, as_bytes_mut, device_addr, op_err, DevPtr};
 use kernels::Kernels;
@@ -365,6 +365,11 @@ impl Backend for CudaBackend {
         // 64 MiB of f32 per conv layer: big enough that a chunk's GEMM fills the GPU,
         // small enough that a deep model's scratch stays under a GiB.
         16 << 20
+    }
+
+    fn col_layout(&self) -> ColLayout {
+        // cuBLAS runs the tap-major products at full speed; the kernels know only it.
+        ColLayout::TapMajor
     }
 
     fn fill(&self, dst: Out<'_, Self>, len: usize, value: f32) -> BResult<()> {

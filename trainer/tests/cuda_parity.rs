@@ -29,7 +29,8 @@ use stoker_trainer::backend::{
 };
 use stoker_trainer::layer::conv::ConvSpec;
 use stoker_trainer::layer::{
-    BatchNorm2d, Builder, Conv2d, Ctx, GlobalAvgPool, Layer, Linear, MaxPool2d, Relu, Shape,
+    BatchNorm2d, BatchNormReluPool, Builder, Conv2d, Ctx, GlobalAvgPool, Layer, Linear, MaxPool2d,
+    Relu, Shape,
 };
 use stoker_trainer::rng::Rng;
 use stoker_trainer::tensor::Tensor;
@@ -787,6 +788,9 @@ layer_maker!(MkPool, Shape::new(4, 8, 6), |bld, inp| MaxPool2d::new(
     bld, "pool", inp, 2, 2
 )
 .unwrap());
+layer_maker!(MkBnPool, Shape::new(5, 7, 6), |bld, inp| {
+    BatchNormReluPool::new(bld, "bn", "pool", inp).unwrap()
+});
 layer_maker!(MkGap, Shape::new(5, 4, 4), |_bld, inp| GlobalAvgPool::new(
     "gap", inp
 ));
@@ -801,6 +805,8 @@ fn every_layer_matches_forward_and_backward() {
     layer_parity("conv same", &MkConvSame, 5);
     layer_parity("batchnorm + relu", &MkBn, 7);
     layer_parity("maxpool", &MkPool, 3);
+    // The CPU's fused op against the CUDA backend's sequence of the two kernels.
+    layer_parity("batchnorm + relu + maxpool", &MkBnPool, 4);
     layer_parity("global avg pool", &MkGap, 4);
     layer_parity("relu", &MkRelu, 4);
 }

@@ -228,6 +228,49 @@ pub struct BnGeom {
     pub relu: bool,
 }
 
+/// A batch norm, ReLU and 2x2 max pooling (stride 2) fused into one op, over `[c, n, h,
+/// w]`; the pooled output is `[c, n, h / 2, w / 2]` (an odd last row or column is
+/// dropped, as the plain max pool drops it). Batch-norm settings as in [`BnGeom`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BnPoolGeom {
+    pub c: usize,
+    pub n: usize,
+    pub h: usize,
+    pub w: usize,
+    pub eps: f32,
+    pub momentum: f32,
+}
+
+impl BnPoolGeom {
+    pub fn out_h(&self) -> usize {
+        self.h / 2
+    }
+    pub fn out_w(&self) -> usize {
+        self.w / 2
+    }
+    /// The batch norm (with its ReLU) on its own.
+    pub fn bn(&self) -> BnGeom {
+        BnGeom {
+            c: self.c,
+            n: self.n,
+            hw: self.h * self.w,
+            eps: self.eps,
+            momentum: self.momentum,
+            relu: true,
+        }
+    }
+    /// The max pooling on its own.
+    pub fn pool(&self) -> PoolGeom {
+        PoolGeom {
+            planes: self.c * self.n,
+            h: self.h,
+            w: self.w,
+            k: 2,
+            stride: 2,
+        }
+    }
+}
+
 /// How `datanorm` lays out its f32 output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DataLayout {
@@ -418,6 +461,44 @@ pub trait Backend: Send + Sync {
         dgamma_beta: Out<'_, Self>,
         dx: Out<'_, Self>,
         bn: BnGeom,
+    ) -> BResult<()>;
+
+    /// f32 elements of scratch that `bn_relu_pool_*` need for `g` (0 if none). The
+    /// caller keeps the scratch from a forward to the backward that follows it.
+    fn bn_relu_pool_scratch(&self, g: BnPoolGeom) -> usize;
+    /// Batch norm, ReLU and 2x2 max pooling in one op; the same outputs as
+    /// `batchnorm_forward` (ReLU on) followed by `maxpool_forward`, without the full-size
+    /// activation in between. `y` is the pooled output, `[c, n, h / 2, w / 2]`;
+    /// `winners` (as many u32 as `y` has elements) records each window's winner in a
+    /// format of the backend's own, for the backward. Statistics and `running` as in
+    /// `batchnorm_forward`.
+    #[allow(clippy::too_many_arguments)]
+    fn bn_relu_pool_forward(
+        &self,
+        x: In<'_, Self>,
+        gamma_beta: In<'_, Self>,
+        running: Out<'_, Self>,
+        saved: Out<'_, Self>,
+        y: Out<'_, Self>,
+        winners: Out<'_, Self, u32>,
+        scratch: Out<'_, Self>,
+        g: BnPoolGeom,
+        train: bool,
+    ) -> BResult<()>;
+    /// Backward of a training-mode `bn_relu_pool_forward` of the same batch: from the
+    /// pooled output's gradient `dy`, overwrites `dgamma_beta` and `dx`.
+    #[allow(clippy::too_many_arguments)]
+    fn bn_relu_pool_backward(
+        &self,
+        x: In<'_, Self>,
+        dy: In<'_, Self>,
+        winners: In<'_, Self, u32>,
+        gamma_beta: In<'_, Self>,
+        saved: In<'_, Self>,
+        dgamma_beta: Out<'_, Self>,
+        dx: Out<'_, Self>,
+        scratch: Out<'_, Self>,
+        g: BnPoolGeom,
     ) -> BResult<()>;
 
     /// u8 NHWC images `[n, h, w, c]` to normalised f32, `(x / 255 - mean[ch]) / std[ch]`.

@@ -1,9 +1,10 @@
 //! The CPU backend: GEMM through `gemm-f32` (AVX-512 where the CPU has it), everything
-//! else element-wise or per channel on rayon. One file per concern, each op's forward and
-//! backward together: `gemm`, `conv` (im2col, col2im), `norm` (batch norm, data
-//! normalisation), `pool`, `elementwise` (fill, add, bias + activation, ReLU), `loss`
-//! (softmax cross-entropy), `optim` (SGD, AdamW). This file holds the buffers
-//! and the [`Backend`] impl, which hands each op to its file.
+//! else element-wise or per channel on rayon. One file per concern, each op's forward
+//! and backward together: `gemm`, `conv` (im2col, col2im), `norm` (batch norm, data
+//! normalisation), `pool`, `bn_pool` (batch norm + ReLU + max pool, fused),
+//! `elementwise` (fill, add, bias + activation, ReLU), `loss` (softmax cross-entropy),
+//! `optim` (SGD, AdamW). This file holds the buffers and the [`Backend`] impl, which
+//! hands each op to its file.
 //!
 //! Determinism: work is split into fixed chunks (never by thread count) and every
 //! reduction runs sequentially inside one chunk, so results are bit-identical across runs
@@ -11,6 +12,7 @@
 //! GEMM with a long `k` and a small output (a convolution's weight gradient) is split
 //! here into a fixed number of `k` slabs whose partial products are added in slab order.
 
+mod bn_pool;
 mod conv;
 mod elementwise;
 mod gemm;
@@ -23,8 +25,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::{
-    AdamWStep, BResult, Backend, BackendError, BnGeom, ColLayout, ConvGeom, DataLayout, Elem, Gemm,
-    In, Out, PoolGeom, SgdStep,
+    AdamWStep, BResult, Backend, BackendError, BnGeom, BnPoolGeom, ColLayout, ConvGeom, DataLayout,
+    Elem, Gemm, In, Out, PoolGeom, SgdStep,
 };
 
 /// Element-wise ops work in chunks of this many elements: big enough to amortise rayon,
@@ -282,6 +284,40 @@ impl Backend for CpuBackend {
         bn: BnGeom,
     ) -> BResult<()> {
         norm::batchnorm_backward(x, y, dy, gamma_beta, saved, dgamma_beta, dx, bn)
+    }
+
+    fn bn_relu_pool_scratch(&self, _g: BnPoolGeom) -> usize {
+        0
+    }
+
+    fn bn_relu_pool_forward(
+        &self,
+        x: In<'_, Self>,
+        gamma_beta: In<'_, Self>,
+        running: Out<'_, Self>,
+        saved: Out<'_, Self>,
+        y: Out<'_, Self>,
+        winners: Out<'_, Self, u32>,
+        _scratch: Out<'_, Self>,
+        g: BnPoolGeom,
+        train: bool,
+    ) -> BResult<()> {
+        bn_pool::forward(x, gamma_beta, running, saved, y, winners, g, train)
+    }
+
+    fn bn_relu_pool_backward(
+        &self,
+        x: In<'_, Self>,
+        dy: In<'_, Self>,
+        winners: In<'_, Self, u32>,
+        gamma_beta: In<'_, Self>,
+        saved: In<'_, Self>,
+        dgamma_beta: Out<'_, Self>,
+        dx: Out<'_, Self>,
+        _scratch: Out<'_, Self>,
+        g: BnPoolGeom,
+    ) -> BResult<()> {
+        bn_pool::backward(x, dy, winners, gamma_beta, saved, dgamma_beta, dx, g)
     }
 
     fn datanorm(

@@ -6,7 +6,8 @@
 //! own; prints the median and a per-layer breakdown of one more step (forward and
 //! backward of each layer, measured with the layer profile hook). With `--json`: one
 //! JSON object instead, with `ms_per_step` (the median), `ms_min`, `images_per_sec`
-//! (batch / median) and `layers` (that breakdown), to set beside
+//! (batch / median), `params_xxh3` (a hash of the weights after all the steps) and
+//! `layers` (that breakdown), to set beside
 //! `benches/peers/torch_train.py --json` (`step_ms`); `benches/peers/train_step_compare.sh`
 //! runs the two alternately.
 
@@ -65,6 +66,16 @@ fn parse() -> Result<Args, Box<dyn std::error::Error>> {
     })
 }
 
+/// xxh3 of the parameters' bits.
+fn params_hash(m: &Model<CpuBackend>) -> Result<u64, Box<dyn std::error::Error>> {
+    let bytes: Vec<u8> = m
+        .params_to_host()?
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    Ok(xxhash_rust::xxh3::xxh3_64(&bytes))
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a = parse()?;
     let (kind, n, size) = (a.kind, a.n, a.size);
@@ -121,6 +132,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "ms_min": times[0],
             "images_per_sec": n as f64 * 1e3 / median,
             "loss": st.loss,
+            // Same weights after the same steps on any thread count: compare runs
+            // with RAYON_NUM_THREADS=1 and 2.
+            "params_xxh3": format!("{:016x}", params_hash(&m)?),
             "layers": layers,
         });
         println!("{out}");

@@ -367,6 +367,39 @@ pub trait Backend: Send + Sync {
         dx: Out<'_, Self>,
     ) -> BResult<()>;
 
+    /// f32 elements of scratch that `conv_forward` and `conv_backward` need for a
+    /// convolution of `geom` into `cout` channels, in calls of at most `geom.n` images.
+    fn conv_scratch(&self, geom: ConvGeom, cout: usize) -> usize;
+    /// A whole convolution, `y[cout, n, oh, ow] = w[cout, c, kh, kw] * x`, overwritten;
+    /// `geom.col` must be this backend's `col_layout()`. How it is cut into im2col +
+    /// GEMM steps is the backend's business.
+    #[allow(clippy::too_many_arguments)]
+    fn conv_forward(
+        &self,
+        x: In<'_, Self>,
+        w: In<'_, Self>,
+        geom: ConvGeom,
+        cout: usize,
+        y: Out<'_, Self>,
+        scratch: Out<'_, Self>,
+    ) -> BResult<()>;
+    /// The convolution's backward from `dy`: overwrites `dw` and, if given, `dx`.
+    /// `reuse` says the scratch still holds what the training `conv_forward` of this
+    /// batch left in it, which a backend may use to skip work.
+    #[allow(clippy::too_many_arguments)]
+    fn conv_backward(
+        &self,
+        x: In<'_, Self>,
+        w: In<'_, Self>,
+        dy: In<'_, Self>,
+        geom: ConvGeom,
+        cout: usize,
+        dw: Out<'_, Self>,
+        dx: Option<Out<'_, Self>>,
+        scratch: Out<'_, Self>,
+        reuse: bool,
+    ) -> BResult<()>;
+
     /// In place on `y [rows, cols]`: `y = act(y + bias[row])`.
     fn bias_act_forward(
         &self,

@@ -227,7 +227,7 @@ mod tests {
             count: 1,
             samples: 8,
             wait: 0.001,
-            compute: if step % 2 == 0 { 0.010 } else { 0.030 },
+            compute: if step.is_multiple_of(2) { 0.010 } else { 0.030 },
             comm: 0.0,
         }
     }

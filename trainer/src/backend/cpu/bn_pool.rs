@@ -97,15 +97,15 @@ fn live_winners(
     (scale, shift): (f32, f32),
     mut f: impl FnMut(usize, f32, f32),
 ) {
-    for (wi, &bits) in codes.iter().enumerate() {
-        let lo = wi * PER_WORD;
-        for ox in lo..(lo + PER_WORD).min(dy.len()) {
-            let code = ((bits >> (2 * (ox - lo))) & 3) as usize;
+    for (wi, (&bits, dys)) in codes.iter().zip(dy.chunks(PER_WORD)).enumerate() {
+        for (j, &d) in dys.iter().enumerate() {
+            let ox = wi * PER_WORD + j;
+            let code = ((bits >> (2 * j)) & 3) as usize;
             let i = (2 * oy + (code >> 1)) * w + 2 * ox + (code & 1);
             let z = plane[i];
             // The forward's own test on the winner: its output was this, and positive.
             if (z * scale + shift).max(0.0) > 0.0 {
-                f(i, z, dy[ox]);
+                f(i, z, d);
             }
         }
     }

@@ -22,9 +22,9 @@ const SPLIT_MAX_OUT: usize = 1 << 17;
 
 /// A strided operand: element `(i, j)` is at `ptr + i * rs + j * cs`.
 #[derive(Clone, Copy)]
-struct Strided {
-    rs: isize,
-    cs: isize,
+pub(super) struct Strided {
+    pub rs: isize,
+    pub cs: isize,
 }
 
 /// One `gemm-f32` call, `C = alpha A B + beta C` with `C` row-major (row stride `ldc`).
@@ -37,7 +37,7 @@ struct Strided {
 /// # Safety
 /// The operands must hold every element the shapes and strides address.
 #[allow(clippy::too_many_arguments)]
-unsafe fn sgemm_raw(
+pub(super) unsafe fn sgemm_raw(
     (m, n, k): (usize, usize, usize),
     alpha: f32,
     a: *const f32,

@@ -1,6 +1,7 @@
 //! The CPU backend: GEMM through `gemm-f32` (AVX-512 where the CPU has it), everything
 //! else element-wise or per channel on rayon. One file per concern, each op's forward
-//! and backward together: `gemm`, `conv` (im2col, col2im), `norm` (batch norm, data
+//! and backward together: `gemm`, `conv` (im2col, col2im), `conv_blocks` (a whole
+//! convolution, by blocks of images whose columns stay in cache), `norm` (batch norm, data
 //! normalisation), `pool`, `bn_pool` (batch norm + ReLU + max pool, fused),
 //! `elementwise` (fill, add, bias + activation, ReLU), `loss` (softmax cross-entropy),
 //! `optim` (SGD, AdamW). This file holds the buffers and the [`Backend`] impl, which
@@ -14,6 +15,7 @@
 
 mod bn_pool;
 mod conv;
+mod conv_blocks;
 mod elementwise;
 mod gemm;
 mod loss;
@@ -180,6 +182,37 @@ impl Backend for CpuBackend {
         dx: Out<'_, Self>,
     ) -> BResult<()> {
         conv::col2im(col, geom, n0, nc, dx)
+    }
+
+    fn conv_scratch(&self, geom: ConvGeom, cout: usize) -> usize {
+        conv_blocks::scratch_len(geom, cout)
+    }
+
+    fn conv_forward(
+        &self,
+        x: In<'_, Self>,
+        w: In<'_, Self>,
+        geom: ConvGeom,
+        cout: usize,
+        y: Out<'_, Self>,
+        scratch: Out<'_, Self>,
+    ) -> BResult<()> {
+        conv_blocks::forward(x, w, geom, cout, y, scratch)
+    }
+
+    fn conv_backward(
+        &self,
+        x: In<'_, Self>,
+        w: In<'_, Self>,
+        dy: In<'_, Self>,
+        geom: ConvGeom,
+        cout: usize,
+        dw: Out<'_, Self>,
+        dx: Option<Out<'_, Self>>,
+        scratch: Out<'_, Self>,
+        _reuse: bool,
+    ) -> BResult<()> {
+        conv_blocks::backward(x, w, dy, geom, cout, dw, dx, scratch)
     }
 
     fn bias_act_forward(

@@ -18,7 +18,8 @@
 //! addresses), `kernels` (the kernel table: one declaration per kernel; compiling
 //! the program, or reading it from the PTX cache, `ptx_cache`), `error` (the typed
 //! [`CudaError`]), this file (the backend: context, stream, cuBLAS, scratch), and one
-//! file per concern of ops, as on the CPU: `gemm`, `conv`, `norm`, `pool`, `bn_pool`
+//! file per concern of ops, as on the CPU: `gemm`, `conv` (im2col, col2im, and a whole
+//! convolution as chunks of im2col + cuBLAS + col2im), `norm`, `pool`, `bn_pool`
 //! (batch norm + ReLU + max pool, as a sequence of the `norm` and `pool` kernels),
 //! `elementwise`, `loss`, `optim`.
 
@@ -417,6 +418,37 @@ impl Backend for CudaBackend {
         dx: Out<'_, Self>,
     ) -> BResult<()> {
         conv::col2im(self, col, geom, n0, nc, dx)
+    }
+
+    fn conv_scratch(&self, geom: ConvGeom, cout: usize) -> usize {
+        conv::scratch_len(self, geom, cout)
+    }
+
+    fn conv_forward(
+        &self,
+        x: In<'_, Self>,
+        w: In<'_, Self>,
+        geom: ConvGeom,
+        cout: usize,
+        y: Out<'_, Self>,
+        scratch: Out<'_, Self>,
+    ) -> BResult<()> {
+        conv::forward(self, x, w, geom, cout, y, scratch)
+    }
+
+    fn conv_backward(
+        &self,
+        x: In<'_, Self>,
+        w: In<'_, Self>,
+        dy: In<'_, Self>,
+        geom: ConvGeom,
+        cout: usize,
+        dw: Out<'_, Self>,
+        dx: Option<Out<'_, Self>>,
+        scratch: Out<'_, Self>,
+        reuse: bool,
+    ) -> BResult<()> {
+        conv::backward(self, x, w, dy, geom, cout, dw, dx, scratch, reuse)
     }
 
     fn bias_act_forward(

@@ -16,8 +16,8 @@
 #   STEP_BENCH  the step_bench binary (default: <repo>/target/release/examples/step_bench;
 #               build it with `cargo build --release -p stoker-trainer --example step_bench`)
 #   PEERS_VENV  the Python venv with torch (default /root/peers-venv; see README.md)
-#   SIZES (default "64 32"), BATCH (128), STEPS (10), WARMUP (2), THREADS (2: torch's
-#   threads; stoker uses rayon's default, one per core, or RAYON_NUM_THREADS)
+#   SIZES (default "64 32"), BATCH (128), STEPS (10), WARMUP (2), THREADS (2: the
+#   threads of both, torch's --threads and stoker's RAYON_NUM_THREADS)
 #   RESULTS     folder for the raw JSON lines (default: a temp dir)
 set -euo pipefail
 
@@ -51,14 +51,15 @@ mkdir -p "$results"
 log="$results/train_step_compare.jsonl"
 : >"$log"
 
+load1() { cut -d' ' -f1 /proc/loadavg; }
 run_stoker() {
-    "$bench" convnet "$batch" "$1" "$steps" --warmup "$warmup" --json |
-        "$py" -c 'import json,sys; r=json.loads(sys.stdin.read()); r["who"]="stoker"; print(json.dumps(r))' >>"$log"
+    RAYON_NUM_THREADS="$threads" "$bench" convnet "$batch" "$1" "$steps" --warmup "$warmup" --json |
+        "$py" -c 'import json,sys; r=json.loads(sys.stdin.read()); r["who"]="stoker"; r["load"]=sys.argv[1]; print(json.dumps(r))' "$(load1)" >>"$log"
 }
 run_torch() {
     "$py" "$here/torch_train.py" --device cpu --batch-size "$batch" --size "$1" \
         --steps "$steps" --warmup "$warmup" --threads "$threads" --json |
-        "$py" -c 'import json,sys; r=json.loads(sys.stdin.read()); r["who"]="torch"; r["size"]='"$1"'; print(json.dumps(r))' >>"$log"
+        "$py" -c 'import json,sys; r=json.loads(sys.stdin.read()); r["who"]="torch"; r["size"]='"$1"'; r["load"]=sys.argv[1]; print(json.dumps(r))' "$(load1)" >>"$log"
 }
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
@@ -79,10 +80,10 @@ echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 "$py" - "$log" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print(f"{'who':<7} {'size':>4} {'ms/step':>9}")
+print(f"{'who':<7} {'size':>4} {'ms/step':>9} {'load':>5}")
 for r in rows:
     ms = r["ms_per_step"] if r["who"] == "stoker" else r["step_ms"]
-    print(f"{r['who']:<7} {r['size']:>4} {ms:>9.1f}")
+    print(f"{r['who']:<7} {r['size']:>4} {ms:>9.1f} {r['load']:>5}")
 print()
 print(f"{'size':>4} {'stoker ms':>10} {'torch ms':>9} {'ratio':>6}")
 for size in sorted({r["size"] for r in rows}, reverse=True):

@@ -59,28 +59,30 @@ fn pool_plane(
         let r0 = &plane[2 * oy * w..][..2 * ow];
         let r1 = &plane[(2 * oy + 1) * w..][..2 * ow];
         let yrow = &mut y[oy * ow..][..ow];
-        for (wi, word) in codes[oy * wpr..][..wpr].iter_mut().enumerate() {
-            let lo = wi * PER_WORD;
-            let mut bits = 0u32;
-            for ox in lo..(lo + PER_WORD).min(ow) {
-                let v = [
-                    f(r0[2 * ox]),
-                    f(r0[2 * ox + 1]),
-                    f(r1[2 * ox]),
-                    f(r1[2 * ox + 1]),
-                ];
-                // `>` keeps the first maximum, as maxpool_forward; selects, not branches:
-                // after a ReLU the winner is a coin flip.
-                let (mut best, mut at) = (v[0], 0u32);
+        let words = &mut codes[oy * wpr..][..wpr];
+        // Sixteen windows (one word of codes) at a time, with no branches and no
+        // bit packing inside the loop, so that it vectorises.
+        let tops = r0.chunks(2 * PER_WORD).zip(r1.chunks(2 * PER_WORD));
+        for ((ys, word), (top, bottom)) in yrow.chunks_mut(PER_WORD).zip(words).zip(tops) {
+            let mut at = [0u32; PER_WORD];
+            let pairs = top.chunks_exact(2).zip(bottom.chunks_exact(2));
+            for ((yv, a), (t, b)) in ys.iter_mut().zip(at.iter_mut()).zip(pairs) {
+                let v = [f(t[0]), f(t[1]), f(b[0]), f(b[1])];
+                // `>` keeps the first maximum, as maxpool_forward; selects, not
+                // branches: after a ReLU the winner is a coin flip.
+                let (mut best, mut win) = (v[0], 0u32);
                 for (j, &vj) in v.iter().enumerate().skip(1) {
                     let better = vj > best;
-                    at = if better { j as u32 } else { at };
+                    win = if better { j as u32 } else { win };
                     best = if better { vj } else { best };
                 }
-                yrow[ox] = best;
-                bits |= at << (2 * (ox - lo));
+                *yv = best;
+                *a = win;
             }
-            *word = bits;
+            *word = at
+                .iter()
+                .enumerate()
+                .fold(0, |bits, (j, &c)| bits | c << (2 * j));
         }
     }
 }

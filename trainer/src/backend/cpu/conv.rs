@@ -55,40 +55,55 @@ pub(super) fn im2col(
         im2col_pixel_major(x, &geom, n0, col);
         return Ok(());
     }
-    col.par_chunks_mut(row).enumerate().for_each(|(r, dst)| {
-        let ci = r / (geom.kh * geom.kw);
-        let ky = (r / geom.kw) % geom.kh;
-        let kx = r % geom.kw;
-        for ni in 0..nc {
-            let plane = &x[(ci * geom.n + n0 + ni) * hw..][..hw];
-            let out = &mut dst[ni * oh * ow..][..oh * ow];
-            for oy in 0..oh {
-                let seg = &mut out[oy * ow..][..ow];
-                let iy = (oy * geom.stride + ky) as isize - geom.pad as isize;
-                if iy < 0 || iy >= geom.h as isize {
-                    seg.fill(0.0);
-                    continue;
-                }
-                let src = &plane[iy as usize * geom.w..][..geom.w];
-                if geom.stride == 1 {
-                    let (lo, hi) = valid_cols(ow, geom.w, kx, geom.pad);
-                    seg[..lo].fill(0.0);
-                    seg[lo..hi].copy_from_slice(&src[lo + kx - geom.pad..hi + kx - geom.pad]);
-                    seg[hi..].fill(0.0);
-                    continue;
-                }
-                for (ox, v) in seg.iter_mut().enumerate() {
-                    let ix = (ox * geom.stride + kx) as isize - geom.pad as isize;
-                    *v = if ix < 0 || ix >= geom.w as isize {
-                        0.0
-                    } else {
-                        src[ix as usize]
-                    };
-                }
+    col.par_chunks_mut(row)
+        .enumerate()
+        .for_each(|(r, dst)| tap_row(x, &geom, n0, nc, r, dst));
+    Ok(())
+}
+
+/// The tap-major columns of images `n0..n0+nc` into `col`, on this thread.
+pub(super) fn im2col_tap_block(x: &[f32], geom: &ConvGeom, n0: usize, nc: usize, col: &mut [f32]) {
+    let row = nc * geom.out_h() * geom.out_w();
+    for (r, dst) in col.chunks_exact_mut(row).take(geom.col_rows()).enumerate() {
+        tap_row(x, geom, n0, nc, r, dst);
+    }
+}
+
+/// Row `r` (one kernel tap) of the tap-major columns of images `n0..n0+nc`.
+fn tap_row(x: &[f32], geom: &ConvGeom, n0: usize, nc: usize, r: usize, dst: &mut [f32]) {
+    let (oh, ow) = (geom.out_h(), geom.out_w());
+    let hw = geom.h * geom.w;
+    let ci = r / (geom.kh * geom.kw);
+    let ky = (r / geom.kw) % geom.kh;
+    let kx = r % geom.kw;
+    for ni in 0..nc {
+        let plane = &x[(ci * geom.n + n0 + ni) * hw..][..hw];
+        let out = &mut dst[ni * oh * ow..][..oh * ow];
+        for oy in 0..oh {
+            let seg = &mut out[oy * ow..][..ow];
+            let iy = (oy * geom.stride + ky) as isize - geom.pad as isize;
+            if iy < 0 || iy >= geom.h as isize {
+                seg.fill(0.0);
+                continue;
+            }
+            let src = &plane[iy as usize * geom.w..][..geom.w];
+            if geom.stride == 1 {
+                let (lo, hi) = valid_cols(ow, geom.w, kx, geom.pad);
+                seg[..lo].fill(0.0);
+                seg[lo..hi].copy_from_slice(&src[lo + kx - geom.pad..hi + kx - geom.pad]);
+                seg[hi..].fill(0.0);
+                continue;
+            }
+            for (ox, v) in seg.iter_mut().enumerate() {
+                let ix = (ox * geom.stride + kx) as isize - geom.pad as isize;
+                *v = if ix < 0 || ix >= geom.w as isize {
+                    0.0
+                } else {
+                    src[ix as usize]
+                };
             }
         }
-    });
-    Ok(())
+    }
 }
 
 pub(super) fn col2im(

@@ -2,9 +2,10 @@
 //!
 //! The batch is cut into a fixed number of groups of consecutive images (`GROUPS`, or
 //! one per image for smaller batches), and each group runs on one thread, a block of
-//! images at a time: the block's pixel-major columns (`[P, K]`, at most about 1 MiB, so
-//! they stay in L2) are unfolded, multiplied (a single-threaded GEMM) and, backward,
-//! folded back, before the next block. No column matrix ever goes out to memory, and
+//! images at a time: the block's columns (at most about 1 MiB, so they stay in L2) are
+//! unfolded, multiplied (a single-threaded GEMM) and, backward, folded back, before the
+//! next block. The forward unfolds them tap-major (`[K, P]`: gemm-f32 reads it as it
+//! is), the backward pixel-major (`[P, K]`, for the weight gradient). No column matrix ever goes out to memory, and
 //! the two cores work on different images instead of meeting inside every GEMM.
 //!
 //! Determinism: the groups and blocks depend only on the shapes, never on the thread
@@ -16,7 +17,7 @@ use std::marker::PhantomData;
 use gemm_common::Parallelism;
 use rayon::prelude::*;
 
-use super::conv::{col2im_image_fn, im2col_block, planes_by_image};
+use super::conv::{col2im_image_fn, im2col_block, im2col_tap_block, planes_by_image};
 use super::gemm::{sgemm_raw, Strided};
 use super::{read_slice, write_slice, CpuBackend};
 use crate::backend::{BResult, BackendError, ColLayout, ConvGeom, In, Out};
@@ -27,6 +28,12 @@ const GROUPS: usize = 8;
 /// Most floats in one block's column matrix (1 MiB): an L2's worth.
 const BLOCK_FLOATS: usize = 1 << 18;
 
+/// Padding of a block's rows of `y` or `dy` in the scratch. The activations' rows are
+/// `n * oh * ow` floats apart, a power of two at the usual batch sizes, so a block's
+/// few columns of every row all fall in the same cache sets; the GEMMs work on a
+/// padded, contiguous copy instead.
+const ROW_PAD: usize = 16;
+
 /// How a batch of `geom.n` images is cut.
 #[derive(Clone, Copy, Debug)]
 struct Plan {
@@ -36,7 +43,10 @@ struct Plan {
     /// Images per block.
     block: usize,
     groups: usize,
-    /// Scratch per group: a block's columns, then the group's weight gradient.
+    /// Row stride of a block's copy of `y` or `dy`.
+    ldb: usize,
+    /// Scratch per group: a block's columns, its `y` or `dy` rows, then the group's
+    /// weight gradient.
     per_group: usize,
 }
 
@@ -45,12 +55,14 @@ impl Plan {
         let (kdim, ohw) = (geom.col_rows(), geom.out_h() * geom.out_w());
         let n = geom.n.max(1);
         let block = (block_floats / (kdim * ohw).max(1)).clamp(1, n);
+        let ldb = block * ohw + ROW_PAD;
         Self {
             kdim,
             ohw,
             block,
             groups: GROUPS.min(n),
-            per_group: block * kdim * ohw + cout * kdim,
+            ldb,
+            per_group: block * kdim * ohw + cout * ldb + cout * kdim,
         }
     }
 
@@ -69,16 +81,17 @@ pub(super) fn scratch_len(geom: ConvGeom, cout: usize) -> usize {
 }
 
 /// A row-major matrix (`rows` x `ld`) that parallel tasks write in disjoint column
-/// ranges: a column range is not a slice, so each task gets a raw pointer to its first
-/// column, checked against the matrix's bounds.
+/// ranges: a column range is not a slice, so it is written through a raw pointer, each
+/// write checked against the matrix's bounds.
 struct ColumnSplit<'a> {
     ptr: *mut f32,
+    rows: usize,
     ld: usize,
     _borrow: PhantomData<&'a mut [f32]>,
 }
 
-// SAFETY: it hands out pointers to f32 (Send + Sync) inside one exclusive borrow; the
-// callers of `cols` keep their column ranges disjoint.
+// SAFETY: it writes f32 (Send + Sync) inside one exclusive borrow; the callers of
+// `write_cols` keep their column ranges disjoint.
 unsafe impl Send for ColumnSplit<'_> {}
 unsafe impl Sync for ColumnSplit<'_> {}
 
@@ -91,19 +104,25 @@ impl<'a> ColumnSplit<'a> {
         );
         Self {
             ptr: m.as_mut_ptr(),
+            rows,
             ld,
             _borrow: PhantomData,
         }
     }
 
-    /// Columns `c0..c0 + w` of every row, as a pointer to row 0's column `c0` (the rows
-    /// are `ld` apart).
+    /// Copies `src` (`rows` rows of `w` floats, `src_ld` apart) into columns
+    /// `c0..c0 + w` of every row.
     ///
     /// # Safety
-    /// While the pointer is in use, no other caller may write these columns.
-    unsafe fn cols(&self, c0: usize, w: usize) -> *mut f32 {
+    /// No other caller may write these columns at the same time.
+    unsafe fn write_cols(&self, c0: usize, w: usize, src: &[f32], src_ld: usize) {
         assert!(c0 + w <= self.ld, "columns {c0}..{} of {}", c0 + w, self.ld);
-        self.ptr.add(c0)
+        for r in 0..self.rows {
+            let row = &src[r * src_ld..][..w];
+            // SAFETY: row r, columns c0..c0 + w, is inside the matrix (checked in
+            // `new` and above) and, by the caller's contract, written by no one else.
+            std::ptr::copy_nonoverlapping(row.as_ptr(), self.ptr.add(r * self.ld + c0), w);
+        }
     }
 }
 
@@ -174,13 +193,16 @@ fn forward_with(
         .enumerate()
         .for_each(|(g, sc)| {
             let (i0, i1) = p.images(g, n);
+            let (cols_all, rest) = sc.split_at_mut(p.block * p.ohw * p.kdim);
+            let yb = &mut rest[..cout * p.ldb];
             for b0 in (i0..i1).step_by(p.block) {
                 let nb = p.block.min(i1 - b0);
-                let cols_b = &mut sc[..nb * p.ohw * p.kdim];
-                im2col_block(x, &geom, b0, nb, cols_b);
-                // y[:, b0 * ohw..][cout, nb * ohw] = W[cout, K] x cols^T
-                // SAFETY: W and the columns are slices of the sizes addressed; the output
-                // columns b0 * ohw.. of this block belong to this task alone.
+                let cols_b = &mut cols_all[..nb * p.ohw * p.kdim];
+                // Tap-major here: the forward GEMM reads it without repacking (the
+                // backward's weight gradient prefers pixel-major).
+                im2col_tap_block(x, &geom, b0, nb, cols_b);
+                // yb[cout, nb * ohw] = W[cout, K] x cols[K, nb * ohw]
+                // SAFETY: W, the columns and yb are slices of the sizes addressed.
                 unsafe {
                     sgemm_raw(
                         (cout, nb * p.ohw, p.kdim),
@@ -188,12 +210,14 @@ fn forward_with(
                         w.as_ptr(),
                         rows(p.kdim),
                         cols_b.as_ptr(),
-                        cols(p.kdim),
+                        rows(nb * p.ohw),
                         0.0,
-                        ys.cols(b0 * p.ohw, nb * p.ohw),
-                        n * p.ohw,
+                        yb.as_mut_ptr(),
+                        p.ldb,
                         Parallelism::None,
                     );
+                    // SAFETY: this block's columns of y belong to this task alone.
+                    ys.write_cols(b0 * p.ohw, nb * p.ohw, yb, p.ldb);
                 }
             }
         });
@@ -269,23 +293,25 @@ fn backward_with(
         .enumerate()
         .for_each(|(g, (sc, planes))| {
             let (i0, i1) = p.images(g, n);
-            let (cols_all, dwg) = sc.split_at_mut(p.block * per_image);
+            let (cols_all, rest) = sc.split_at_mut(p.block * per_image);
+            let (dyb, dwg) = rest.split_at_mut(cout * p.ldb);
             for (bi, b0) in (i0..i1).step_by(p.block).enumerate() {
                 let nb = p.block.min(i1 - b0);
                 let cols_b = &mut cols_all[..nb * per_image];
                 im2col_block(x, &geom, b0, nb, cols_b);
-                let dyb = &dy[b0 * p.ohw..];
-                // SAFETY (both GEMMs): dy from column b0 * ohw on holds cout rows `ld`
-                // apart of nb * ohw columns (b0 + nb <= n); W, the columns and this
-                // group's weight gradient are slices of the sizes addressed, owned or
-                // read-only here.
+                for (co, row) in dyb.chunks_exact_mut(p.ldb).enumerate() {
+                    row[..nb * p.ohw].copy_from_slice(&dy[co * ld + b0 * p.ohw..][..nb * p.ohw]);
+                }
+                // SAFETY (both GEMMs): dyb holds cout rows `ldb` apart of nb * ohw
+                // columns; W, the columns and this group's weight gradient are slices
+                // of the sizes addressed, owned or read-only here.
                 unsafe {
                     // dW_g (+)= dy_b[cout, P] x cols[P, K]
                     sgemm_raw(
                         (cout, p.kdim, nb * p.ohw),
                         1.0,
                         dyb.as_ptr(),
-                        rows(ld),
+                        rows(p.ldb),
                         cols_b.as_ptr(),
                         rows(p.kdim),
                         if bi == 0 { 0.0 } else { 1.0 },
@@ -301,7 +327,7 @@ fn backward_with(
                         (nb * p.ohw, p.kdim, cout),
                         1.0,
                         dyb.as_ptr(),
-                        cols(ld),
+                        cols(p.ldb),
                         w.as_ptr(),
                         rows(p.kdim),
                         0.0,
@@ -316,7 +342,7 @@ fn backward_with(
             }
         });
     // The groups' weight gradients, added in group order.
-    let cols_len = p.block * per_image;
+    let cols_len = p.block * per_image + cout * p.ldb;
     for (j, v) in dw.iter_mut().enumerate() {
         *v = (0..p.groups)
             .map(|g| scratch[g * p.per_group + cols_len + j])

@@ -1,8 +1,15 @@
 //! Times training steps of a model on random data, to compare with PyTorch CPU.
 //!
-//! `cargo run --release -p stoker-trainer --example step_bench -- [kind] [batch] [size] [steps]`
-//! (defaults: convnet 128 64 5). Prints the mean step time and a per-layer breakdown of
-//! one step (forward and backward of each layer, measured with the layer profile hook).
+//! `cargo run --release -p stoker-trainer --example step_bench -- [kind] [batch] [size]
+//! [steps] [--warmup N] [--json]` (defaults: convnet 128 64 10, 2 warm-up steps). Each
+//! timed step (forward, backward, SGD update, then a wait for the device) is timed on its
+//! own; prints the median and a per-layer breakdown of one more step (forward and
+//! backward of each layer, measured with the layer profile hook). With `--json`: one
+//! JSON object instead, with `ms_per_step` (the median), `ms_min`, `images_per_sec`
+//! (batch / median), `params_xxh3` (a hash of the weights after all the steps) and
+//! `layers` (that breakdown), to set beside
+//! `benches/peers/torch_train.py --json` (`step_ms`); `benches/peers/train_step_compare.sh`
+//! runs the two alternately.
 
 use std::time::Instant;
 
@@ -11,44 +18,135 @@ use stoker_trainer::{
     Backend, CpuBackend, Model, ModelConfig, ModelKind, Optimizer, OptimizerKind,
 };
 
+/// The command line: positional kind, batch, size, steps; `--warmup N`; `--json`.
+struct Args {
+    kind: ModelKind,
+    n: usize,
+    size: usize,
+    steps: usize,
+    warmup: usize,
+    json: bool,
+}
+
+fn parse() -> Result<Args, Box<dyn std::error::Error>> {
+    let mut pos = Vec::new();
+    let (mut warmup, mut json) = (2, false);
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--json" => json = true,
+            "--warmup" => {
+                let v = it.next().ok_or("--warmup needs a number")?;
+                warmup = v.parse().map_err(|e| format!("--warmup {v}: {e}"))?;
+            }
+            s if s.starts_with("--") => return Err(format!("unknown flag {s}").into()),
+            _ => pos.push(a),
+        }
+    }
+    let num = |i: usize, name: &str, default: usize| -> Result<usize, String> {
+        pos.get(i).map_or(Ok(default), |s| {
+            s.parse().map_err(|e| format!("{name} {s:?}: {e}"))
+        })
+    };
+    let steps = num(3, "steps", 10)?;
+    if steps == 0 {
+        return Err("steps must be at least 1".into());
+    }
+    Ok(Args {
+        kind: pos
+            .first()
+            .map(|s| s.parse())
+            .transpose()?
+            .unwrap_or(ModelKind::Convnet),
+        n: num(1, "batch", 128)?,
+        size: num(2, "size", 64)?,
+        steps,
+        warmup,
+        json,
+    })
+}
+
+/// xxh3 of the parameters' bits.
+fn params_hash(m: &Model<CpuBackend>) -> Result<u64, Box<dyn std::error::Error>> {
+    let bytes: Vec<u8> = m
+        .params_to_host()?
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    Ok(xxhash_rust::xxh3::xxh3_64(&bytes))
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let kind: ModelKind = args
-        .first()
-        .map(|s| s.parse())
-        .transpose()?
-        .unwrap_or(ModelKind::Convnet);
-    let n: usize = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(128);
-    let size: usize = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(64);
-    let steps: usize = args.get(3).map(|s| s.parse()).transpose()?.unwrap_or(5);
+    let a = parse()?;
+    let (kind, n, size) = (a.kind, a.n, a.size);
     let input = (size, size, 3);
     let b = CpuBackend::new();
     let mut m = Model::new(&b, ModelConfig::new(kind, input, 10, n))?;
     let mut o = Optimizer::new(&m, OptimizerKind::sgd(0.9, 5e-4))?;
-    println!("{}", m.summary());
+    if !a.json {
+        println!("{}", m.summary());
+    }
     let mut rng = Rng::new(1);
     let img: Vec<u8> = (0..n * size * size * 3)
         .map(|_| rng.next_u64() as u8)
         .collect();
     let labels: Vec<u32> = (0..n).map(|_| (rng.next_u64() % 10) as u32).collect();
-    // Warm-up: first touches of every buffer, GEMM thread pool start.
-    m.forward_backward(&img, &labels, n)?;
-    o.step(&mut m, 0.01)?;
-    let t = Instant::now();
-    for _ in 0..steps {
+    // Warm-up: first touches of every buffer, thread pool start.
+    for _ in 0..a.warmup {
         m.forward_backward(&img, &labels, n)?;
         o.step(&mut m, 0.01)?;
     }
     b.synchronize()?;
-    let dt = t.elapsed().as_secs_f64() / steps as f64;
+    let mut times = Vec::with_capacity(a.steps);
+    for _ in 0..a.steps {
+        let t = Instant::now();
+        m.forward_backward(&img, &labels, n)?;
+        o.step(&mut m, 0.01)?;
+        b.synchronize()?;
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    let median = if times.len() % 2 == 1 {
+        times[times.len() / 2]
+    } else {
+        (times[times.len() / 2 - 1] + times[times.len() / 2]) / 2.0
+    };
     let st = m.take_train_stats()?;
+    let prof = m.profile_step(&img, &labels, n)?;
+    if a.json {
+        let layers: Vec<_> = prof
+            .iter()
+            .map(|(name, f, bw)| {
+                serde_json::json!({"name": name, "forward_ms": f * 1e3, "backward_ms": bw * 1e3})
+            })
+            .collect();
+        let out = serde_json::json!({
+            "model": kind.as_str(),
+            "device": b.name(),
+            "threads": rayon::current_num_threads(),
+            "batch_size": n,
+            "size": size,
+            "steps": a.steps,
+            "warmup": a.warmup,
+            "ms_per_step": median,
+            "ms_min": times[0],
+            "images_per_sec": n as f64 * 1e3 / median,
+            "loss": st.loss,
+            // Same weights after the same steps on any thread count: compare runs
+            // with RAYON_NUM_THREADS=1 and 2.
+            "params_xxh3": format!("{:016x}", params_hash(&m)?),
+            "layers": layers,
+        });
+        println!("{out}");
+        return Ok(());
+    }
     println!(
-        "{kind} batch {n} {size}x{size}x3: {:.1} ms/step, {:.0} images/s (loss {:.3})",
-        dt * 1e3,
-        n as f64 / dt,
+        "{kind} batch {n} {size}x{size}x3: {median:.1} ms/step (median of {}, min {:.1}), {:.0} images/s (loss {:.3})",
+        a.steps,
+        times[0],
+        n as f64 * 1e3 / median,
         st.loss
     );
-    let prof = m.profile_step(&img, &labels, n)?;
     println!("one step, per layer (ms):  forward  backward");
     for (name, f, bw) in prof {
         println!("  {name:<16} {:>8.1} {:>9.1}", f * 1e3, bw * 1e3);

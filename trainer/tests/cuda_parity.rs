@@ -11,7 +11,7 @@
 //!   optimizer steps. The kernels do the CPU's f32 operations in the CPU's order, with
 //!   FMA contraction off and IEEE division and square root (NVRTC's defaults), and the
 //!   sums of col2im / maxpool backward / avgpool run in the CPU's order.
-//! - GEMM: `|gpu - cpu| <= 1e-4 * (sqrt(k) + |cpu|)`. cuBLAS and matrixmultiply sum
+//! - GEMM: `|gpu - cpu| <= 1e-4 * (sqrt(k) + |cpu|)`. cuBLAS and gemm-f32 sum
 //!   the k products in different orders; with O(1) inputs each order's rounding error
 //!   is a few f32 ulps of partial sums of size ~sqrt(k).
 //! - reductions summed in double in a different order (bias gradient, batch-norm
@@ -25,11 +25,12 @@ use std::sync::OnceLock;
 
 use stoker_trainer::backend::cuda::{self, CudaBackend};
 use stoker_trainer::backend::{
-    AdamWStep, Backend, BnGeom, ConvGeom, DataLayout, Gemm, In, Out, PoolGeom, SgdStep,
+    AdamWStep, Backend, BnGeom, ColLayout, ConvGeom, DataLayout, Gemm, In, Out, PoolGeom, SgdStep,
 };
 use stoker_trainer::layer::conv::ConvSpec;
 use stoker_trainer::layer::{
-    BatchNorm2d, Builder, Conv2d, Ctx, GlobalAvgPool, Layer, Linear, MaxPool2d, Relu, Shape,
+    BatchNorm2d, BatchNormReluPool, Builder, Conv2d, Ctx, GlobalAvgPool, Layer, Linear, MaxPool2d,
+    Relu, Shape,
 };
 use stoker_trainer::rng::Rng;
 use stoker_trainer::tensor::Tensor;
@@ -270,6 +271,7 @@ fn im2col_and_col2im_are_bit_identical() {
             kw: k,
             stride,
             pad,
+            col: ColLayout::TapMajor,
         };
         let x = randn(&mut rng, geo.c * geo.n * geo.h * geo.w);
         let nc = 3;
@@ -786,6 +788,9 @@ layer_maker!(MkPool, Shape::new(4, 8, 6), |bld, inp| MaxPool2d::new(
     bld, "pool", inp, 2, 2
 )
 .unwrap());
+layer_maker!(MkBnPool, Shape::new(5, 7, 6), |bld, inp| {
+    BatchNormReluPool::new(bld, "bn", "pool", inp).unwrap()
+});
 layer_maker!(MkGap, Shape::new(5, 4, 4), |_bld, inp| GlobalAvgPool::new(
     "gap", inp
 ));
@@ -800,6 +805,8 @@ fn every_layer_matches_forward_and_backward() {
     layer_parity("conv same", &MkConvSame, 5);
     layer_parity("batchnorm + relu", &MkBn, 7);
     layer_parity("maxpool", &MkPool, 3);
+    // The CPU's fused op against the CUDA backend's sequence of the two kernels.
+    layer_parity("batchnorm + relu + maxpool", &MkBnPool, 4);
     layer_parity("global avg pool", &MkGap, 4);
     layer_parity("relu", &MkRelu, 4);
 }

@@ -358,3 +358,43 @@ fn weights_do_not_depend_on_the_thread_count() {
         .zip(&three)
         .all(|(a, b)| a.to_bits() == b.to_bits()));
 }
+
+/// The convnet at a size where every CPU path that could depend on threads is taken:
+/// the fused batch norm + pool over several channels per thread, GEMMs big enough for
+/// gemm-f32 to split across threads, and split-`k` weight gradients (conv1's `k` is
+/// 32 images x 256 pixels = 8192). Weights, gradients and running statistics after a
+/// few steps must be the same bits on 1, 2 and 3 threads.
+#[test]
+fn convnet_results_do_not_depend_on_the_thread_count() {
+    let run = |threads| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| {
+                let b = CpuBackend::new();
+                let input = (16, 16, 3);
+                let n = 32;
+                let cfg = ModelConfig::new(ModelKind::Convnet, input, 4, n).seed(3);
+                let mut m = Model::new(&b, cfg).unwrap();
+                let mut o = Optimizer::new(&m, OptimizerKind::sgd(0.9, 5e-4)).unwrap();
+                let mut rng = Rng::new(5);
+                for _ in 0..3 {
+                    let (x, y) = batch(&mut rng, n, input, 4);
+                    m.forward_backward(&x, &y, n).unwrap();
+                    o.step(&mut m, 0.05).unwrap();
+                }
+                let mut all = m.params_to_host().unwrap();
+                all.extend(m.grads_to_host().unwrap());
+                all.extend(m.state_to_host().unwrap());
+                all.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+            })
+    };
+    let one = run(1);
+    for threads in [2, 3] {
+        assert!(
+            one == run(threads),
+            "weights, gradients or running statistics differ on {threads} threads"
+        );
+    }
+}

@@ -270,8 +270,9 @@ mod tests {
                 accuracy: step as f32 / 12.0,
                 lr: 0.1,
             });
-            h.steps.push(StepTime {
+            h.push_step(StepTime {
                 step,
+                count: 1,
                 samples: 8,
                 wait: 0.001 * step as f32,
                 compute: 0.01,

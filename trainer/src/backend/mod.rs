@@ -153,6 +153,19 @@ impl Gemm {
     }
 }
 
+/// How an im2col matrix is laid out. With `K = c * kh * kw` kernel taps and `P` output
+/// pixels (images x rows x columns), it is `[K, P]` or its transpose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColLayout {
+    /// `[K, P]`: one row per kernel tap, so a row of the forward GEMM's output is a
+    /// channel of the activation (what the CUDA backend uses).
+    TapMajor,
+    /// `[P, K]`: one row per output pixel. The CPU's choice: its weight-gradient GEMM
+    /// `dy[cout, P] x col[P, K]` then reads both operands along their rows, which is
+    /// about three times faster there than `[K, P]` read transposed.
+    PixelMajor,
+}
+
 /// Geometry of a 2-D convolution over a channel-major batch `[c, n, h, w]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConvGeom {
@@ -166,6 +179,8 @@ pub struct ConvGeom {
     pub kw: usize,
     pub stride: usize,
     pub pad: usize,
+    /// Layout of the im2col matrix that `im2col` writes and `col2im` reads.
+    pub col: ColLayout,
 }
 
 impl ConvGeom {
@@ -211,6 +226,49 @@ pub struct BnGeom {
     pub momentum: f32,
     /// Apply ReLU to the output (fused; its backward masks by the output).
     pub relu: bool,
+}
+
+/// A batch norm, ReLU and 2x2 max pooling (stride 2) fused into one op, over `[c, n, h,
+/// w]`; the pooled output is `[c, n, h / 2, w / 2]` (an odd last row or column is
+/// dropped, as the plain max pool drops it). Batch-norm settings as in [`BnGeom`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BnPoolGeom {
+    pub c: usize,
+    pub n: usize,
+    pub h: usize,
+    pub w: usize,
+    pub eps: f32,
+    pub momentum: f32,
+}
+
+impl BnPoolGeom {
+    pub fn out_h(&self) -> usize {
+        self.h / 2
+    }
+    pub fn out_w(&self) -> usize {
+        self.w / 2
+    }
+    /// The batch norm (with its ReLU) on its own.
+    pub fn bn(&self) -> BnGeom {
+        BnGeom {
+            c: self.c,
+            n: self.n,
+            hw: self.h * self.w,
+            eps: self.eps,
+            momentum: self.momentum,
+            relu: true,
+        }
+    }
+    /// The max pooling on its own.
+    pub fn pool(&self) -> PoolGeom {
+        PoolGeom {
+            planes: self.c * self.n,
+            h: self.h,
+            w: self.w,
+            k: 2,
+            stride: 2,
+        }
+    }
 }
 
 /// How `datanorm` lays out its f32 output.
@@ -267,6 +325,9 @@ pub trait Backend: Send + Sync {
     /// How many f32 elements an im2col scratch buffer should hold at most: small on a
     /// CPU (cache), large on a GPU (fewer, bigger GEMMs).
     fn im2col_budget(&self) -> usize;
+    /// The im2col layout this backend's GEMMs run fastest on; `im2col` and `col2im`
+    /// support at least this one.
+    fn col_layout(&self) -> ColLayout;
 
     /// `dst[..len] = value`.
     fn fill(&self, dst: Out<'_, Self>, len: usize, value: f32) -> BResult<()>;
@@ -285,7 +346,8 @@ pub trait Backend: Send + Sync {
     /// See [`Gemm`].
     fn gemm(&self, spec: Gemm, a: In<'_, Self>, b: In<'_, Self>, c: Out<'_, Self>) -> BResult<()>;
 
-    /// Writes the im2col matrix `[c*kh*kw, nc*oh*ow]` of images `n0..n0+nc` of `x`.
+    /// Writes the im2col matrix of images `n0..n0+nc` of `x`: `[c*kh*kw, nc*oh*ow]`, or
+    /// its transpose, as `geom.col` says.
     fn im2col(
         &self,
         x: In<'_, Self>,
@@ -303,6 +365,39 @@ pub trait Backend: Send + Sync {
         n0: usize,
         nc: usize,
         dx: Out<'_, Self>,
+    ) -> BResult<()>;
+
+    /// f32 elements of scratch that `conv_forward` and `conv_backward` need for a
+    /// convolution of `geom` into `cout` channels, in calls of at most `geom.n` images.
+    fn conv_scratch(&self, geom: ConvGeom, cout: usize) -> usize;
+    /// A whole convolution, `y[cout, n, oh, ow] = w[cout, c, kh, kw] * x`, overwritten;
+    /// `geom.col` must be this backend's `col_layout()`. How it is cut into im2col +
+    /// GEMM steps is the backend's business.
+    #[allow(clippy::too_many_arguments)]
+    fn conv_forward(
+        &self,
+        x: In<'_, Self>,
+        w: In<'_, Self>,
+        geom: ConvGeom,
+        cout: usize,
+        y: Out<'_, Self>,
+        scratch: Out<'_, Self>,
+    ) -> BResult<()>;
+    /// The convolution's backward from `dy`: overwrites `dw` and, if given, `dx`.
+    /// `reuse` says the scratch still holds what the training `conv_forward` of this
+    /// batch left in it, which a backend may use to skip work.
+    #[allow(clippy::too_many_arguments)]
+    fn conv_backward(
+        &self,
+        x: In<'_, Self>,
+        w: In<'_, Self>,
+        dy: In<'_, Self>,
+        geom: ConvGeom,
+        cout: usize,
+        dw: Out<'_, Self>,
+        dx: Option<Out<'_, Self>>,
+        scratch: Out<'_, Self>,
+        reuse: bool,
     ) -> BResult<()>;
 
     /// In place on `y [rows, cols]`: `y = act(y + bias[row])`.
@@ -399,6 +494,44 @@ pub trait Backend: Send + Sync {
         dgamma_beta: Out<'_, Self>,
         dx: Out<'_, Self>,
         bn: BnGeom,
+    ) -> BResult<()>;
+
+    /// f32 elements of scratch that `bn_relu_pool_*` need for `g` (0 if none). The
+    /// caller keeps the scratch from a forward to the backward that follows it.
+    fn bn_relu_pool_scratch(&self, g: BnPoolGeom) -> usize;
+    /// Batch norm, ReLU and 2x2 max pooling in one op; the same outputs as
+    /// `batchnorm_forward` (ReLU on) followed by `maxpool_forward`, without the full-size
+    /// activation in between. `y` is the pooled output, `[c, n, h / 2, w / 2]`;
+    /// `winners` (as many u32 as `y` has elements) records each window's winner in a
+    /// format of the backend's own, for the backward. Statistics and `running` as in
+    /// `batchnorm_forward`.
+    #[allow(clippy::too_many_arguments)]
+    fn bn_relu_pool_forward(
+        &self,
+        x: In<'_, Self>,
+        gamma_beta: In<'_, Self>,
+        running: Out<'_, Self>,
+        saved: Out<'_, Self>,
+        y: Out<'_, Self>,
+        winners: Out<'_, Self, u32>,
+        scratch: Out<'_, Self>,
+        g: BnPoolGeom,
+        train: bool,
+    ) -> BResult<()>;
+    /// Backward of a training-mode `bn_relu_pool_forward` of the same batch: from the
+    /// pooled output's gradient `dy`, overwrites `dgamma_beta` and `dx`.
+    #[allow(clippy::too_many_arguments)]
+    fn bn_relu_pool_backward(
+        &self,
+        x: In<'_, Self>,
+        dy: In<'_, Self>,
+        winners: In<'_, Self, u32>,
+        gamma_beta: In<'_, Self>,
+        saved: In<'_, Self>,
+        dgamma_beta: Out<'_, Self>,
+        dx: Out<'_, Self>,
+        scratch: Out<'_, Self>,
+        g: BnPoolGeom,
     ) -> BResult<()>;
 
     /// u8 NHWC images `[n, h, w, c]` to normalised f32, `(x / 255 - mean[ch]) / std[ch]`.

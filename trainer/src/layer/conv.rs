@@ -1,11 +1,10 @@
-//! 2-D convolution as im2col + GEMM over channel-major `[c, n, h, w]` activations.
-//!
-//! Images are processed in chunks sized by the backend's im2col budget: one chunk is one
-//! im2col and one GEMM `W[cout, c*k*k] x col[c*k*k, nc*oh*ow]`, written straight into
-//! the output's columns for those images (the GEMM's `ldc` skips the other images), so
-//! no transpose is ever needed. An optional bias and ReLU are fused into one pass.
+//! 2-D convolution over channel-major `[c, n, h, w]` activations, through the backend's
+//! whole-convolution ops (`conv_forward`, `conv_backward`): each backend cuts the batch
+//! into im2col + GEMM steps its own way (the CPU by cache-sized blocks of images on
+//! each core, CUDA by big chunks), in the im2col layout it prefers ([`ColLayout`]). The
+//! layer owns the scratch they need. An optional bias and ReLU are fused into one pass.
 
-use crate::backend::{BResult, Backend, ConvGeom, Gemm};
+use crate::backend::{BResult, Backend, ColLayout, ConvGeom, In, Out};
 use crate::error::{config, Result};
 use crate::layer::{Builder, Ctx, Layer, Shape};
 use crate::param::{Init, ParamId};
@@ -21,12 +20,12 @@ pub struct Conv2d<B: Backend> {
     w: ParamId,
     b: Option<ParamId>,
     relu: bool,
-    /// Images per im2col chunk.
-    chunk: usize,
-    col: Tensor<B>,
-    /// `col` still holds the columns of the last training forward (single-chunk
-    /// batches only), so backward can skip recomputing them.
-    col_valid: bool,
+    /// The im2col layout, the backend's choice.
+    layout: ColLayout,
+    /// The backend's scratch for the convolution ops, planned for the largest batch.
+    scratch: Tensor<B>,
+    /// The scratch still holds what the last training forward left in it.
+    scratch_valid: bool,
 }
 
 /// How a convolution is set up.
@@ -88,14 +87,12 @@ impl<B: Backend> Conv2d<B> {
             w,
             b,
             relu: s.relu,
-            chunk: 1,
-            col: Tensor::zeros(bld.backend, &[0])?,
-            col_valid: false,
+            layout: bld.backend.col_layout(),
+            scratch: Tensor::zeros(bld.backend, &[0])?,
+            scratch_valid: false,
         };
-        let per_image = fan_in * conv.geom(1).out_h() * conv.geom(1).out_w();
-        conv.chunk =
-            (bld.backend.im2col_budget() / per_image.max(1)).clamp(1, bld.max_batch.max(1));
-        conv.col = Tensor::zeros(bld.backend, &[per_image * conv.chunk])?;
+        let len = bld.backend.conv_scratch(conv.geom(bld.max_batch), s.cout);
+        conv.scratch = Tensor::zeros(bld.backend, &[len])?;
         Ok(conv)
     }
 
@@ -109,6 +106,7 @@ impl<B: Backend> Conv2d<B> {
             kw: self.k,
             stride: self.stride,
             pad: self.pad,
+            col: self.layout,
         }
     }
 }
@@ -133,21 +131,15 @@ impl<B: Backend> Layer<B> for Conv2d<B> {
     ) -> BResult<()> {
         let g = self.geom(n);
         let ohw = g.out_h() * g.out_w();
-        let kdim = g.col_rows();
-        for n0 in (0..n).step_by(self.chunk) {
-            let nc = self.chunk.min(n - n0);
-            cx.backend
-                .im2col(x.view(), g, n0, nc, self.col.view_mut())?;
-            let mut gm = Gemm::dense(false, false, self.cout, nc * ohw, kdim);
-            gm.ldc = n * ohw;
-            cx.backend.gemm(
-                gm,
-                cx.param(self.w),
-                self.col.view(),
-                y.view_mut_at(n0 * ohw),
-            )?;
-        }
-        self.col_valid = train && n <= self.chunk;
+        cx.backend.conv_forward(
+            x.view(),
+            cx.param(self.w),
+            g,
+            self.cout,
+            y.view_mut(),
+            self.scratch.view_mut(),
+        )?;
+        self.scratch_valid = train;
         if self.b.is_some() || self.relu {
             let bias = self.b.map(|b| cx.param(b));
             cx.backend
@@ -162,42 +154,31 @@ impl<B: Backend> Layer<B> for Conv2d<B> {
         x: &Tensor<B>,
         y: &Tensor<B>,
         dy: &mut Tensor<B>,
-        mut dx: Option<&mut Tensor<B>>,
+        dx: Option<&mut Tensor<B>>,
         n: usize,
     ) -> BResult<()> {
         let b = cx.backend;
         let g = self.geom(n);
         let ohw = g.out_h() * g.out_w();
-        let kdim = g.col_rows();
         if self.b.is_some() || self.relu {
             let db = self.b.map(|id| cx.grad(id));
             b.bias_act_backward(y.view(), dy.view_mut(), db, self.cout, n * ohw, self.relu)?;
         }
-        for (i, n0) in (0..n).step_by(self.chunk).enumerate() {
-            let nc = self.chunk.min(n - n0);
-            if !self.col_valid {
-                b.im2col(x.view(), g, n0, nc, self.col.view_mut())?;
-            }
-            // dW[cout, K] (+)= dy[cout, nc*ohw] col[K, nc*ohw]^T
-            let mut gw = Gemm::dense(false, true, self.cout, kdim, nc * ohw);
-            gw.lda = n * ohw;
-            gw.beta = if i == 0 { 0.0 } else { 1.0 };
-            b.gemm(gw, dy.view_at(n0 * ohw), self.col.view(), cx.grad(self.w))?;
-            if let Some(dx) = dx.as_deref_mut() {
-                // dcol[K, nc*ohw] = W[cout, K]^T dy[cout, nc*ohw], into the same scratch.
-                let mut gc = Gemm::dense(true, false, kdim, nc * ohw, self.cout);
-                gc.ldb = n * ohw;
-                b.gemm(
-                    gc,
-                    cx.param(self.w),
-                    dy.view_at(n0 * ohw),
-                    self.col.view_mut(),
-                )?;
-                b.col2im(self.col.view(), g, n0, nc, dx.view_mut())?;
-                self.col_valid = false;
-            }
-        }
-        Ok(())
+        let reuse = std::mem::take(&mut self.scratch_valid);
+        // Parameters and gradients live in different buffers: the weights are read
+        // while their gradient is written.
+        let off = cx.reg.offset(self.w);
+        b.conv_backward(
+            x.view(),
+            In::at(cx.params, off),
+            dy.view(),
+            g,
+            self.cout,
+            Out::at(cx.grads, off),
+            dx.map(|d| d.view_mut()),
+            self.scratch.view_mut(),
+            reuse,
+        )
     }
 }
 
@@ -236,67 +217,5 @@ mod tests {
             ..ConvSpec::same(3, 1, 2)
         };
         check(Shape::new(2, 5, 4), s, 2);
-    }
-
-    #[test]
-    fn chunked_batches_match_one_chunk() {
-        // A tiny im2col budget forces one image per chunk; outputs and gradients must
-        // equal the single-chunk result.
-        use crate::backend::CpuBackend;
-        let b = CpuBackend::new();
-        let input = Shape::new(2, 6, 6);
-        let n = 3;
-        let mut bld = Builder::new(&b, n);
-        let mut big = Conv2d::new(&mut bld, "c", input, ConvSpec::same(4, 3, 1)).unwrap();
-        bld.params.finish();
-        let reg = bld.params.clone();
-        let mut small = Conv2d {
-            chunk: 1,
-            col: Tensor::zeros(&b, &[2 * 9 * 36]).unwrap(),
-            col_valid: false,
-            name: "c".into(),
-            ..Conv2d::new(
-                &mut Builder::new(&b, n),
-                "c",
-                input,
-                ConvSpec::same(4, 3, 1),
-            )
-            .unwrap()
-        };
-        let p = Tensor::from_slice(&b, &[reg.total()], &reg.init_values(5)).unwrap();
-        let xs: Vec<f32> = (0..input.numel() * n)
-            .map(|i| (i as f32 * 0.37).sin())
-            .collect();
-        let x = Tensor::from_slice(&b, &[xs.len()], &xs).unwrap();
-        let run = |conv: &mut Conv2d<CpuBackend>| {
-            let mut g = Tensor::zeros(&b, &[reg.total()]).unwrap();
-            let mut st = Tensor::zeros(&b, &[1]).unwrap();
-            let mut y = Tensor::zeros(&b, &[4 * 36 * n]).unwrap();
-            let mut dx = Tensor::zeros(&b, &[xs.len()]).unwrap();
-            let mut cx = Ctx {
-                backend: &b,
-                reg: &reg,
-                params: p.buf(),
-                grads: g.buf_mut(),
-                state_reg: &reg,
-                state: st.buf_mut(),
-            };
-            conv.forward(&mut cx, &x, &mut y, n, true).unwrap();
-            let mut dy = Tensor::from_slice(&b, &[y.len()], &y.to_vec(&b).unwrap()).unwrap();
-            conv.backward(&mut cx, &x, &y, &mut dy, Some(&mut dx), n)
-                .unwrap();
-            (
-                y.to_vec(&b).unwrap(),
-                dx.to_vec(&b).unwrap(),
-                g.to_vec(&b).unwrap(),
-            )
-        };
-        let (a, c) = (run(&mut big), run(&mut small));
-        let close = |u: &[f32], v: &[f32]| {
-            u.iter()
-                .zip(v)
-                .all(|(a, b)| (a - b).abs() <= 1e-4 * a.abs().max(1.0))
-        };
-        assert!(close(&a.0, &c.0) && close(&a.1, &c.1) && close(&a.2, &c.2));
     }
 }

@@ -1,11 +1,13 @@
-//! The convnet: three blocks of conv3x3 -> batch norm + ReLU (fused) -> maxpool 2x2,
-//! with 32, 64 and 128 channels, then global average pooling and a linear head.
+//! The convnet: three blocks of conv3x3 -> batch norm + ReLU + maxpool 2x2 (one fused
+//! layer), with 32, 64 and 128 channels, then global average pooling and a linear head.
 //! Pooling is skipped once a feature map is down to 1 pixel, so small inputs work too.
 
 use crate::backend::Backend;
 use crate::error::Result;
 use crate::layer::conv::ConvSpec;
-use crate::layer::{BatchNorm2d, Builder, Conv2d, GlobalAvgPool, Layer, Linear, MaxPool2d, Shape};
+use crate::layer::{
+    BatchNorm2d, BatchNormReluPool, Builder, Conv2d, GlobalAvgPool, Layer, Linear, Shape,
+};
 
 pub const WIDTHS: [usize; 3] = [32, 64, 128];
 
@@ -20,16 +22,13 @@ pub fn build<B: Backend + 'static>(
         let conv = Conv2d::new(bld, &format!("conv{}", i + 1), s, ConvSpec::same(c, 3, 1))?;
         s = Layer::<B>::out_shape(&conv);
         layers.push(Box::new(conv));
-        layers.push(Box::new(BatchNorm2d::new(
-            bld,
-            &format!("bn{}", i + 1),
-            s,
-            true,
-        )?));
+        let (bn, pool) = (format!("bn{}", i + 1), format!("pool{}", i + 1));
         if s.h >= 2 && s.w >= 2 {
-            let pool = MaxPool2d::new(bld, &format!("pool{}", i + 1), s, 2, 2)?;
-            s = Layer::<B>::out_shape(&pool);
-            layers.push(Box::new(pool));
+            let block = BatchNormReluPool::new(bld, &bn, &pool, s)?;
+            s = Layer::<B>::out_shape(&block);
+            layers.push(Box::new(block));
+        } else {
+            layers.push(Box::new(BatchNorm2d::new(bld, &bn, s, true)?));
         }
     }
     let gap = GlobalAvgPool::new("gap", s);

@@ -276,6 +276,11 @@ impl<B: Backend + Clone + 'static> Model<B> {
         Ok(self.params.to_vec(&self.backend)?)
     }
 
+    /// The flat state buffer (batch-norm running statistics), copied to the host.
+    pub fn state_to_host(&self) -> Result<Vec<f32>> {
+        Ok(self.state.to_vec(&self.backend)?)
+    }
+
     /// The flat gradient buffer of the last step, copied to the host.
     pub fn grads_to_host(&self) -> Result<Vec<f32>> {
         Ok(self.grads.to_vec(&self.backend)?)

@@ -1,6 +1,6 @@
 //! A small ResNet: stem conv3x3 (32) + BN + ReLU (+ maxpool 2x2 for inputs of 48 px and
-//! more), three basic blocks of 32, 64, 128 channels with strides 1, 2, 2, global
-//! average pooling and a linear head.
+//! more, as one fused layer), three basic blocks of 32, 64, 128 channels with strides
+//! 1, 2, 2, global average pooling and a linear head.
 //!
 //! A [`BasicBlock`] is one layer to the model: it owns the activations inside the
 //! block, so the model stays a plain sequence and the skip connection's gradient sum is
@@ -10,7 +10,7 @@ use crate::backend::{BResult, Backend};
 use crate::error::Result;
 use crate::layer::conv::ConvSpec;
 use crate::layer::{
-    BatchNorm2d, Builder, Conv2d, Ctx, GlobalAvgPool, Layer, Linear, MaxPool2d, Shape,
+    BatchNorm2d, BatchNormReluPool, Builder, Conv2d, Ctx, GlobalAvgPool, Layer, Linear, Shape,
 };
 use crate::tensor::Tensor;
 
@@ -194,11 +194,12 @@ pub fn build<B: Backend + 'static>(
     let stem = Conv2d::new(bld, "stem", input, ConvSpec::same(WIDTHS[0], 3, 1))?;
     let mut s = Layer::<B>::out_shape(&stem);
     layers.push(Box::new(stem));
-    layers.push(Box::new(BatchNorm2d::new(bld, "stem_bn", s, true)?));
     if s.h >= 48 && s.w >= 48 {
-        let pool = MaxPool2d::new(bld, "stem_pool", s, 2, 2)?;
-        s = Layer::<B>::out_shape(&pool);
-        layers.push(Box::new(pool));
+        let block = BatchNormReluPool::new(bld, "stem_bn", "stem_pool", s)?;
+        s = Layer::<B>::out_shape(&block);
+        layers.push(Box::new(block));
+    } else {
+        layers.push(Box::new(BatchNorm2d::new(bld, "stem_bn", s, true)?));
     }
     for (i, (&c, &st)) in WIDTHS.iter().zip(&STRIDES).enumerate() {
         let blk = BasicBlock::new(bld, &format!("block{}", i + 1), s, c, st)?;

@@ -17,11 +17,16 @@ pub struct LogPoint {
     pub lr: f32,
 }
 
-/// Where one step's time went, in seconds.
+/// Where one step's time went, in seconds; or, once [`History`] has merged entries, the
+/// mean over `count` consecutive steps ending at `step`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StepTime {
+    /// The (last) step covered.
     pub step: u64,
-    pub samples: u32,
+    /// Steps covered: 1, until the history merges entries.
+    pub count: u32,
+    /// Samples over all the steps covered.
+    pub samples: u64,
     /// Blocked in the loader's `next()`, plus handing the batch to the device (the
     /// feed's `put`: an upload on CUDA; see [`crate::feed::BatchFeed::wait_covers`]).
     pub wait: f32,
@@ -32,6 +37,24 @@ pub struct StepTime {
     /// a GPU with either engine: until the averaged gradients are on the device).
     /// Zero in a single process.
     pub comm: f32,
+}
+
+impl StepTime {
+    /// `self` followed by `next`: the later step, the counts and samples added, the times
+    /// averaged by count.
+    fn then(&self, next: &StepTime) -> StepTime {
+        let count = self.count + next.count;
+        let (a, b) = (self.count as f32, next.count as f32);
+        let mean = |x: f32, y: f32| (x * a + y * b) / count as f32;
+        StepTime {
+            step: next.step,
+            count,
+            samples: self.samples + next.samples,
+            wait: mean(self.wait, next.wait),
+            compute: mean(self.compute, next.compute),
+            comm: mean(self.comm, next.comm),
+        }
+    }
 }
 
 /// What one epoch did.
@@ -106,10 +129,43 @@ mod val_fields {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct History {
     pub log: Vec<LogPoint>,
-    /// One entry per step taken by this process.
+    /// The steps taken by this process, one entry per step until there are more than
+    /// [`History::MAX_STEP_ENTRIES`]; then neighbours are merged in pairs, and every
+    /// entry covers twice as many steps from then on, so a long run's history stays
+    /// bounded and evenly spaced. Add to it with [`History::push_step`].
     pub steps: Vec<StepTime>,
     /// Every finished epoch, including those before a resume.
     pub epochs: Vec<EpochRecord>,
+    /// Steps per entry of `steps` (0 counts as 1).
+    pub(crate) step_stride: u32,
+}
+
+impl History {
+    /// Most entries `steps` holds.
+    pub const MAX_STEP_ENTRIES: usize = 10_000;
+
+    /// Records one step (`time.count` is 1): a new entry, or into the last one while it
+    /// covers fewer steps than the current stride.
+    pub fn push_step(&mut self, time: StepTime) {
+        let stride = self.step_stride.max(1);
+        match self.steps.last_mut() {
+            Some(last) if last.count < stride => *last = last.then(&time),
+            _ => self.steps.push(time),
+        }
+        if self.steps.len() > Self::MAX_STEP_ENTRIES {
+            let merged = self
+                .steps
+                .chunks(2)
+                .map(|p| match p {
+                    [a, b] => a.then(b),
+                    [a] => *a,
+                    _ => unreachable!("chunks(2) yields one or two entries"),
+                })
+                .collect();
+            self.steps = merged;
+            self.step_stride = stride * 2;
+        }
+    }
 }
 
 /// Totals over a run, for the final summary.
@@ -129,7 +185,7 @@ pub struct Totals {
 impl Totals {
     pub fn of(h: &History) -> Self {
         let mut t = Totals {
-            steps: h.steps.len() as u64,
+            steps: 0,
             images: 0,
             train_seconds: 0.0,
             wait_seconds: 0.0,
@@ -137,10 +193,12 @@ impl Totals {
             eval_seconds: h.epochs.iter().fold(0.0, |s, e| s + e.eval_seconds),
         };
         for s in &h.steps {
-            t.images += s.samples as u64;
-            t.wait_seconds += s.wait as f64;
-            t.comm_seconds += s.comm as f64;
-            t.train_seconds += (s.wait + s.compute + s.comm) as f64;
+            let k = s.count as f64;
+            t.steps += s.count as u64;
+            t.images += s.samples;
+            t.wait_seconds += s.wait as f64 * k;
+            t.comm_seconds += s.comm as f64 * k;
+            t.train_seconds += (s.wait + s.compute + s.comm) as f64 * k;
         }
         t
     }
@@ -156,5 +214,58 @@ impl Totals {
 
     pub fn wait_share(&self) -> f64 {
         self.wait_seconds / self.train_seconds.max(1e-9)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(step: u64) -> StepTime {
+        StepTime {
+            step,
+            count: 1,
+            samples: 8,
+            wait: 0.001,
+            compute: if step.is_multiple_of(2) { 0.010 } else { 0.030 },
+            comm: 0.0,
+        }
+    }
+
+    #[test]
+    fn step_history_stays_bounded_and_keeps_the_totals() {
+        let mut h = History::default();
+        let n = 3 * History::MAX_STEP_ENTRIES as u64 + 7;
+        for s in 1..=n {
+            h.push_step(step(s));
+            assert!(h.steps.len() <= History::MAX_STEP_ENTRIES, "at step {s}");
+        }
+        // Merged twice: every entry covers 4 steps but the last, still filling.
+        assert!(h.steps.len() > History::MAX_STEP_ENTRIES / 2);
+        let (last, rest) = h.steps.split_last().unwrap();
+        assert!(rest.iter().all(|e| e.count == 4), "{:?}", &rest[..3]);
+        assert_eq!(last.step, n);
+        assert!(h
+            .steps
+            .windows(2)
+            .all(|w| w[0].step + w[1].count as u64 == w[1].step));
+        // Pairs of an odd and an even step average to 20 ms.
+        assert!(rest.iter().all(|e| (e.compute - 0.020).abs() < 1e-6));
+        let t = Totals::of(&h);
+        assert_eq!((t.steps, t.images), (n, 8 * n));
+        let want = n as f64 * 0.001 + (n / 2) as f64 * 0.010 + n.div_ceil(2) as f64 * 0.030;
+        assert!(
+            (t.train_seconds - want).abs() < 1e-6 * want,
+            "{t:?} vs {want}"
+        );
+    }
+
+    #[test]
+    fn short_histories_keep_every_step() {
+        let mut h = History::default();
+        for s in 1..=100 {
+            h.push_step(step(s));
+        }
+        assert_eq!(h.steps, (1..=100).map(step).collect::<Vec<_>>());
     }
 }

@@ -300,14 +300,15 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
                 pos.loader = Some(batches.state());
                 let time = StepTime {
                     step: pos.step,
-                    samples: n as u32,
+                    count: 1,
+                    samples: n as u64,
                     wait: (t1 - t0).as_secs_f32(),
                     compute: ((t2 - t1) + (t4 - t3)).as_secs_f32(),
                     comm: (t3 - t2).as_secs_f32(),
                 };
                 pos.wait_seconds += (t1 - t0).as_secs_f64();
                 pos.train_seconds += (t4 - t0).as_secs_f64();
-                history.steps.push(time);
+                history.push_step(time);
                 let logged = if pos.step % log_every == 0 {
                     take_stats(model, pos, history, cfg, coll)?
                 } else {

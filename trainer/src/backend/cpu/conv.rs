@@ -1,11 +1,26 @@
 //! Convolution as im2col + GEMM on the CPU: `im2col` unfolds images into the column
 //! matrix a GEMM multiplies by the weights, and `col2im` (its adjoint) folds the
-//! columns' gradient back onto the images.
+//! columns' gradient back onto the images; each in both layouts (tap-major `[K, P]`,
+//! pixel-major `[P, K]`, see [`ColLayout`]).
 
 use rayon::prelude::*;
 
 use super::{read_slice, write_slice, CpuBackend};
-use crate::backend::{BResult, BackendError, ConvGeom, In, Out};
+use crate::backend::{BResult, BackendError, ColLayout, ConvGeom, In, Out};
+
+/// Input column of output column `ox` at tap column `kx`, if inside the image.
+#[inline(always)]
+fn input_col(geom: &ConvGeom, ox: usize, kx: usize) -> Option<usize> {
+    let ix = (ox * geom.stride + kx).checked_sub(geom.pad)?;
+    (ix < geom.w).then_some(ix)
+}
+
+/// Input row of output row `oy` at tap row `ky`, if inside the image.
+#[inline(always)]
+fn input_row(geom: &ConvGeom, oy: usize, ky: usize) -> Option<usize> {
+    let iy = (oy * geom.stride + ky).checked_sub(geom.pad)?;
+    (iy < geom.h).then_some(iy)
+}
 
 /// For a stride-1 convolution tap at column offset `kx`: the output columns
 /// `lo..hi` whose input column `ox + kx - pad` lies inside `0..w` (`lo <= hi`).
@@ -36,40 +51,59 @@ pub(super) fn im2col(
     if row == 0 {
         return Ok(());
     }
-    col.par_chunks_mut(row).enumerate().for_each(|(r, dst)| {
-        let ci = r / (geom.kh * geom.kw);
-        let ky = (r / geom.kw) % geom.kh;
-        let kx = r % geom.kw;
-        for ni in 0..nc {
-            let plane = &x[(ci * geom.n + n0 + ni) * hw..][..hw];
-            let out = &mut dst[ni * oh * ow..][..oh * ow];
-            for oy in 0..oh {
-                let seg = &mut out[oy * ow..][..ow];
-                let iy = (oy * geom.stride + ky) as isize - geom.pad as isize;
-                if iy < 0 || iy >= geom.h as isize {
-                    seg.fill(0.0);
-                    continue;
-                }
-                let src = &plane[iy as usize * geom.w..][..geom.w];
-                if geom.stride == 1 {
-                    let (lo, hi) = valid_cols(ow, geom.w, kx, geom.pad);
-                    seg[..lo].fill(0.0);
-                    seg[lo..hi].copy_from_slice(&src[lo + kx - geom.pad..hi + kx - geom.pad]);
-                    seg[hi..].fill(0.0);
-                    continue;
-                }
-                for (ox, v) in seg.iter_mut().enumerate() {
-                    let ix = (ox * geom.stride + kx) as isize - geom.pad as isize;
-                    *v = if ix < 0 || ix >= geom.w as isize {
-                        0.0
-                    } else {
-                        src[ix as usize]
-                    };
-                }
+    if geom.col == ColLayout::PixelMajor {
+        im2col_pixel_major(x, &geom, n0, col);
+        return Ok(());
+    }
+    col.par_chunks_mut(row)
+        .enumerate()
+        .for_each(|(r, dst)| tap_row(x, &geom, n0, nc, r, dst));
+    Ok(())
+}
+
+/// The tap-major columns of images `n0..n0+nc` into `col`, on this thread.
+pub(super) fn im2col_tap_block(x: &[f32], geom: &ConvGeom, n0: usize, nc: usize, col: &mut [f32]) {
+    let row = nc * geom.out_h() * geom.out_w();
+    for (r, dst) in col.chunks_exact_mut(row).take(geom.col_rows()).enumerate() {
+        tap_row(x, geom, n0, nc, r, dst);
+    }
+}
+
+/// Row `r` (one kernel tap) of the tap-major columns of images `n0..n0+nc`.
+fn tap_row(x: &[f32], geom: &ConvGeom, n0: usize, nc: usize, r: usize, dst: &mut [f32]) {
+    let (oh, ow) = (geom.out_h(), geom.out_w());
+    let hw = geom.h * geom.w;
+    let ci = r / (geom.kh * geom.kw);
+    let ky = (r / geom.kw) % geom.kh;
+    let kx = r % geom.kw;
+    for ni in 0..nc {
+        let plane = &x[(ci * geom.n + n0 + ni) * hw..][..hw];
+        let out = &mut dst[ni * oh * ow..][..oh * ow];
+        for oy in 0..oh {
+            let seg = &mut out[oy * ow..][..ow];
+            let iy = (oy * geom.stride + ky) as isize - geom.pad as isize;
+            if iy < 0 || iy >= geom.h as isize {
+                seg.fill(0.0);
+                continue;
+            }
+            let src = &plane[iy as usize * geom.w..][..geom.w];
+            if geom.stride == 1 {
+                let (lo, hi) = valid_cols(ow, geom.w, kx, geom.pad);
+                seg[..lo].fill(0.0);
+                seg[lo..hi].copy_from_slice(&src[lo + kx - geom.pad..hi + kx - geom.pad]);
+                seg[hi..].fill(0.0);
+                continue;
+            }
+            for (ox, v) in seg.iter_mut().enumerate() {
+                let ix = (ox * geom.stride + kx) as isize - geom.pad as isize;
+                *v = if ix < 0 || ix >= geom.w as isize {
+                    0.0
+                } else {
+                    src[ix as usize]
+                };
             }
         }
-    });
-    Ok(())
+    }
 }
 
 pub(super) fn col2im(
@@ -91,6 +125,10 @@ pub(super) fn col2im(
     let col = read_slice(col, geom.col_rows() * row, "col2im")?;
     let dx = write_slice(dx, geom.c * geom.n * hw, "col2im")?;
     if hw == 0 {
+        return Ok(());
+    }
+    if geom.col == ColLayout::PixelMajor {
+        col2im_pixel_major(col, &geom, n0, nc, dx);
         return Ok(());
     }
     // One task per input channel: it owns its planes, and sums its kernel taps in a
@@ -133,4 +171,248 @@ pub(super) fn col2im(
             }
         });
     Ok(())
+}
+
+/// The input columns under a `kw`-wide tap window starting at output column `ox`: the
+/// first one, if the whole window is inside the image (the common case, copied without
+/// per-element checks).
+#[inline(always)]
+fn inside_window(geom: &ConvGeom, ox: usize) -> Option<usize> {
+    let x0 = (ox * geom.stride).checked_sub(geom.pad)?;
+    (x0 + geom.kw <= geom.w).then_some(x0)
+}
+
+/// `[P, K]`: one task per output row of an image, which owns that row's `ow` pixel rows
+/// of `col` (`ow * K` floats, in L1/L2).
+fn im2col_pixel_major(x: &[f32], geom: &ConvGeom, n0: usize, col: &mut [f32]) {
+    let (oh, ow) = (geom.out_h(), geom.out_w());
+    let fill = im2col_row_fn(geom.kw);
+    col.par_chunks_mut(ow * geom.col_rows())
+        .enumerate()
+        .for_each(|(row, dst)| fill(x, geom, n0 + row / oh, row % oh, dst));
+}
+
+/// The pixel-major columns of images `n0..n0+nc` into `col`, on this thread.
+pub(super) fn im2col_block(x: &[f32], geom: &ConvGeom, n0: usize, nc: usize, col: &mut [f32]) {
+    let (oh, ow) = (geom.out_h(), geom.out_w());
+    let fill = im2col_row_fn(geom.kw);
+    for (row, dst) in col
+        .chunks_exact_mut(ow * geom.col_rows())
+        .take(nc * oh)
+        .enumerate()
+    {
+        fill(x, geom, n0 + row / oh, row % oh, dst);
+    }
+}
+
+type RowFn = fn(&[f32], &ConvGeom, usize, usize, &mut [f32]);
+
+/// `im2col_row` for this window width: a known width turns each window's copy into a
+/// few moves instead of a memcpy call, and the copies are most of the work.
+fn im2col_row_fn(kw: usize) -> RowFn {
+    match kw {
+        1 => im2col_row::<1>,
+        3 => im2col_row::<3>,
+        _ => im2col_row::<0>,
+    }
+}
+
+/// The `ow` pixel rows (`K` floats each) of output row `oy` of image `ni`, for windows
+/// `KW` wide (0: any width, `geom.kw`). The `kh * c` input rows read stay in L1.
+fn im2col_row<const KW: usize>(x: &[f32], geom: &ConvGeom, ni: usize, oy: usize, dst: &mut [f32]) {
+    let (hw, kdim, kw) = (geom.h * geom.w, geom.col_rows(), geom.kw);
+    for (ox, px) in dst.chunks_exact_mut(kdim).enumerate() {
+        let inside = inside_window(geom, ox);
+        for ci in 0..geom.c {
+            let plane = &x[(ci * geom.n + ni) * hw..][..hw];
+            for ky in 0..geom.kh {
+                let taps = &mut px[(ci * geom.kh + ky) * kw..][..kw];
+                let Some(iy) = input_row(geom, oy, ky) else {
+                    taps.fill(0.0);
+                    continue;
+                };
+                let src = &plane[iy * geom.w..][..geom.w];
+                match inside {
+                    Some(x0) if KW > 0 => {
+                        let t: &mut [f32; KW] = taps.try_into().expect("kw == KW");
+                        let s: &[f32; KW] = src[x0..x0 + KW].try_into().expect("KW elements");
+                        *t = *s;
+                    }
+                    Some(x0) => taps.copy_from_slice(&src[x0..x0 + kw]),
+                    None => {
+                        for (kx, t) in taps.iter_mut().enumerate() {
+                            *t = input_col(geom, ox, kx).map_or(0.0, |ix| src[ix]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Plane `(ci, ni)` of images `n0..n0+nc` of a `[c, n, h, w]` activation, grouped by
+/// image: `result[ni - n0][ci]`.
+pub(super) fn planes_by_image<'a>(
+    dx: &'a mut [f32],
+    geom: &ConvGeom,
+    n0: usize,
+    nc: usize,
+) -> Vec<Vec<&'a mut [f32]>> {
+    let mut by_image: Vec<Vec<&'a mut [f32]>> =
+        (0..nc).map(|_| Vec::with_capacity(geom.c)).collect();
+    for (i, plane) in dx.chunks_mut(geom.h * geom.w).enumerate() {
+        let ni = i % geom.n;
+        if (n0..n0 + nc).contains(&ni) {
+            by_image[ni - n0].push(plane);
+        }
+    }
+    by_image
+}
+
+/// `[P, K]`: one task per image, which owns that image's plane in every channel (in L2)
+/// and adds its pixels' rows of `col` (read once, in order) into them. Each input
+/// element sums its taps in pixel order, the reverse of the tap-major order, so the two
+/// layouts agree to rounding, not to the bit.
+fn col2im_pixel_major(col: &[f32], geom: &ConvGeom, n0: usize, nc: usize, dx: &mut [f32]) {
+    let ohw = geom.out_h() * geom.out_w();
+    let fold = col2im_image_fn(geom.kw);
+    planes_by_image(dx, geom, n0, nc)
+        .par_iter_mut()
+        .zip(col.par_chunks(ohw * geom.col_rows()))
+        .for_each(|(planes, src)| fold(src, geom, planes));
+}
+
+type ImageFn = fn(&[f32], &ConvGeom, &mut [&mut [f32]]);
+
+/// `col2im_image` for this window width (see `im2col_row_fn`).
+pub(super) fn col2im_image_fn(kw: usize) -> ImageFn {
+    match kw {
+        1 => col2im_image::<1>,
+        3 => col2im_image::<3>,
+        _ => col2im_image::<0>,
+    }
+}
+
+/// Overwrites one image's `planes` (one per input channel) with the sums of its
+/// pixel-major columns `src` (`oh * ow` rows of `K`), for windows `KW` wide.
+fn col2im_image<const KW: usize>(src: &[f32], geom: &ConvGeom, planes: &mut [&mut [f32]]) {
+    let (ow, kdim, kw) = (geom.out_w(), geom.col_rows(), geom.kw);
+    planes.iter_mut().for_each(|p| p.fill(0.0));
+    for (p, px) in src.chunks_exact(kdim).enumerate() {
+        let (oy, ox) = (p / ow, p % ow);
+        let inside = inside_window(geom, ox);
+        for (ci, plane) in planes.iter_mut().enumerate() {
+            for ky in 0..geom.kh {
+                let Some(iy) = input_row(geom, oy, ky) else {
+                    continue;
+                };
+                let drow = &mut plane[iy * geom.w..][..geom.w];
+                let taps = &px[(ci * geom.kh + ky) * kw..][..kw];
+                match inside {
+                    Some(x0) if KW > 0 => {
+                        let d: &mut [f32; KW] =
+                            (&mut drow[x0..x0 + KW]).try_into().expect("KW elements");
+                        let t: &[f32; KW] = taps.try_into().expect("kw == KW");
+                        for (d, t) in d.iter_mut().zip(t) {
+                            *d += t;
+                        }
+                    }
+                    Some(x0) => {
+                        for (d, t) in drow[x0..x0 + kw].iter_mut().zip(taps) {
+                            *d += t;
+                        }
+                    }
+                    None => {
+                        for (kx, t) in taps.iter().enumerate() {
+                            if let Some(ix) = input_col(geom, ox, kx) {
+                                drow[ix] += t;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cpu::CpuBuf;
+    use crate::backend::Backend;
+
+    fn geoms() -> Vec<ConvGeom> {
+        let mut v = Vec::new();
+        for (k, stride, pad) in [(3, 1, 1), (3, 2, 1), (1, 2, 0), (3, 1, 0), (2, 3, 1)] {
+            v.push(ConvGeom {
+                c: 3,
+                n: 5,
+                h: 7,
+                w: 6,
+                kh: k,
+                kw: k,
+                stride,
+                pad,
+                col: ColLayout::TapMajor,
+            });
+        }
+        v
+    }
+
+    /// The pixel-major matrix is the tap-major one transposed, and col2im agrees from
+    /// either layout (to rounding: the sums run in another order), for a chunk in the
+    /// middle of the batch, leaving the other images alone.
+    #[test]
+    fn pixel_major_is_the_transpose_of_tap_major() {
+        let b = CpuBackend::new();
+        for g in geoms() {
+            let (n0, nc) = (1, 3);
+            let x: Vec<f32> = (0..g.c * g.n * g.h * g.w)
+                .map(|i| (i as f32 * 0.37).sin())
+                .collect();
+            let (kdim, p) = (g.col_rows(), nc * g.out_h() * g.out_w());
+            let xb = CpuBuf(x.clone());
+            let mut tap = CpuBuf(vec![f32::NAN; kdim * p]);
+            let mut pix = CpuBuf(vec![f32::NAN; kdim * p]);
+            let pg = ConvGeom {
+                col: ColLayout::PixelMajor,
+                ..g
+            };
+            b.im2col(In::new(&xb), g, n0, nc, Out::new(&mut tap))
+                .unwrap();
+            b.im2col(In::new(&xb), pg, n0, nc, Out::new(&mut pix))
+                .unwrap();
+            for r in 0..kdim {
+                for j in 0..p {
+                    assert_eq!(
+                        tap.0[r * p + j].to_bits(),
+                        pix.0[j * kdim + r].to_bits(),
+                        "{g:?} tap {r} pixel {j}"
+                    );
+                }
+            }
+            // col2im overwrites images n0..n0+nc and leaves the others alone.
+            let mut dt = CpuBuf(x.clone());
+            let mut dp = CpuBuf(x.clone());
+            let cols: Vec<f32> = (0..kdim * p).map(|i| (i as f32 * 0.11).cos()).collect();
+            let colt: Vec<f32> = (0..kdim * p)
+                .map(|i| cols[(i % kdim) * p + i / kdim])
+                .collect();
+            b.col2im(In::new(&CpuBuf(cols)), g, n0, nc, Out::new(&mut dt))
+                .unwrap();
+            b.col2im(In::new(&CpuBuf(colt)), pg, n0, nc, Out::new(&mut dp))
+                .unwrap();
+            assert!(
+                dt.0.iter()
+                    .zip(&dp.0)
+                    .all(|(a, b)| (a - b).abs() <= 1e-6 * (1.0 + a.abs())),
+                "{g:?}"
+            );
+            let img = g.h * g.w;
+            for (i, (a, b)) in dp.0.chunks(img).zip(x.chunks(img)).enumerate() {
+                let ni = i % g.n;
+                assert_eq!(a == b, !(n0..n0 + nc).contains(&ni), "{g:?} plane {i}");
+            }
+        }
+    }
 }

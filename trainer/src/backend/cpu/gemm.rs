@@ -1,9 +1,11 @@
-//! GEMM on the CPU: `matrixmultiply` (its own threads) for most products, and a
-//! split-`k` path for a long sum into a small output (a convolution's weight gradient),
-//! whose fixed number of slabs keeps the result independent of the thread count.
+//! GEMM on the CPU: `gemm-f32`'s kernels (AVX-512 where the CPU has it, threads on
+//! rayon) for most products, and a split-`k` path for a long sum into a small output (a
+//! convolution's weight gradient), whose fixed number of slabs keeps the result
+//! independent of the thread count.
 
 use std::sync::{Mutex, TryLockError};
 
+use gemm_common::Parallelism;
 use rayon::prelude::*;
 
 use super::{read_slice, write_slice, CpuBackend};
@@ -18,44 +20,58 @@ const K_SLABS: usize = 4;
 const SPLIT_MIN_SLAB_K: usize = 2048;
 const SPLIT_MAX_OUT: usize = 1 << 17;
 
-/// One `matrixmultiply` call on raw strided operands (`C = alpha A B + beta C`).
+/// A strided operand: element `(i, j)` is at `ptr + i * rs + j * cs`.
+#[derive(Clone, Copy)]
+pub(super) struct Strided {
+    pub rs: isize,
+    pub cs: isize,
+}
+
+/// One `gemm-f32` call, `C = alpha A B + beta C` with `C` row-major (row stride `ldc`).
 ///
-/// matrixmultiply packs B on one thread and splits only a tall `m` (at least 96 rows)
-/// across threads; for a short, wide product (a convolution: `cout` rows, images x
-/// pixels columns) it packs the big operand serially. Computing the transpose
-/// `C^T = B^T A^T` instead puts the wide side in `m`, so each thread packs its own part.
-/// Every element is still one dot product in the same `k` order, so the result is the
-/// same.
+/// gemm's micro-kernel writes columns of its destination; a row-major `C` is handed to
+/// it as `C^T = B^T A^T`, whose columns are `C`'s rows (what the `gemm` facade does
+/// too). Its threads split only the output: every element is one sum over `k`, in
+/// blocks whose size depends on the cache, not on the number of threads.
 ///
 /// # Safety
 /// The operands must hold every element the shapes and strides address.
 #[allow(clippy::too_many_arguments)]
-unsafe fn sgemm_raw(
-    m: usize,
-    k: usize,
-    n: usize,
+pub(super) unsafe fn sgemm_raw(
+    (m, n, k): (usize, usize, usize),
     alpha: f32,
     a: *const f32,
-    (rsa, csa): (isize, isize),
+    sa: Strided,
     b: *const f32,
-    (rsb, csb): (isize, isize),
+    sb: Strided,
     beta: f32,
     c: *mut f32,
-    (rsc, csc): (isize, isize),
+    ldc: usize,
+    par: Parallelism,
 ) {
-    if m < 96 && n > m {
-        matrixmultiply::sgemm(n, k, m, alpha, b, csb, rsb, a, csa, rsa, beta, c, csc, rsc);
-    } else {
-        matrixmultiply::sgemm(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc);
-    }
+    // gemm's convention: dst = alpha_g dst + beta_g lhs rhs, dst read only if asked.
+    gemm_f32::gemm::f32::get_gemm_fn()(
+        n,
+        m,
+        k,
+        c,
+        ldc as isize,
+        1,
+        beta != 0.0,
+        b,
+        sb.rs,
+        sb.cs,
+        a,
+        sa.rs,
+        sa.cs,
+        beta,
+        alpha,
+        false,
+        false,
+        false,
+        par,
+    );
 }
-
-/// A raw pointer that may cross to a rayon worker (the slabs it addresses are disjoint).
-#[derive(Clone, Copy)]
-struct SendPtr<T>(*const T);
-// SAFETY: only used for read-only operands shared by the slab tasks.
-unsafe impl<T> Send for SendPtr<T> {}
-unsafe impl<T> Sync for SendPtr<T> {}
 
 /// See [`Gemm`]; `slabs` keeps the split-`k` partial products between calls.
 pub(super) fn gemm(
@@ -118,12 +134,19 @@ pub(super) fn gemm(
     } else {
         (spec.ldb, 1)
     };
-    let (sa, sb) = ((rsa as isize, csa as isize), (rsb as isize, csb as isize));
+    let sa = Strided {
+        rs: rsa as isize,
+        cs: csa as isize,
+    };
+    let sb = Strided {
+        rs: rsb as isize,
+        cs: csb as isize,
+    };
     let out = spec.m * spec.n;
     if spec.k >= K_SLABS * SPLIT_MIN_SLAB_K && out <= SPLIT_MAX_OUT {
         // A long sum into a small output (the weight gradient of a convolution: k is
-        // images x pixels): matrixmultiply would run it on about one core. The slabs
-        // run in parallel, then are added in order into C.
+        // images x pixels): split over the output it would keep one core busy. The
+        // slabs run in parallel, each on one thread, then are added in order into C.
         // The kept buffer, unless another GEMM holds it (one issued from inside a
         // rayon task): then a buffer of its own rather than waiting on the lock.
         let (mut held, mut own);
@@ -145,29 +168,35 @@ pub(super) fn gemm(
             slabs.resize(K_SLABS * out, 0.0);
         }
         let per = spec.k.div_ceil(K_SLABS);
-        let (ap, bp) = (SendPtr(a.as_ptr()), SendPtr(b.as_ptr()));
         slabs[..K_SLABS * out]
             .par_chunks_mut(out)
             .enumerate()
             .for_each(|(i, part)| {
                 let k0 = (i * per).min(spec.k);
                 let kc = per.min(spec.k - k0);
-                let (ap, bp) = (ap, bp);
-                // SAFETY: slab i reads columns k0..k0+kc of A and rows k0..k0+kc of
-                // B, inside the extents checked above; it writes only its own part.
+                if kc == 0 {
+                    part.fill(0.0);
+                    return;
+                }
+                // Slab i: columns k0..k0+kc of A, rows k0..k0+kc of B. Both lie inside
+                // the slices checked above: their last elements are the operands' own
+                // (k - 1) * stride + ... at most, and the slices are borrowed, not raw.
+                let (a_at, b_at) = (k0 * csa, k0 * rsb);
+                let (a, b) = (&a[a_at..], &b[b_at..]);
+                // SAFETY: the extents checked above cover rows/columns k0..k0+kc at these
+                // offsets; each task writes only its own `part` (m x n, dense).
                 unsafe {
                     sgemm_raw(
-                        spec.m,
-                        kc,
-                        spec.n,
+                        (spec.m, spec.n, kc),
                         1.0,
-                        ap.0.offset(k0 as isize * sa.1),
+                        a.as_ptr(),
                         sa,
-                        bp.0.offset(k0 as isize * sb.0),
+                        b.as_ptr(),
                         sb,
                         0.0,
                         part.as_mut_ptr(),
-                        (spec.n as isize, 1),
+                        spec.n,
+                        Parallelism::None,
                     );
                 }
             });
@@ -192,9 +221,7 @@ pub(super) fn gemm(
     // SAFETY: the extents of a, b and c were checked above for these strides.
     unsafe {
         sgemm_raw(
-            spec.m,
-            spec.k,
-            spec.n,
+            (spec.m, spec.n, spec.k),
             spec.alpha,
             a.as_ptr(),
             sa,
@@ -202,7 +229,8 @@ pub(super) fn gemm(
             sb,
             spec.beta,
             c.as_mut_ptr(),
-            (spec.ldc as isize, 1),
+            spec.ldc,
+            Parallelism::Rayon(0),
         );
     }
     Ok(())

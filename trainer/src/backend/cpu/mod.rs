@@ -1,17 +1,21 @@
-//! The CPU backend: GEMM through `matrixmultiply` (its own threads), everything else
-//! element-wise or per channel on rayon. One file per concern, each op's forward and
-//! backward together: `gemm`, `conv` (im2col, col2im), `norm` (batch norm, data
-//! normalisation), `pool`, `elementwise` (fill, add, bias + activation, ReLU), `loss`
-//! (softmax cross-entropy), `optim` (SGD, AdamW). This file holds the buffers
-//! and the [`Backend`] impl, which hands each op to its file.
+//! The CPU backend: GEMM through `gemm-f32` (AVX-512 where the CPU has it), everything
+//! else element-wise or per channel on rayon. One file per concern, each op's forward
+//! and backward together: `gemm`, `conv` (im2col, col2im), `conv_blocks` (a whole
+//! convolution, by blocks of images whose columns stay in cache), `norm` (batch norm, data
+//! normalisation), `pool`, `bn_pool` (batch norm + ReLU + max pool, fused),
+//! `elementwise` (fill, add, bias + activation, ReLU), `loss` (softmax cross-entropy),
+//! `optim` (SGD, AdamW). This file holds the buffers and the [`Backend`] impl, which
+//! hands each op to its file.
 //!
 //! Determinism: work is split into fixed chunks (never by thread count) and every
 //! reduction runs sequentially inside one chunk, so results are bit-identical across runs
-//! and thread counts. `matrixmultiply` partitions only the output, never the `k` sum; a
+//! and thread counts. `gemm-f32` partitions only the output, never the `k` sum; a
 //! GEMM with a long `k` and a small output (a convolution's weight gradient) is split
 //! here into a fixed number of `k` slabs whose partial products are added in slab order.
 
+mod bn_pool;
 mod conv;
+mod conv_blocks;
 mod elementwise;
 mod gemm;
 mod loss;
@@ -23,8 +27,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::{
-    AdamWStep, BResult, Backend, BackendError, BnGeom, ConvGeom, DataLayout, Elem, Gemm, In, Out,
-    PoolGeom, SgdStep,
+    AdamWStep, BResult, Backend, BackendError, BnGeom, BnPoolGeom, ColLayout, ConvGeom, DataLayout,
+    Elem, Gemm, In, Out, PoolGeom, SgdStep,
 };
 
 /// Element-wise ops work in chunks of this many elements: big enough to amortise rayon,
@@ -131,6 +135,10 @@ impl Backend for CpuBackend {
         4 << 20
     }
 
+    fn col_layout(&self) -> ColLayout {
+        ColLayout::PixelMajor
+    }
+
     fn fill(&self, dst: Out<'_, Self>, len: usize, value: f32) -> BResult<()> {
         elementwise::fill(dst, len, value)
     }
@@ -174,6 +182,37 @@ impl Backend for CpuBackend {
         dx: Out<'_, Self>,
     ) -> BResult<()> {
         conv::col2im(col, geom, n0, nc, dx)
+    }
+
+    fn conv_scratch(&self, geom: ConvGeom, cout: usize) -> usize {
+        conv_blocks::scratch_len(geom, cout)
+    }
+
+    fn conv_forward(
+        &self,
+        x: In<'_, Self>,
+        w: In<'_, Self>,
+        geom: ConvGeom,
+        cout: usize,
+        y: Out<'_, Self>,
+        scratch: Out<'_, Self>,
+    ) -> BResult<()> {
+        conv_blocks::forward(x, w, geom, cout, y, scratch)
+    }
+
+    fn conv_backward(
+        &self,
+        x: In<'_, Self>,
+        w: In<'_, Self>,
+        dy: In<'_, Self>,
+        geom: ConvGeom,
+        cout: usize,
+        dw: Out<'_, Self>,
+        dx: Option<Out<'_, Self>>,
+        scratch: Out<'_, Self>,
+        _reuse: bool,
+    ) -> BResult<()> {
+        conv_blocks::backward(x, w, dy, geom, cout, dw, dx, scratch)
     }
 
     fn bias_act_forward(
@@ -278,6 +317,40 @@ impl Backend for CpuBackend {
         bn: BnGeom,
     ) -> BResult<()> {
         norm::batchnorm_backward(x, y, dy, gamma_beta, saved, dgamma_beta, dx, bn)
+    }
+
+    fn bn_relu_pool_scratch(&self, _g: BnPoolGeom) -> usize {
+        0
+    }
+
+    fn bn_relu_pool_forward(
+        &self,
+        x: In<'_, Self>,
+        gamma_beta: In<'_, Self>,
+        running: Out<'_, Self>,
+        saved: Out<'_, Self>,
+        y: Out<'_, Self>,
+        winners: Out<'_, Self, u32>,
+        _scratch: Out<'_, Self>,
+        g: BnPoolGeom,
+        train: bool,
+    ) -> BResult<()> {
+        bn_pool::forward(x, gamma_beta, running, saved, y, winners, g, train)
+    }
+
+    fn bn_relu_pool_backward(
+        &self,
+        x: In<'_, Self>,
+        dy: In<'_, Self>,
+        winners: In<'_, Self, u32>,
+        gamma_beta: In<'_, Self>,
+        saved: In<'_, Self>,
+        dgamma_beta: Out<'_, Self>,
+        dx: Out<'_, Self>,
+        _scratch: Out<'_, Self>,
+        g: BnPoolGeom,
+    ) -> BResult<()> {
+        bn_pool::backward(x, dy, winners, gamma_beta, saved, dgamma_beta, dx, g)
     }
 
     fn datanorm(

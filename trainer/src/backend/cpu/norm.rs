@@ -15,7 +15,7 @@ const LANES: usize = 16;
 /// f32 lanes folded into f64 every block: vectorised (no indexing, no branches in the
 /// hot loop) and accurate for rows of millions of elements.
 #[inline(always)]
-fn blocked_sums(
+pub(super) fn blocked_sums(
     x: &[f32],
     y: &[f32],
     z: &[f32],
@@ -53,6 +53,52 @@ fn blocked_sums(
     (s1, s2)
 }
 
+/// Batch statistics of one channel's row `xs` (not empty): writes the saved mean and
+/// inverse std, updates the running mean and (unbiased) variance, and returns the
+/// `(scale, shift)` that normalise the row. Shared by the plain and the fused batch
+/// norm, so the two give the same bits.
+pub(super) fn train_channel(
+    xs: &[f32],
+    bn: &BnGeom,
+    (gamma, beta): (f32, f32),
+    (sm, si): (&mut f32, &mut f32),
+    (rm, rv): (&mut f32, &mut f32),
+) -> (f32, f32) {
+    let m = xs.len();
+    // Sums of x - x[0]: shifting by a sample keeps E[x^2] - E[x]^2 from cancelling
+    // when the mean is large next to the spread.
+    let k = xs[0];
+    let (s, ss) = blocked_sums(xs, xs, xs, |x, _, _| {
+        let d = x - k;
+        (d, d * d)
+    });
+    let dm = s / m as f64;
+    let mean = k as f64 + dm;
+    let var = (ss / m as f64 - dm * dm).max(0.0);
+    let inv = 1.0 / (var + bn.eps as f64).sqrt();
+    *sm = mean as f32;
+    *si = inv as f32;
+    let unbiased = if m > 1 {
+        var * m as f64 / (m - 1) as f64
+    } else {
+        var
+    };
+    *rm = (1.0 - bn.momentum) * *rm + bn.momentum * mean as f32;
+    *rv = (1.0 - bn.momentum) * *rv + bn.momentum * unbiased as f32;
+    let scale = gamma * inv as f32;
+    (scale, beta - mean as f32 * scale)
+}
+
+/// `(scale, shift)` of one channel in eval mode, from the running statistics.
+pub(super) fn eval_channel(
+    bn: &BnGeom,
+    (gamma, beta): (f32, f32),
+    (rm, rv): (f32, f32),
+) -> (f32, f32) {
+    let scale = gamma / (rv + bn.eps).sqrt();
+    (scale, beta - rm * scale)
+}
+
 pub(super) fn batchnorm_forward(
     x: In<'_, CpuBackend>,
     gamma_beta: In<'_, CpuBackend>,
@@ -75,8 +121,7 @@ pub(super) fn batchnorm_forward(
     let act = |v: f32| if bn.relu { v.max(0.0) } else { v };
     if !train {
         y.par_chunks_mut(m).enumerate().for_each(|(c, y)| {
-            let scale = gamma[c] / (rvar[c] + bn.eps).sqrt();
-            let shift = beta[c] - rmean[c] * scale;
+            let (scale, shift) = eval_channel(&bn, (gamma[c], beta[c]), (rmean[c], rvar[c]));
             for (y, x) in y.iter_mut().zip(&x[c * m..][..m]) {
                 *y = act(x * scale + shift);
             }
@@ -91,33 +136,31 @@ pub(super) fn batchnorm_forward(
         .enumerate()
         .for_each(|(c, ((y, (sm, si)), (rm, rv)))| {
             let xs = &x[c * m..][..m];
-            // Sums of x - x[0]: shifting by a sample keeps E[x^2] - E[x]^2 from
-            // cancelling when the mean is large next to the spread.
-            let k = xs[0];
-            let (s, ss) = blocked_sums(xs, xs, xs, |x, _, _| {
-                let d = x - k;
-                (d, d * d)
-            });
-            let dm = s / m as f64;
-            let mean = k as f64 + dm;
-            let var = (ss / m as f64 - dm * dm).max(0.0);
-            let inv = 1.0 / (var + bn.eps as f64).sqrt();
-            *sm = mean as f32;
-            *si = inv as f32;
-            let unbiased = if m > 1 {
-                var * m as f64 / (m - 1) as f64
-            } else {
-                var
-            };
-            *rm = (1.0 - bn.momentum) * *rm + bn.momentum * mean as f32;
-            *rv = (1.0 - bn.momentum) * *rv + bn.momentum * unbiased as f32;
-            let scale = gamma[c] * inv as f32;
-            let shift = beta[c] - mean as f32 * scale;
+            let (scale, shift) = train_channel(xs, &bn, (gamma[c], beta[c]), (sm, si), (rm, rv));
             for (y, x) in y.iter_mut().zip(xs) {
                 *y = act(x * scale + shift);
             }
         });
     Ok(())
+}
+
+/// From one channel's sums `sd = sum(d)` and `sdc = sum(d (x - mean))` of its output
+/// gradient `d` (after the ReLU mask), over `m` elements: writes `dgamma` and `dbeta`
+/// and returns `(a, b, c)` with `dx = a d + b x + c`, the expansion of
+/// `dx = gamma inv / m (m d - sd - xhat dgamma)`.
+pub(super) fn backward_coeffs(
+    sd: f64,
+    sdc: f64,
+    (mean, inv, gamma): (f32, f32, f32),
+    m: usize,
+    (dg, db): (&mut f32, &mut f32),
+) -> (f32, f32, f32) {
+    let sdx = sdc * inv as f64;
+    *dg = sdx as f32;
+    *db = sd as f32;
+    let k = gamma * inv / m as f32;
+    let (sd, sdx) = (sd as f32, sdx as f32);
+    (k * m as f32, -k * inv * sdx, k * (inv * sdx * mean - sd))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -164,15 +207,7 @@ pub(super) fn batchnorm_backward(
             } else {
                 blocked_sums(xs, dys, xs, |x, dy, _| (dy, dy * (x - mean)))
             };
-            let sdx = sdc * inv as f64;
-            *dg = sdx as f32;
-            *db = sd as f32;
-            // dx = k (m d - sd - xhat sdx), expanded to a d + b x + c.
-            let k = gamma * inv / m as f32;
-            let (sd, sdx) = (sd as f32, sdx as f32);
-            let a = k * m as f32;
-            let bx = -k * inv * sdx;
-            let c0 = k * (inv * sdx * mean - sd);
+            let (a, bx, c0) = backward_coeffs(sd, sdc, (mean, inv, gamma), m, (dg, db));
             if relu {
                 for ((o, &x), (&dy, &y)) in dx.iter_mut().zip(xs).zip(dys.iter().zip(ys)) {
                     let di = if y <= 0.0 { 0.0 } else { dy };

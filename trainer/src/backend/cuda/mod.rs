@@ -18,9 +18,12 @@
 //! addresses), `kernels` (the kernel table: one declaration per kernel; compiling
 //! the program, or reading it from the PTX cache, `ptx_cache`), `error` (the typed
 //! [`CudaError`]), this file (the backend: context, stream, cuBLAS, scratch), and one
-//! file per concern of ops, as on the CPU: `gemm`, `conv`, `norm`, `pool`,
+//! file per concern of ops, as on the CPU: `gemm`, `conv` (im2col, col2im, and a whole
+//! convolution as chunks of im2col + cuBLAS + col2im), `norm`, `pool`, `bn_pool`
+//! (batch norm + ReLU + max pool, as a sequence of the `norm` and `pool` kernels),
 //! `elementwise`, `loss`, `optim`.
 
+mod bn_pool;
 mod buffer;
 mod conv;
 mod elementwise;
@@ -50,8 +53,8 @@ pub use kernels::{compile_kernels, kernel_source, DATANORM_MAX_CHANNELS};
 pub use probe::{probe, probe_ordinal, DeviceInfo};
 
 use super::{
-    AdamWStep, BResult, Backend, BackendError, BnGeom, ConvGeom, DataLayout, Elem, Gemm, In, Out,
-    PoolGeom, SgdStep,
+    AdamWStep, BResult, Backend, BackendError, BnGeom, BnPoolGeom, ColLayout, ConvGeom, DataLayout,
+    Elem, Gemm, In, Out, PoolGeom, SgdStep,
 };
 use buffer::{as_bytes, as_bytes_mut, device_addr, op_err, DevPtr};
 use kernels::Kernels;
@@ -367,6 +370,11 @@ impl Backend for CudaBackend {
         16 << 20
     }
 
+    fn col_layout(&self) -> ColLayout {
+        // cuBLAS runs the tap-major products at full speed; the kernels know only it.
+        ColLayout::TapMajor
+    }
+
     fn fill(&self, dst: Out<'_, Self>, len: usize, value: f32) -> BResult<()> {
         elementwise::fill(self, dst, len, value)
     }
@@ -410,6 +418,37 @@ impl Backend for CudaBackend {
         dx: Out<'_, Self>,
     ) -> BResult<()> {
         conv::col2im(self, col, geom, n0, nc, dx)
+    }
+
+    fn conv_scratch(&self, geom: ConvGeom, cout: usize) -> usize {
+        conv::scratch_len(self, geom, cout)
+    }
+
+    fn conv_forward(
+        &self,
+        x: In<'_, Self>,
+        w: In<'_, Self>,
+        geom: ConvGeom,
+        cout: usize,
+        y: Out<'_, Self>,
+        scratch: Out<'_, Self>,
+    ) -> BResult<()> {
+        conv::forward(self, x, w, geom, cout, y, scratch)
+    }
+
+    fn conv_backward(
+        &self,
+        x: In<'_, Self>,
+        w: In<'_, Self>,
+        dy: In<'_, Self>,
+        geom: ConvGeom,
+        cout: usize,
+        dw: Out<'_, Self>,
+        dx: Option<Out<'_, Self>>,
+        scratch: Out<'_, Self>,
+        reuse: bool,
+    ) -> BResult<()> {
+        conv::backward(self, x, w, dy, geom, cout, dw, dx, scratch, reuse)
     }
 
     fn bias_act_forward(
@@ -514,6 +553,53 @@ impl Backend for CudaBackend {
         bn: BnGeom,
     ) -> BResult<()> {
         norm::batchnorm_backward(self, x, y, dy, gamma_beta, saved, dgamma_beta, dx, bn)
+    }
+
+    fn bn_relu_pool_scratch(&self, g: BnPoolGeom) -> usize {
+        bn_pool::scratch_len(g)
+    }
+
+    fn bn_relu_pool_forward(
+        &self,
+        x: In<'_, Self>,
+        gamma_beta: In<'_, Self>,
+        running: Out<'_, Self>,
+        saved: Out<'_, Self>,
+        y: Out<'_, Self>,
+        winners: Out<'_, Self, u32>,
+        scratch: Out<'_, Self>,
+        g: BnPoolGeom,
+        train: bool,
+    ) -> BResult<()> {
+        bn_pool::forward(
+            self, x, gamma_beta, running, saved, y, winners, scratch, g, train,
+        )
+    }
+
+    fn bn_relu_pool_backward(
+        &self,
+        x: In<'_, Self>,
+        dy: In<'_, Self>,
+        winners: In<'_, Self, u32>,
+        gamma_beta: In<'_, Self>,
+        saved: In<'_, Self>,
+        dgamma_beta: Out<'_, Self>,
+        dx: Out<'_, Self>,
+        scratch: Out<'_, Self>,
+        g: BnPoolGeom,
+    ) -> BResult<()> {
+        bn_pool::backward(
+            self,
+            x,
+            dy,
+            winners,
+            gamma_beta,
+            saved,
+            dgamma_beta,
+            dx,
+            scratch,
+            g,
+        )
     }
 
     fn datanorm(

@@ -1,0 +1,508 @@
+//! A convolution layer's forward and backward on the CPU, by blocks of images.
+//!
+//! The batch is cut into a fixed number of groups of consecutive images (`GROUPS`, or
+//! one per image for smaller batches), and each group runs on one thread, a block of
+//! images at a time: the block's columns (at most about 1 MiB, so they stay in L2) are
+//! unfolded, multiplied (a single-threaded GEMM) and, backward, folded back, before the
+//! next block. The forward unfolds them tap-major (`[K, P]`: gemm-f32 reads it as it
+//! is), the backward pixel-major (`[P, K]`, for the weight gradient). No column matrix ever goes out to memory, and
+//! the two cores work on different images instead of meeting inside every GEMM.
+//!
+//! Determinism: the groups and blocks depend only on the shapes, never on the thread
+//! count; each group sums its weight gradient over its blocks in order into its own
+//! slice of the scratch, and the groups' sums are added in group order.
+
+use std::marker::PhantomData;
+
+use gemm_common::Parallelism;
+use rayon::prelude::*;
+
+use super::conv::{col2im_image_fn, im2col_block, im2col_tap_block, planes_by_image};
+use super::gemm::{sgemm_raw, Strided};
+use super::{read_slice, write_slice, CpuBackend};
+use crate::backend::{BResult, BackendError, ColLayout, ConvGeom, In, Out};
+
+/// Groups of images the batch is cut into: enough to balance up to 8 threads.
+const GROUPS: usize = 8;
+
+/// Most floats in one block's column matrix (1 MiB): an L2's worth.
+const BLOCK_FLOATS: usize = 1 << 18;
+
+/// Padding of a block's rows of `y` or `dy` in the scratch. The activations' rows are
+/// `n * oh * ow` floats apart, a power of two at the usual batch sizes, so a block's
+/// few columns of every row all fall in the same cache sets; the GEMMs work on a
+/// padded, contiguous copy instead.
+const ROW_PAD: usize = 16;
+
+/// How a batch of `geom.n` images is cut.
+#[derive(Clone, Copy, Debug)]
+struct Plan {
+    /// Taps (rows of `W`, columns of the column matrix) and output pixels per image.
+    kdim: usize,
+    ohw: usize,
+    /// Images per block.
+    block: usize,
+    groups: usize,
+    /// Row stride of a block's copy of `y` or `dy`.
+    ldb: usize,
+    /// Scratch per group: a block's columns, its `y` or `dy` rows, then the group's
+    /// weight gradient.
+    per_group: usize,
+}
+
+impl Plan {
+    fn new(geom: &ConvGeom, cout: usize, block_floats: usize) -> Self {
+        let (kdim, ohw) = (geom.col_rows(), geom.out_h() * geom.out_w());
+        let n = geom.n.max(1);
+        let block = (block_floats / (kdim * ohw).max(1)).clamp(1, n);
+        let ldb = block * ohw + ROW_PAD;
+        Self {
+            kdim,
+            ohw,
+            block,
+            groups: GROUPS.min(n),
+            ldb,
+            per_group: block * kdim * ohw + cout * ldb + cout * kdim,
+        }
+    }
+
+    fn scratch(&self) -> usize {
+        self.groups * self.per_group
+    }
+
+    /// Images of group `g` of a batch of `n`.
+    fn images(&self, g: usize, n: usize) -> (usize, usize) {
+        (g * n / self.groups, (g + 1) * n / self.groups)
+    }
+}
+
+pub(super) fn scratch_len(geom: ConvGeom, cout: usize) -> usize {
+    Plan::new(&geom, cout, BLOCK_FLOATS).scratch()
+}
+
+/// A row-major matrix (`rows` x `ld`) that parallel tasks write in disjoint column
+/// ranges: a column range is not a slice, so it is written through a raw pointer, each
+/// write checked against the matrix's bounds.
+struct ColumnSplit<'a> {
+    ptr: *mut f32,
+    rows: usize,
+    ld: usize,
+    _borrow: PhantomData<&'a mut [f32]>,
+}
+
+// SAFETY: it writes f32 (Send + Sync) inside one exclusive borrow; the callers of
+// `write_cols` keep their column ranges disjoint.
+unsafe impl Send for ColumnSplit<'_> {}
+unsafe impl Sync for ColumnSplit<'_> {}
+
+impl<'a> ColumnSplit<'a> {
+    fn new(m: &'a mut [f32], rows: usize, ld: usize) -> Self {
+        assert!(
+            rows * ld <= m.len(),
+            "matrix {rows}x{ld} in {} floats",
+            m.len()
+        );
+        Self {
+            ptr: m.as_mut_ptr(),
+            rows,
+            ld,
+            _borrow: PhantomData,
+        }
+    }
+
+    /// Copies `src` (`rows` rows of `w` floats, `src_ld` apart) into columns
+    /// `c0..c0 + w` of every row.
+    ///
+    /// # Safety
+    /// No other caller may write these columns at the same time.
+    unsafe fn write_cols(&self, c0: usize, w: usize, src: &[f32], src_ld: usize) {
+        assert!(c0 + w <= self.ld, "columns {c0}..{} of {}", c0 + w, self.ld);
+        for r in 0..self.rows {
+            let row = &src[r * src_ld..][..w];
+            // SAFETY: row r, columns c0..c0 + w, is inside the matrix (checked in
+            // `new` and above) and, by the caller's contract, written by no one else.
+            std::ptr::copy_nonoverlapping(row.as_ptr(), self.ptr.add(r * self.ld + c0), w);
+        }
+    }
+}
+
+fn check(geom: &ConvGeom, op: &'static str) -> BResult<()> {
+    if geom.col != ColLayout::PixelMajor {
+        return Err(BackendError::Op {
+            op,
+            reason: format!(
+                "the CPU convolution uses the pixel-major layout, not {:?}",
+                geom.col
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Row-major, dense: rows `ld` apart.
+fn rows(ld: usize) -> Strided {
+    Strided {
+        rs: ld as isize,
+        cs: 1,
+    }
+}
+
+/// Transposed view of a row-major matrix whose rows are `ld` apart.
+fn cols(ld: usize) -> Strided {
+    Strided {
+        rs: 1,
+        cs: ld as isize,
+    }
+}
+
+pub(super) fn forward(
+    x: In<'_, CpuBackend>,
+    w: In<'_, CpuBackend>,
+    geom: ConvGeom,
+    cout: usize,
+    y: Out<'_, CpuBackend>,
+    scratch: Out<'_, CpuBackend>,
+) -> BResult<()> {
+    const OP: &str = "conv_forward";
+    check(&geom, OP)?;
+    forward_with(x, w, geom, cout, y, scratch, BLOCK_FLOATS)
+}
+
+fn forward_with(
+    x: In<'_, CpuBackend>,
+    w: In<'_, CpuBackend>,
+    geom: ConvGeom,
+    cout: usize,
+    y: Out<'_, CpuBackend>,
+    scratch: Out<'_, CpuBackend>,
+    block_floats: usize,
+) -> BResult<()> {
+    const OP: &str = "conv_forward";
+    let p = Plan::new(&geom, cout, block_floats);
+    let n = geom.n;
+    let x = read_slice(x, geom.c * n * geom.h * geom.w, OP)?;
+    let w = read_slice(w, cout * p.kdim, OP)?;
+    let y = write_slice(y, cout * n * p.ohw, OP)?;
+    let scratch = write_slice(scratch, p.scratch(), OP)?;
+    if n == 0 || p.ohw == 0 || cout == 0 {
+        return Ok(());
+    }
+    let ys = ColumnSplit::new(y, cout, n * p.ohw);
+    scratch
+        .par_chunks_mut(p.per_group)
+        .enumerate()
+        .for_each(|(g, sc)| {
+            let (i0, i1) = p.images(g, n);
+            let (cols_all, rest) = sc.split_at_mut(p.block * p.ohw * p.kdim);
+            let yb = &mut rest[..cout * p.ldb];
+            for b0 in (i0..i1).step_by(p.block) {
+                let nb = p.block.min(i1 - b0);
+                let cols_b = &mut cols_all[..nb * p.ohw * p.kdim];
+                // Tap-major here: the forward GEMM reads it without repacking (the
+                // backward's weight gradient prefers pixel-major).
+                im2col_tap_block(x, &geom, b0, nb, cols_b);
+                // yb[cout, nb * ohw] = W[cout, K] x cols[K, nb * ohw]
+                // SAFETY: W, the columns and yb are slices of the sizes addressed.
+                unsafe {
+                    sgemm_raw(
+                        (cout, nb * p.ohw, p.kdim),
+                        1.0,
+                        w.as_ptr(),
+                        rows(p.kdim),
+                        cols_b.as_ptr(),
+                        rows(nb * p.ohw),
+                        0.0,
+                        yb.as_mut_ptr(),
+                        p.ldb,
+                        Parallelism::None,
+                    );
+                    // SAFETY: this block's columns of y belong to this task alone.
+                    ys.write_cols(b0 * p.ohw, nb * p.ohw, yb, p.ldb);
+                }
+            }
+        });
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn backward(
+    x: In<'_, CpuBackend>,
+    w: In<'_, CpuBackend>,
+    dy: In<'_, CpuBackend>,
+    geom: ConvGeom,
+    cout: usize,
+    dw: Out<'_, CpuBackend>,
+    dx: Option<Out<'_, CpuBackend>>,
+    scratch: Out<'_, CpuBackend>,
+) -> BResult<()> {
+    const OP: &str = "conv_backward";
+    check(&geom, OP)?;
+    backward_with(x, w, dy, geom, cout, dw, dx, scratch, BLOCK_FLOATS)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn backward_with(
+    x: In<'_, CpuBackend>,
+    w: In<'_, CpuBackend>,
+    dy: In<'_, CpuBackend>,
+    geom: ConvGeom,
+    cout: usize,
+    dw: Out<'_, CpuBackend>,
+    dx: Option<Out<'_, CpuBackend>>,
+    scratch: Out<'_, CpuBackend>,
+    block_floats: usize,
+) -> BResult<()> {
+    const OP: &str = "conv_backward";
+    let p = Plan::new(&geom, cout, block_floats);
+    let n = geom.n;
+    let ld = n * p.ohw;
+    let x = read_slice(x, geom.c * n * geom.h * geom.w, OP)?;
+    let w = read_slice(w, cout * p.kdim, OP)?;
+    let dy = read_slice(dy, cout * ld, OP)?;
+    let dw = write_slice(dw, cout * p.kdim, OP)?;
+    let dx = match dx {
+        Some(d) => Some(write_slice(d, geom.c * n * geom.h * geom.w, OP)?),
+        None => None,
+    };
+    let scratch = write_slice(scratch, p.scratch(), OP)?;
+    if n == 0 || p.ohw == 0 || cout == 0 {
+        dw.fill(0.0);
+        if let Some(dx) = dx {
+            dx.fill(0.0);
+        }
+        return Ok(());
+    }
+    let with_dx = dx.is_some();
+    // Each group's planes of dx: [image - i0][channel].
+    let mut planes: Vec<Vec<Vec<&mut [f32]>>> = Vec::with_capacity(p.groups);
+    match dx {
+        Some(dx) => {
+            let mut all = planes_by_image(dx, &geom, 0, n).into_iter();
+            for g in 0..p.groups {
+                let (i0, i1) = p.images(g, n);
+                planes.push(all.by_ref().take(i1 - i0).collect());
+            }
+        }
+        None => planes.resize_with(p.groups, Vec::new),
+    }
+    let fold = col2im_image_fn(geom.kw);
+    let per_image = p.kdim * p.ohw;
+    scratch
+        .par_chunks_mut(p.per_group)
+        .zip(planes.par_iter_mut())
+        .enumerate()
+        .for_each(|(g, (sc, planes))| {
+            let (i0, i1) = p.images(g, n);
+            let (cols_all, rest) = sc.split_at_mut(p.block * per_image);
+            let (dyb, dwg) = rest.split_at_mut(cout * p.ldb);
+            for (bi, b0) in (i0..i1).step_by(p.block).enumerate() {
+                let nb = p.block.min(i1 - b0);
+                let cols_b = &mut cols_all[..nb * per_image];
+                im2col_block(x, &geom, b0, nb, cols_b);
+                for (co, row) in dyb.chunks_exact_mut(p.ldb).enumerate() {
+                    row[..nb * p.ohw].copy_from_slice(&dy[co * ld + b0 * p.ohw..][..nb * p.ohw]);
+                }
+                // SAFETY (both GEMMs): dyb holds cout rows `ldb` apart of nb * ohw
+                // columns; W, the columns and this group's weight gradient are slices
+                // of the sizes addressed, owned or read-only here.
+                unsafe {
+                    // dW_g (+)= dy_b[cout, P] x cols[P, K]
+                    sgemm_raw(
+                        (cout, p.kdim, nb * p.ohw),
+                        1.0,
+                        dyb.as_ptr(),
+                        rows(p.ldb),
+                        cols_b.as_ptr(),
+                        rows(p.kdim),
+                        if bi == 0 { 0.0 } else { 1.0 },
+                        dwg.as_mut_ptr(),
+                        p.kdim,
+                        Parallelism::None,
+                    );
+                    if !with_dx {
+                        continue;
+                    }
+                    // dcols[P, K] = dy_b^T[P, cout] x W[cout, K], over the columns.
+                    sgemm_raw(
+                        (nb * p.ohw, p.kdim, cout),
+                        1.0,
+                        dyb.as_ptr(),
+                        cols(p.ldb),
+                        w.as_ptr(),
+                        rows(p.kdim),
+                        0.0,
+                        cols_b.as_mut_ptr(),
+                        p.kdim,
+                        Parallelism::None,
+                    );
+                }
+                for (j, src) in cols_b.chunks_exact(per_image).enumerate() {
+                    fold(src, &geom, &mut planes[b0 - i0 + j]);
+                }
+            }
+        });
+    // The groups' weight gradients, added in group order.
+    let cols_len = p.block * per_image + cout * p.ldb;
+    for (j, v) in dw.iter_mut().enumerate() {
+        *v = (0..p.groups)
+            .map(|g| scratch[g * p.per_group + cols_len + j])
+            .fold(0.0, |s, t| s + t);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cpu::CpuBuf;
+
+    /// Direct convolution in f64: y, dW, dx for dy.
+    fn reference(
+        g: &ConvGeom,
+        cout: usize,
+        x: &[f32],
+        w: &[f32],
+        dy: &[f32],
+    ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+        let (oh, ow, hw) = (g.out_h(), g.out_w(), g.h * g.w);
+        let ld = g.n * oh * ow;
+        let mut y = vec![0f64; cout * ld];
+        let mut dw = vec![0f64; w.len()];
+        let mut dx = vec![0f64; x.len()];
+        for co in 0..cout {
+            for ni in 0..g.n {
+                for oy in 0..oh {
+                    for ox in 0..ow {
+                        let o = co * ld + (ni * oh + oy) * ow + ox;
+                        for ci in 0..g.c {
+                            for ky in 0..g.kh {
+                                for kx in 0..g.kw {
+                                    let iy = (oy * g.stride + ky) as isize - g.pad as isize;
+                                    let ix = (ox * g.stride + kx) as isize - g.pad as isize;
+                                    if iy < 0 || ix < 0 || iy >= g.h as isize || ix >= g.w as isize
+                                    {
+                                        continue;
+                                    }
+                                    let xi = (ci * g.n + ni) * hw + iy as usize * g.w + ix as usize;
+                                    let wi = ((co * g.c + ci) * g.kh + ky) * g.kw + kx;
+                                    y[o] += w[wi] as f64 * x[xi] as f64;
+                                    dw[wi] += dy[o] as f64 * x[xi] as f64;
+                                    dx[xi] += dy[o] as f64 * w[wi] as f64;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        (y, dw, dx)
+    }
+
+    /// Against a direct convolution, with blocks of one image and of several, groups of
+    /// one image and of several, strides, padding and 1x1 kernels.
+    #[test]
+    fn blocked_convolution_matches_a_direct_one() {
+        let vals = |len: usize, f: f32| (0..len).map(|i| (i as f32 * f).sin()).collect::<Vec<_>>();
+        for (c, cout, k, stride, pad, n) in [
+            (3, 5, 3, 1, 1, 11),
+            (2, 4, 3, 2, 1, 3),
+            (4, 3, 1, 1, 0, 20),
+            (3, 2, 3, 1, 0, 9),
+        ] {
+            let g = ConvGeom {
+                c,
+                n,
+                h: 7,
+                w: 6,
+                kh: k,
+                kw: k,
+                stride,
+                pad,
+                col: ColLayout::PixelMajor,
+            };
+            let ld = n * g.out_h() * g.out_w();
+            let x = vals(c * n * 42, 0.37);
+            let w = vals(cout * g.col_rows(), 0.91);
+            let dy = vals(cout * ld, 0.53);
+            let (ry, rdw, rdx) = reference(&g, cout, &x, &w, &dy);
+            let per_image = g.col_rows() * g.out_h() * g.out_w();
+            for block_floats in [1, 2 * per_image, 1 << 20] {
+                let p = Plan::new(&g, cout, block_floats);
+                let mut y = CpuBuf(vec![f32::NAN; cout * ld]);
+                let mut dw = CpuBuf(vec![f32::NAN; w.len()]);
+                let mut dx = CpuBuf(vec![f32::NAN; x.len()]);
+                let mut sc = CpuBuf(vec![f32::NAN; p.scratch()]);
+                let (xb, wb, dyb) = (CpuBuf(x.clone()), CpuBuf(w.clone()), CpuBuf(dy.clone()));
+                forward_with(
+                    In::new(&xb),
+                    In::new(&wb),
+                    g,
+                    cout,
+                    Out::new(&mut y),
+                    Out::new(&mut sc),
+                    block_floats,
+                )
+                .unwrap();
+                backward_with(
+                    In::new(&xb),
+                    In::new(&wb),
+                    In::new(&dyb),
+                    g,
+                    cout,
+                    Out::new(&mut dw),
+                    Some(Out::new(&mut dx)),
+                    Out::new(&mut sc),
+                    block_floats,
+                )
+                .unwrap();
+                for (what, got, want) in
+                    [("y", &y.0, &ry), ("dw", &dw.0, &rdw), ("dx", &dx.0, &rdx)]
+                {
+                    for (i, (a, b)) in got.iter().zip(want.iter()).enumerate() {
+                        assert!(
+                            (*a as f64 - b).abs() <= 1e-4 * (1.0 + b.abs()),
+                            "{g:?} block {block_floats} ({p:?}): {what}[{i}] {a} vs {b}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The other layout is refused, not misread.
+    #[test]
+    fn tap_major_is_refused() {
+        let g = ConvGeom {
+            c: 1,
+            n: 1,
+            h: 3,
+            w: 3,
+            kh: 3,
+            kw: 3,
+            stride: 1,
+            pad: 1,
+            col: ColLayout::TapMajor,
+        };
+        let b = CpuBuf(vec![0.0; 64]);
+        let mut y = CpuBuf(vec![0.0; 64]);
+        let mut s = CpuBuf(vec![0.0; 1024]);
+        let e = forward(
+            In::new(&b),
+            In::new(&b),
+            g,
+            1,
+            Out::new(&mut y),
+            Out::new(&mut s),
+        );
+        assert!(
+            matches!(
+                e,
+                Err(BackendError::Op {
+                    op: "conv_forward",
+                    ..
+                })
+            ),
+            "{e:?}"
+        );
+    }
+}

@@ -154,7 +154,12 @@ impl Sampler {
     /// The indices of epoch `epoch` for this rank, in visiting order, for a source
     /// whose samples are stored in `shards` (see the module docs); without shards, or
     /// unshuffled, the same as [`indices`](Self::indices).
-    pub fn indices_in(&self, len: usize, shards: Option<&[Range<usize>]>, epoch: u64) -> Vec<usize> {
+    pub fn indices_in(
+        &self,
+        len: usize,
+        shards: Option<&[Range<usize>]>,
+        epoch: u64,
+    ) -> Vec<usize> {
         match shards {
             Some(s) if self.shuffle && partitions(s, len) => self.shard_order(len, s, epoch),
             _ => self.indices(len, epoch),
@@ -205,8 +210,12 @@ impl Sampler {
             if out.len() > target {
                 out.truncate(target);
             } else if out.len() < target && !out.is_empty() {
-                let extra: Vec<usize> =
-                    out.iter().cycle().take(target - out.len()).copied().collect();
+                let extra: Vec<usize> = out
+                    .iter()
+                    .cycle()
+                    .take(target - out.len())
+                    .copied()
+                    .collect();
                 out.extend(extra);
             }
         }
@@ -310,14 +319,30 @@ mod tests {
         }
         starts.sort_unstable();
         assert_eq!(starts, [0, 4, 8, 12]);
-        assert_ne!(got, sharded(1).indices_in(16, Some(&shards), 4), "per-epoch shard order");
+        assert_ne!(
+            got,
+            sharded(1).indices_in(16, Some(&shards), 4),
+            "per-epoch shard order"
+        );
         // Without shuffle, or without shards, the plain order.
-        let s = Sampler { shuffle: false, ..sharded(8) };
-        assert_eq!(s.indices_in(16, Some(&shards), 0), (0..16).collect::<Vec<_>>());
-        assert_eq!(sharded(8).indices_in(16, None, 2), sharded(8).indices(16, 2));
+        let s = Sampler {
+            shuffle: false,
+            ..sharded(8)
+        };
+        assert_eq!(
+            s.indices_in(16, Some(&shards), 0),
+            (0..16).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            sharded(8).indices_in(16, None, 2),
+            sharded(8).indices(16, 2)
+        );
         // Ranges that do not cover the data are ignored, not trusted.
         let bad = ranges(&[4, 4]);
-        assert_eq!(sharded(8).indices_in(16, Some(&bad), 2), sharded(8).indices(16, 2));
+        assert_eq!(
+            sharded(8).indices_in(16, Some(&bad), 2),
+            sharded(8).indices(16, 2)
+        );
     }
 
     #[test]
@@ -336,7 +361,11 @@ mod tests {
     fn shards_are_dealt_to_ranks_or_samples_when_too_few() {
         let shards = ranges(&[10, 10, 10, 10]);
         let per_rank: Vec<Vec<usize>> = (0..2)
-            .map(|r| sharded(4).distributed(r, 2, ShardPolicy::Pad).indices_in(40, Some(&shards), 1))
+            .map(|r| {
+                sharded(4)
+                    .distributed(r, 2, ShardPolicy::Pad)
+                    .indices_in(40, Some(&shards), 1)
+            })
             .collect();
         // Each rank holds whole shards: 2 of the 4.
         for got in &per_rank {
@@ -351,7 +380,11 @@ mod tests {
         // 2 shards, 3 ranks: samples dealt; padded to ceil(20 / 3) = 7 each.
         let shards = ranges(&[10, 10]);
         let per_rank: Vec<Vec<usize>> = (0..3)
-            .map(|r| sharded(4).distributed(r, 3, ShardPolicy::Pad).indices_in(20, Some(&shards), 1))
+            .map(|r| {
+                sharded(4)
+                    .distributed(r, 3, ShardPolicy::Pad)
+                    .indices_in(20, Some(&shards), 1)
+            })
             .collect();
         assert!(per_rank.iter().all(|r| r.len() == 7));
         let mut all = per_rank.concat();

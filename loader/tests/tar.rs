@@ -76,7 +76,11 @@ fn packed_shards_hold_the_sources_records_and_index_them_exactly() {
     assert_eq!(stats.records, 60);
     let tars = source::open(&out, true).unwrap();
     assert_eq!(tars.format(), "tar");
-    assert_eq!(tars.classes(), folder.classes(), "class names come from the index");
+    assert_eq!(
+        tars.classes(),
+        folder.classes(),
+        "class names come from the index"
+    );
     same_records(folder.as_ref(), tars.as_ref());
     let shards = tars.shards().unwrap();
     assert_eq!(shards.len(), stats.shards);
@@ -85,9 +89,11 @@ fn packed_shards_hold_the_sources_records_and_index_them_exactly() {
     for i in 0..stats.shards {
         let shard = out.join(format!("shard-{i:06}.tar"));
         let bytes = std::fs::metadata(&shard).unwrap().len();
-        let written =
-            tar::ShardIndex::parse(&std::fs::read(out.join(format!("shard-{i:06}.tar.idx"))).unwrap(), bytes)
-                .unwrap();
+        let written = tar::ShardIndex::parse(
+            &std::fs::read(out.join(format!("shard-{i:06}.tar.idx"))).unwrap(),
+            bytes,
+        )
+        .unwrap();
         let scanned = TarSource::open_local(&[shard.clone()], "x").unwrap();
         assert_eq!(scanned.len(), written.samples.len());
         for (k, (key, _, len, label)) in written.samples.iter().enumerate() {
@@ -99,8 +105,15 @@ fn packed_shards_hold_the_sources_records_and_index_them_exactly() {
         }
     }
     // A brace pattern and a single shard open too.
-    let pattern = format!("{}/shard-{{000000..{:06}}}.tar", out.display(), stats.shards - 1);
-    same_records(tars.as_ref(), source::open(Path::new(&pattern), true).unwrap().as_ref());
+    let pattern = format!(
+        "{}/shard-{{000000..{:06}}}.tar",
+        out.display(),
+        stats.shards - 1
+    );
+    same_records(
+        tars.as_ref(),
+        source::open(Path::new(&pattern), true).unwrap().as_ref(),
+    );
     let one = source::open(&out.join("shard-000000.tar"), true).unwrap();
     assert_eq!(one.len(), shards[0].len());
     // Unshuffled, the folder and its shards give the same batches.
@@ -146,8 +159,14 @@ fn shard_order_is_the_same_in_every_mode_and_resumes_mid_shard() {
     let mut at = 0;
     let shards = tars.shards().unwrap();
     while at < order.len() {
-        let shard = shards.iter().find(|r| r.start == order[at]).expect("a shard starts here");
-        assert_eq!(&order[at..at + shard.len()], &shard.clone().collect::<Vec<_>>()[..]);
+        let shard = shards
+            .iter()
+            .find(|r| r.start == order[at])
+            .expect("a shard starts here");
+        assert_eq!(
+            &order[at..at + shard.len()],
+            &shard.clone().collect::<Vec<_>>()[..]
+        );
         at += shard.len();
     }
     // Resume in the middle of epoch 1 (batch 3 of 8, inside a shard): the rest is the
@@ -219,8 +238,15 @@ fn tars_from_other_writers_group_by_key_and_take_json_labels() {
     src.read(0, &mut buf).unwrap();
     assert_eq!(buf, a);
     src.read(2, &mut buf).unwrap();
-    assert_eq!(buf, c, "a GNU long name (its own header) does not shift the data");
-    assert!(src.describe(1).ends_with("other.tar sample train/b"), "{}", src.describe(1));
+    assert_eq!(
+        buf, c,
+        "a GNU long name (its own header) does not shift the data"
+    );
+    assert!(
+        src.describe(1).ends_with("other.tar sample train/b"),
+        "{}",
+        src.describe(1)
+    );
 }
 
 fn open_err(path: &Path) -> String {
@@ -234,10 +260,18 @@ fn open_err(path: &Path) -> String {
 fn damaged_shards_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (png(1), png(2));
-    let whole = tar_bytes(&[("a.png", &a), ("a.cls", b"0"), ("b.png", &b), ("b.cls", b"1")]);
+    let whole = tar_bytes(&[
+        ("a.png", &a),
+        ("a.cls", b"0"),
+        ("b.png", &b),
+        ("b.cls", b"1"),
+    ]);
     let path = dir.path().join("t.tar");
     // Cut inside the second image, and cut between members (no end marker).
-    for cut in [whole.len() - 1024 - 600, 512 * (2 + a.len().div_ceil(512) + 2)] {
+    for cut in [
+        whole.len() - 1024 - 600,
+        512 * (2 + a.len().div_ceil(512) + 2),
+    ] {
         std::fs::write(&path, &whole[..cut]).unwrap();
         let e = open_err(&path);
         assert!(e.contains("t.tar") && e.contains("truncated"), "{cut}: {e}");
@@ -249,9 +283,15 @@ fn damaged_shards_are_clear_errors() {
     let bad_cls = tar_bytes(&[("a.png", &a), ("a.cls", b"cat")]);
     std::fs::write(&path, bad_cls).unwrap();
     let e = open_err(&path);
-    assert!(e.contains("a.cls") && e.contains("not a class number"), "{e}");
+    assert!(
+        e.contains("a.cls") && e.contains("not a class number"),
+        "{e}"
+    );
     let e = open_err(&dir.path().join("missing-{0..1}.tar"));
-    assert!(e.contains("missing-0.tar") && e.contains("no such shard"), "{e}");
+    assert!(
+        e.contains("missing-0.tar") && e.contains("no such shard"),
+        "{e}"
+    );
     std::fs::write(&path, b"").unwrap();
     let e = open_err(&path);
     assert!(e.contains("t.tar"), "{e}");

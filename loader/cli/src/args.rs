@@ -77,7 +77,8 @@ fn bytes_in(s: &str, lo: u64, hi: u64) -> Result<u64, String> {
     let t = s.trim();
     let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(digits);
-    let bad = || format!("'{s}' is not a size (a whole number with an optional K, M, G or T, e.g. 256M)");
+    let bad =
+        || format!("'{s}' is not a size (a whole number with an optional K, M, G or T, e.g. 256M)");
     let n: u64 = num.parse().map_err(|_| bad())?;
     let shift = match unit.trim().to_ascii_uppercase().as_str() {
         "" | "B" => 0,
@@ -150,7 +151,16 @@ mod tests {
         assert_eq!(shard_size("64k").unwrap(), 64 << 10);
         assert_eq!(cache_size("10GiB").unwrap(), 10 << 30);
         assert_eq!(shard_size("1048576").unwrap(), 1 << 20);
-        for bad in ["", "M", "1.5G", "-1M", "12X", "1K", "65G", "99999999999999999999T"] {
+        for bad in [
+            "",
+            "M",
+            "1.5G",
+            "-1M",
+            "12X",
+            "1K",
+            "65G",
+            "99999999999999999999T",
+        ] {
             assert!(shard_size(bad).is_err(), "{bad}");
         }
         assert!(shuffle_buffer("0").is_err());

@@ -114,7 +114,6 @@ fn tempdir_for(url: &str) -> anyhow::Result<PathBuf> {
             .map(|d| d.as_nanos())
             .unwrap_or_default()
     ));
-    std::fs::create_dir_all(&dir)
-        .with_context(|| format!("staging {url} in {}", dir.display()))?;
+    std::fs::create_dir_all(&dir).with_context(|| format!("staging {url} in {}", dir.display()))?;
     Ok(dir)
 }

@@ -2,8 +2,8 @@
 //! straight into the sample's batch slot, and finish a batch.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::Instant;
 
 use stoker_augment::{decode, ImageView, SampleRng, Scratch};

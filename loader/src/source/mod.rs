@@ -28,7 +28,8 @@ pub use packed::{PackedReader, PackedWriter};
 pub use tar::TarSource;
 
 /// What [`Source::read_async`] yields: the read's outcome and the buffer back.
-pub type ReadFuture = Pin<Box<dyn Future<Output = (Result<RecordKind, SourceError>, Vec<u8>)> + Send>>;
+pub type ReadFuture =
+    Pin<Box<dyn Future<Output = (Result<RecordKind, SourceError>, Vec<u8>)> + Send>>;
 
 /// How the bytes a source hands out are to be read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,7 +86,11 @@ pub trait Source: Send + Sync + 'static {
 
 /// [`Source::read`] on tokio's blocking pool, as a [`ReadFuture`]; a panic in `read`
 /// resumes in the awaiting task.
-pub fn read_blocking<S: Source + ?Sized>(src: Arc<S>, index: usize, mut buf: Vec<u8>) -> ReadFuture {
+pub fn read_blocking<S: Source + ?Sized>(
+    src: Arc<S>,
+    index: usize,
+    mut buf: Vec<u8>,
+) -> ReadFuture {
     Box::pin(async move {
         let task = tokio::task::spawn_blocking(move || {
             let r = src.read(index, &mut buf);
@@ -176,4 +181,3 @@ impl SourceError {
         }
     }
 }
-

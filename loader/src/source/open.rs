@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{mnist, packed, tar, Cifar10, ImageFolder, Mnist, PackedReader, Source, SourceError, TarSource};
+use super::{
+    mnist, packed, tar, Cifar10, ImageFolder, Mnist, PackedReader, Source, SourceError, TarSource,
+};
 
 /// The default size bound of `--cache DIR`: 10 GiB.
 pub const DEFAULT_CACHE_BYTES: u64 = 10 << 30;
@@ -144,7 +146,10 @@ pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Source>, 
         .unwrap_or_default();
     if tar::is_tar_name(&name) {
         let what = path.display().to_string();
-        return Ok(Arc::new(TarSource::open_local(&[path.to_path_buf()], &what)?));
+        return Ok(Arc::new(TarSource::open_local(
+            &[path.to_path_buf()],
+            &what,
+        )?));
     }
     // Name first: a CIFAR batch starts with arbitrary pixel bytes, which could
     // happen to spell an IDX magic.
@@ -199,10 +204,18 @@ pub fn open_url(url: &str, options: &OpenOptions) -> Result<Arc<dyn Source>, Sou
             url: url.to_string(),
             reason: r,
         })?;
-        return Ok(Arc::new(TarSource::open_remote(head_all(keys)?, url, cache)?));
+        return Ok(Arc::new(TarSource::open_remote(
+            head_all(keys)?,
+            url,
+            cache,
+        )?));
     }
     if tar::is_tar_name(&key) {
-        return Ok(Arc::new(TarSource::open_remote(head_all(vec![key])?, url, cache)?));
+        return Ok(Arc::new(TarSource::open_remote(
+            head_all(vec![key])?,
+            url,
+            cache,
+        )?));
     }
     let mut prefix = key.clone();
     if !key.is_empty() && !key.ends_with('/') {

@@ -66,7 +66,11 @@ impl RemoteFolder {
                 "{} of {} classes have no images (.jpg, .jpeg, .png): {}",
                 empty.len(),
                 by_class.len(),
-                empty.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                empty
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )));
         }
         let mut out = RemoteFolder {
@@ -78,7 +82,8 @@ impl RemoteFolder {
         };
         for (class, mut files) in by_class {
             files.sort_by(|a, b| a.key.cmp(&b.key));
-            let label = u32::try_from(out.classes.len()).map_err(|_| bad("too many classes".into()))?;
+            let label =
+                u32::try_from(out.classes.len()).map_err(|_| bad("too many classes".into()))?;
             out.labels.extend(std::iter::repeat_n(label, files.len()));
             out.files.extend(files);
             out.classes.push(class);
@@ -94,7 +99,11 @@ impl RemoteFolder {
     }
 }
 
-fn finish(obj: &Object, r: Result<(), storage::StorageError>, buf: &[u8]) -> Result<RecordKind, SourceError> {
+fn finish(
+    obj: &Object,
+    r: Result<(), storage::StorageError>,
+    buf: &[u8],
+) -> Result<RecordKind, SourceError> {
     r?;
     if buf.is_empty() {
         return Err(SourceError::Record {

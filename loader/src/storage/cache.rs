@@ -175,10 +175,17 @@ impl Cache {
         {
             let mut st = self.lock();
             self.evict(&mut st, obj.size);
-            std::fs::rename(&tmp, &path).map_err(|e| cache_err(&path, "storing a fetched object", e))?;
+            std::fs::rename(&tmp, &path)
+                .map_err(|e| cache_err(&path, "storing a fetched object", e))?;
             st.tick += 1;
             let used = st.tick;
-            if let Some(old) = st.entries.insert(name.clone(), Entry { size: obj.size, used }) {
+            if let Some(old) = st.entries.insert(
+                name.clone(),
+                Entry {
+                    size: obj.size,
+                    used,
+                },
+            ) {
                 st.total -= old.size;
             }
             st.total += obj.size;
@@ -224,7 +231,10 @@ impl Cache {
             return Err(StorageError::Request {
                 url: obj.url(),
                 what: "GET".into(),
-                reason: format!("got {got} bytes, expected {} (the object changed?)", obj.size),
+                reason: format!(
+                    "got {got} bytes, expected {} (the object changed?)",
+                    obj.size
+                ),
             });
         }
         file.sync_all()
@@ -256,7 +266,10 @@ impl Cache {
                 buf.clear();
                 Err(StorageError::Request {
                     url: obj.url(),
-                    what: format!("reading bytes {}..{} of the cached copy", range.start, range.end),
+                    what: format!(
+                        "reading bytes {}..{} of the cached copy",
+                        range.start, range.end
+                    ),
                     reason: format!("{} is shorter", path.display()),
                 })
             }
@@ -275,7 +288,8 @@ impl Cache {
     /// Keeps `bytes`, an index built for `obj`, for later runs.
     pub fn store_index(&self, obj: &Object, bytes: &[u8]) -> Result<(), StorageError> {
         let path = self.index_path(obj);
-        crate::durable::write_bytes(&path, bytes).map_err(|e| cache_err(&path, "storing an index", e))
+        crate::durable::write_bytes(&path, bytes)
+            .map_err(|e| cache_err(&path, "storing an index", e))
     }
 
     fn index_path(&self, obj: &Object) -> PathBuf {

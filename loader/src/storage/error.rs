@@ -41,6 +41,15 @@ impl StorageError {
                 url: url.to_string(),
                 reason: flatten(source.as_ref()),
             },
+            e @ (object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. }) => StorageError::Request {
+                url: url.to_string(),
+                what: what.into(),
+                reason: format!(
+                    "refused: check the credentials (AWS_*, GOOGLE_* or AZURE_* variables): {}",
+                    flatten(&e)
+                ),
+            },
             other => StorageError::Request {
                 url: url.to_string(),
                 what: what.into(),
@@ -94,7 +103,9 @@ impl From<StorageError> for crate::source::SourceError {
             StorageError::Request { url, what, reason } => {
                 remote(url, format!("{what} failed: {reason}"))
             }
-            StorageError::Runtime(r) => remote("storage".into(), format!("the storage runtime: {r}")),
+            StorageError::Runtime(r) => {
+                remote("storage".into(), format!("the storage runtime: {r}"))
+            }
         }
     }
 }

@@ -25,9 +25,6 @@ thread_local! {
 /// threads (default 2: they only drive network I/O and copy bytes).
 fn runtime() -> Result<&'static Runtime, StorageError> {
     let rt = RUNTIME.get_or_init(|| {
-        // rustls without a bundled provider (see Cargo.toml): install ring as the
-        // process default. An application that installed one already keeps it.
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let threads = std::env::var("STOKER_IO_THREADS")
             .ok()
             .and_then(|v| v.trim().parse::<usize>().ok())
@@ -42,6 +39,16 @@ fn runtime() -> Result<&'static Runtime, StorageError> {
             .map_err(|e| format!("cannot start: {e}"))
     });
     rt.as_ref().map_err(|e| StorageError::Runtime(e.clone()))
+}
+
+/// Installs ring as rustls' process-wide crypto provider (reqwest is built with rustls
+/// and no bundled provider, see Cargo.toml), before the first client is built. An
+/// application that installed a provider already keeps its own.
+pub(crate) fn ensure_crypto() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
 }
 
 /// Runs `fut` on the storage runtime; the returned future (awaitable from any runtime
@@ -98,7 +105,9 @@ mod tests {
         assert_eq!(wait(async { 6 * 7 }).unwrap(), 42);
         // From inside another runtime: spawn is awaited there, wait is refused on a
         // storage thread.
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         assert_eq!(rt.block_on(spawn(async { 1 })).unwrap(), 1);
         let nested = wait(async { wait(async { 0 }).is_err() }).unwrap();
         assert!(nested, "a wait on a storage thread must be refused");

@@ -50,6 +50,7 @@ fn config_err(url: &str, e: impl std::fmt::Display) -> StorageError {
 }
 
 fn build(url: &DataUrl, o: &RemoteOptions) -> Result<Arc<dyn ObjectStore>, StorageError> {
+    super::runtime::ensure_crypto();
     let root = url.root.as_str();
     let timeout = humantime(o.timeout);
     let connect = humantime(o.connect_timeout);
@@ -126,9 +127,8 @@ impl Bucket {
         let parsed = DataUrl::parse(url)?;
         let cache_key = format!("{}\u{0}{options:?}", parsed.root);
         let store = {
-            let mut map = stores()
-                .lock()
-                .map_err(|_| StorageError::Runtime("the store table was poisoned".into()))?;
+            // A table of clients: a panic elsewhere leaves it usable.
+            let mut map = stores().lock().unwrap_or_else(|p| p.into_inner());
             match map.get(&cache_key) {
                 Some(s) => s.clone(),
                 None => {
@@ -249,10 +249,8 @@ impl Object {
     /// GET the whole object as a stream of chunks, for objects too big to hold.
     pub async fn stream(
         &self,
-    ) -> Result<
-        futures_util::stream::BoxStream<'static, Result<Bytes, StorageError>>,
-        StorageError,
-    > {
+    ) -> Result<futures_util::stream::BoxStream<'static, Result<Bytes, StorageError>>, StorageError>
+    {
         let url = self.url();
         let got = self
             .bucket

@@ -95,16 +95,25 @@ mod tests {
     #[test]
     fn parses_the_schemes() {
         let u = DataUrl::parse("s3://bucket/train/x.pack").unwrap();
-        assert_eq!((u.scheme, u.root.as_str(), u.key.as_str()), (Scheme::S3, "s3://bucket", "train/x.pack"));
+        assert_eq!(
+            (u.scheme, u.root.as_str(), u.key.as_str()),
+            (Scheme::S3, "s3://bucket", "train/x.pack")
+        );
         assert_eq!(u.url(), "s3://bucket/train/x.pack");
         let u = DataUrl::parse("gs://b").unwrap();
         assert_eq!((u.scheme, u.key.as_str()), (Scheme::Gcs, ""));
         let u = DataUrl::parse("https://host:8080/a/b.tar").unwrap();
-        assert_eq!((u.scheme, u.root.as_str(), u.key.as_str()), (Scheme::Http, "https://host:8080", "a/b.tar"));
+        assert_eq!(
+            (u.scheme, u.root.as_str(), u.key.as_str()),
+            (Scheme::Http, "https://host:8080", "a/b.tar")
+        );
         let u = DataUrl::parse("file:///tmp/data/").unwrap();
         assert_eq!((u.scheme, u.key.as_str()), (Scheme::File, "tmp/data/"));
         assert_eq!(u.url_of("tmp/x"), "file:///tmp/x");
-        assert_eq!(DataUrl::parse("az://container/p").unwrap().scheme, Scheme::Azure);
+        assert_eq!(
+            DataUrl::parse("az://container/p").unwrap().scheme,
+            Scheme::Azure
+        );
     }
 
     #[test]

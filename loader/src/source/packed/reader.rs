@@ -248,14 +248,23 @@ impl PackedReader {
         let len = usize::try_from(e.len).map_err(|_| {
             self.record_error(
                 index,
-                format!("bytes {}..{} are too large", e.offset, e.offset.saturating_add(e.len)),
+                format!(
+                    "bytes {}..{} are too large",
+                    e.offset,
+                    e.offset.saturating_add(e.len)
+                ),
             )
         })?;
         Ok((e, len))
     }
 
     /// Checks the record's CRC-32 once its bytes are in `buf`.
-    fn verified(&self, index: usize, e: &Entry, buf: &mut Vec<u8>) -> Result<RecordKind, SourceError> {
+    fn verified(
+        &self,
+        index: usize,
+        e: &Entry,
+        buf: &mut Vec<u8>,
+    ) -> Result<RecordKind, SourceError> {
         let computed = crc32fast::hash(buf);
         if computed != e.crc {
             buf.clear();
@@ -347,8 +356,13 @@ impl Source for PackedReader {
                 let obj = obj.clone();
                 let mut owned = std::mem::take(buf);
                 let (r, owned) = crate::storage::wait(async move {
-                    let r = crate::storage::read_into(&obj, None, e.offset..e.offset + e.len, &mut owned)
-                        .await;
+                    let r = crate::storage::read_into(
+                        &obj,
+                        None,
+                        e.offset..e.offset + e.len,
+                        &mut owned,
+                    )
+                    .await;
                     (r, owned)
                 })?;
                 *buf = owned;
@@ -358,7 +372,11 @@ impl Source for PackedReader {
         self.verified(index, &e, buf)
     }
 
-    fn read_async(self: std::sync::Arc<Self>, index: usize, buf: Vec<u8>) -> crate::source::ReadFuture {
+    fn read_async(
+        self: std::sync::Arc<Self>,
+        index: usize,
+        buf: Vec<u8>,
+    ) -> crate::source::ReadFuture {
         #[cfg(feature = "remote")]
         if let Records::Remote(obj) = &self.records {
             let obj = obj.clone();
@@ -369,8 +387,9 @@ impl Source for PackedReader {
                 };
                 let mut buf = buf;
                 let task = crate::storage::spawn(async move {
-                    let r = crate::storage::read_into(&obj, None, e.offset..e.offset + e.len, &mut buf)
-                        .await;
+                    let r =
+                        crate::storage::read_into(&obj, None, e.offset..e.offset + e.len, &mut buf)
+                            .await;
                     (r, buf)
                 });
                 match task.await {

@@ -54,7 +54,10 @@ impl ShardIndex {
         let idx: ShardIndex =
             serde_json::from_slice(bytes).map_err(|e| format!("not a shard index: {e}"))?;
         if idx.format != INDEX_FORMAT {
-            return Err(format!("format '{}', expected '{INDEX_FORMAT}'", idx.format));
+            return Err(format!(
+                "format '{}', expected '{INDEX_FORMAT}'",
+                idx.format
+            ));
         }
         if idx.version != INDEX_VERSION {
             return Err(format!(
@@ -141,7 +144,10 @@ impl Pending {
             return Ok(());
         };
         let label = p.cls.or(p.json).ok_or_else(|| {
-            format!("sample {}: no label (a .cls member or a class field in .json)", p.key)
+            format!(
+                "sample {}: no label (a .cls member or a class field in .json)",
+                p.key
+            )
         })?;
         out.push((p.key, offset, len, label));
         Ok(())
@@ -169,7 +175,10 @@ pub fn scan<R: Read>(
             .ok_or_else(|| "a member's size overflows".to_string())?;
         if let Some(total) = tar_bytes {
             if offset.saturating_add(size) > total {
-                let path = entry.path().map(|p| p.display().to_string()).unwrap_or_default();
+                let path = entry
+                    .path()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default();
                 return Err(format!(
                     "truncated: member {path} needs bytes {offset}..{}, the shard has {total}",
                     offset + size
@@ -195,9 +204,15 @@ pub fn scan<R: Read>(
                 cur.image = Some((rank, offset, size));
             }
         } else if ext == "cls" || ext == "json" {
-            let limit = if ext == "cls" { MAX_CLS_BYTES } else { MAX_JSON_BYTES };
+            let limit = if ext == "cls" {
+                MAX_CLS_BYTES
+            } else {
+                MAX_JSON_BYTES
+            };
             if size > limit {
-                return Err(format!("member {path}: {size} bytes, more than a label needs ({limit})"));
+                return Err(format!(
+                    "member {path}: {size} bytes, more than a label needs ({limit})"
+                ));
             }
             let mut bytes = Vec::with_capacity(size as usize);
             (&mut entry)
@@ -225,7 +240,10 @@ mod tests {
 
     #[test]
     fn keys_split_at_the_first_dot_of_the_name() {
-        assert_eq!(split_key("a/b.c/000001.seg.JPG"), ("a/b.c/000001", "seg.jpg".into()));
+        assert_eq!(
+            split_key("a/b.c/000001.seg.JPG"),
+            ("a/b.c/000001", "seg.jpg".into())
+        );
         assert_eq!(split_key("x.cls"), ("x", "cls".into()));
         assert_eq!(split_key("noext"), ("noext", String::new()));
     }
@@ -244,9 +262,13 @@ mod tests {
         let idx = ShardIndex::new(4096, vec![], vec![("k".into(), 512, 100, 0)]);
         let bytes = idx.to_json();
         assert_eq!(ShardIndex::parse(&bytes, 4096).unwrap(), idx);
-        assert!(ShardIndex::parse(&bytes, 4000).unwrap_err().contains("truncated or replaced"));
+        assert!(ShardIndex::parse(&bytes, 4000)
+            .unwrap_err()
+            .contains("truncated or replaced"));
         let past = ShardIndex::new(600, vec![], vec![("k".into(), 512, 100, 0)]).to_json();
-        assert!(ShardIndex::parse(&past, 600).unwrap_err().contains("past the end"));
+        assert!(ShardIndex::parse(&past, 600)
+            .unwrap_err()
+            .contains("past the end"));
         assert!(ShardIndex::parse(b"{}", 1).is_err());
     }
 }

@@ -242,7 +242,10 @@ impl TarSource {
             .and_then(|s| Some((s, self.shards.get(s.shard as usize)?)))
             .ok_or_else(|| SourceError::Record {
                 what: format!("{} sample {index}", self.what),
-                reason: format!("index out of range (the shards hold {})", self.samples.len()),
+                reason: format!(
+                    "index out of range (the shards hold {})",
+                    self.samples.len()
+                ),
             })
     }
 
@@ -258,7 +261,11 @@ impl TarSource {
     fn remote_part(
         &self,
         index: usize,
-    ) -> Option<(crate::storage::Object, Option<Arc<crate::storage::Cache>>, Range<u64>)> {
+    ) -> Option<(
+        crate::storage::Object,
+        Option<Arc<crate::storage::Cache>>,
+        Range<u64>,
+    )> {
         let (s, shard) = self.sample(index).ok()?;
         match &shard.data {
             ShardData::Remote { object, cache } => {
@@ -358,8 +365,8 @@ impl Source for TarSource {
             return Box::pin(async move {
                 let mut buf = buf;
                 let task = crate::storage::spawn(async move {
-                    let r = crate::storage::read_into(&object, cache.as_deref(), range, &mut buf)
-                        .await;
+                    let r =
+                        crate::storage::read_into(&object, cache.as_deref(), range, &mut buf).await;
                     (r, buf)
                 });
                 match task.await {

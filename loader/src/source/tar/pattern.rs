@@ -20,33 +20,49 @@ pub fn expand(pattern: &str) -> Result<Vec<String>, String> {
         .find('}')
         .map(|i| open + i)
         .ok_or_else(|| format!("'{pattern}': a '{{' without its '}}'"))?;
-    let (head, body, tail) = (&pattern[..open], &pattern[open + 1..close], &pattern[close + 1..]);
+    let (head, body, tail) = (
+        &pattern[..open],
+        &pattern[open + 1..close],
+        &pattern[close + 1..],
+    );
     if body.contains('{') {
         return Err(format!("'{pattern}': nested braces are not supported"));
     }
     let choices: Vec<String> = if let Some((a, b)) = body.split_once("..") {
-        let bad = || format!("'{pattern}': '{{{body}}}' is not a range of whole numbers like {{000000..000127}}");
+        let bad = || {
+            format!(
+                "'{pattern}': '{{{body}}}' is not a range of whole numbers like {{000000..000127}}"
+            )
+        };
         let lo: u64 = a.trim().parse().map_err(|_| bad())?;
         let hi: u64 = b.trim().parse().map_err(|_| bad())?;
         if hi < lo {
-            return Err(format!("'{pattern}': the range {{{body}}} is empty (it ends before it starts)"));
+            return Err(format!(
+                "'{pattern}': the range {{{body}}} is empty (it ends before it starts)"
+            ));
         }
         if hi - lo >= MAX_EXPANSION as u64 {
-            return Err(format!("'{pattern}': the range {{{body}}} names more than {MAX_EXPANSION} shards"));
+            return Err(format!(
+                "'{pattern}': the range {{{body}}} names more than {MAX_EXPANSION} shards"
+            ));
         }
         let width = a.trim().len();
         (lo..=hi).map(|n| format!("{n:0width$}")).collect()
     } else if body.contains(',') {
         body.split(',').map(str::to_string).collect()
     } else {
-        return Err(format!("'{pattern}': '{{{body}}}' is neither a range {{A..B}} nor a list {{x,y}}"));
+        return Err(format!(
+            "'{pattern}': '{{{body}}}' is neither a range {{A..B}} nor a list {{x,y}}"
+        ));
     };
     let rest = expand(tail)?;
     let mut out = Vec::with_capacity(choices.len() * rest.len());
     for c in &choices {
         for r in &rest {
             if out.len() >= MAX_EXPANSION {
-                return Err(format!("'{pattern}' names more than {MAX_EXPANSION} shards"));
+                return Err(format!(
+                    "'{pattern}' names more than {MAX_EXPANSION} shards"
+                ));
             }
             out.push(format!("{head}{c}{r}"));
         }
@@ -64,7 +80,10 @@ mod tests {
             expand("train-{000..002}.tar").unwrap(),
             ["train-000.tar", "train-001.tar", "train-002.tar"]
         );
-        assert_eq!(expand("{a,b}-{8..10}").unwrap(), ["a-8", "a-9", "a-10", "b-8", "b-9", "b-10"]);
+        assert_eq!(
+            expand("{a,b}-{8..10}").unwrap(),
+            ["a-8", "a-9", "a-10", "b-8", "b-9", "b-10"]
+        );
         assert_eq!(expand("plain.tar").unwrap(), ["plain.tar"]);
         assert!(is_pattern("x-{0..1}.tar") && !is_pattern("x.tar"));
     }

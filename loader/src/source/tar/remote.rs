@@ -51,13 +51,15 @@ async fn index_by_reading(obj: &Object, cache: Option<&Cache>) -> Result<ShardIn
         None => None,
     };
     let scanned = match local {
-        Some(path) => tokio::task::spawn_blocking(move || {
-            let file = std::fs::File::open(&path).map_err(|e| e.to_string())?;
-            let mut archive = ::tar::Archive::new(&file);
-            let entries = archive.entries_with_seek().map_err(|e| e.to_string())?;
-            scan(entries, Some(size))
-        })
-        .await,
+        Some(path) => {
+            tokio::task::spawn_blocking(move || {
+                let file = std::fs::File::open(&path).map_err(|e| e.to_string())?;
+                let mut archive = ::tar::Archive::new(&file);
+                let entries = archive.entries_with_seek().map_err(|e| e.to_string())?;
+                scan(entries, Some(size))
+            })
+            .await
+        }
         None => {
             let mut stream = obj.stream().await?;
             let (tx, rx) = tokio::sync::mpsc::channel(16);
@@ -108,7 +110,11 @@ async fn load_index(obj: &Object, cache: Option<&Cache>) -> Result<ShardIndex, S
         "stoker: {}: no index ({}{INDEX_SUFFIX}); reading the whole shard once to index it{}",
         obj.url(),
         obj.key.rsplit('/').next().unwrap_or(&obj.key),
-        if cache.is_some() { " (kept in the cache)" } else { "" }
+        if cache.is_some() {
+            " (kept in the cache)"
+        } else {
+            ""
+        }
     );
     let idx = index_by_reading(obj, cache).await?;
     if let Some(c) = cache {

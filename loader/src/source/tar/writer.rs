@@ -7,7 +7,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use super::index::{ShardIndex, IndexedSample, INDEX_SUFFIX};
+use super::index::{IndexedSample, ShardIndex, INDEX_SUFFIX};
 use crate::source::{RecordKind, Source, SourceError};
 
 /// Shards are named `shard-000000.tar`, `shard-000001.tar`, ...
@@ -30,15 +30,23 @@ fn padded(len: u64) -> u64 {
 
 /// An image's bytes as a tar member: JPEG and PNG files as they are, raw pixels
 /// encoded as PNG (lossless, so they decode to the same pixels).
-fn encoded(kind: RecordKind, bytes: &[u8], what: &str) -> Result<(Vec<u8>, &'static str), SourceError> {
+fn encoded(
+    kind: RecordKind,
+    bytes: &[u8],
+    what: &str,
+) -> Result<(Vec<u8>, &'static str), SourceError> {
     let bad = |reason: String| SourceError::Record {
         what: what.to_string(),
         reason,
     };
     match kind {
-        RecordKind::Encoded if bytes.starts_with(&[0xff, 0xd8, 0xff]) => Ok((bytes.to_vec(), "jpg")),
+        RecordKind::Encoded if bytes.starts_with(&[0xff, 0xd8, 0xff]) => {
+            Ok((bytes.to_vec(), "jpg"))
+        }
         RecordKind::Encoded if bytes.starts_with(b"\x89PNG") => Ok((bytes.to_vec(), "png")),
-        RecordKind::Encoded => Err(bad("neither JPEG nor PNG: cannot name its tar member".into())),
+        RecordKind::Encoded => Err(bad(
+            "neither JPEG nor PNG: cannot name its tar member".into()
+        )),
         RecordKind::Raw {
             width,
             height,
@@ -131,7 +139,8 @@ impl ShardWriter {
         let mut side = self.path.as_os_str().to_os_string();
         side.push(INDEX_SUFFIX);
         let side = PathBuf::from(side);
-        crate::durable::write_bytes(&side, &idx.to_json()).map_err(|e| SourceError::io(&side, e))?;
+        crate::durable::write_bytes(&side, &idx.to_json())
+            .map_err(|e| SourceError::io(&side, e))?;
         Ok(bytes)
     }
 }
@@ -158,10 +167,16 @@ pub fn pack_tar(
 ) -> Result<TarPackStats, SourceError> {
     let total = src.len();
     if total == 0 {
-        return Err(SourceError::format(out, "nothing to pack: the source is empty"));
+        return Err(SourceError::format(
+            out,
+            "nothing to pack: the source is empty",
+        ));
     }
     if shard_bytes < 10 * 1024 {
-        return Err(SourceError::format(out, format!("shard size {shard_bytes} is below 10 KiB")));
+        return Err(SourceError::format(
+            out,
+            format!("shard size {shard_bytes} is below 10 KiB"),
+        ));
     }
     std::fs::create_dir_all(out).map_err(|e| SourceError::io(out, e))?;
     for entry in std::fs::read_dir(out).map_err(|e| SourceError::io(out, e))? {
@@ -198,7 +213,10 @@ pub fn pack_tar(
         }
         if cur.is_none() {
             if stats.shards >= MAX_SHARDS {
-                return Err(SourceError::format(out, format!("more than {MAX_SHARDS} shards")));
+                return Err(SourceError::format(
+                    out,
+                    format!("more than {MAX_SHARDS} shards"),
+                ));
             }
             let name = format!("{SHARD_PREFIX}{:06}.tar", stats.shards);
             cur = Some(ShardWriter::create(out.join(name))?);

@@ -94,7 +94,7 @@ fn packed_shards_hold_the_sources_records_and_index_them_exactly() {
             bytes,
         )
         .unwrap();
-        let scanned = TarSource::open_local(&[shard.clone()], "x").unwrap();
+        let scanned = TarSource::open_local(std::slice::from_ref(&shard), "x").unwrap();
         assert_eq!(scanned.len(), written.samples.len());
         for (k, (key, _, len, label)) in written.samples.iter().enumerate() {
             assert_eq!(scanned.key(k), Some(key.as_str()));

@@ -125,7 +125,17 @@ impl Bucket {
     /// and the key it names.
     pub fn open(url: &str, options: &RemoteOptions) -> Result<(Bucket, String), StorageError> {
         let parsed = DataUrl::parse(url)?;
-        let cache_key = format!("{}\u{0}{options:?}", parsed.root);
+        // The environment is part of a store's configuration: a process that changes
+        // AWS_ENDPOINT_URL (a test, a notebook) gets a new client.
+        let mut env: Vec<(String, String)> = std::env::vars()
+            .filter(|(k, _)| {
+                ["AWS_", "GOOGLE_", "AZURE_"]
+                    .iter()
+                    .any(|p| k.starts_with(p))
+            })
+            .collect();
+        env.sort();
+        let cache_key = format!("{}\u{0}{options:?}\u{0}{env:?}", parsed.root);
         let store = {
             // A table of clients: a panic elsewhere leaves it usable.
             let mut map = stores().lock().unwrap_or_else(|p| p.into_inner());

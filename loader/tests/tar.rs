@@ -296,3 +296,39 @@ fn damaged_shards_are_clear_errors() {
     let e = open_err(&path);
     assert!(e.contains("t.tar"), "{e}");
 }
+
+/// Shards through a `file://` URL take the remote path (object_store, sidecar indexes,
+/// streaming when there is none, the cache) without a network: the same batches as
+/// the local shards.
+#[cfg(feature = "remote")]
+#[test]
+fn file_urls_read_shards_through_the_remote_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = source::open(&shapes(dir.path(), 40), true).unwrap();
+    let (out, stats) = pack(folder.as_ref(), dir.path(), 10 << 10);
+    let bare = dir.path().join("bare");
+    std::fs::create_dir(&bare).unwrap();
+    for i in 0..stats.shards {
+        let name = format!("shard-{i:06}.tar");
+        std::fs::copy(out.join(&name), bare.join(&name)).unwrap();
+    }
+    let want = digest(source::open(&out, true).unwrap(), cfg(Mode::Async, 2), 2);
+    let cache = dir.path().join("cache");
+    for (data, cache) in [(&out, None), (&bare, None), (&bare, Some(cache.clone()))] {
+        let url = format!("file://{}/", data.display());
+        let opts = source::OpenOptions {
+            cache,
+            ..Default::default()
+        };
+        let src = source::open_with(Path::new(&url), &opts).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(src.format(), "tar");
+        assert_eq!(src.shards().unwrap().len(), stats.shards);
+        assert_eq!(digest(src.clone(), cfg(Mode::Async, 2), 2), want, "{url}");
+        assert_eq!(digest(src, cfg(Mode::Sync, 0), 2), want, "{url}, sync");
+    }
+    let indexes = std::fs::read_dir(cache.join("index")).unwrap().count();
+    assert_eq!(
+        indexes, stats.shards,
+        "streamed indexes are kept in the cache"
+    );
+}

@@ -163,38 +163,43 @@ impl Cache {
             fills.entry(name.clone()).or_default().clone()
         };
         let _guard = fill.lock().await;
-        if self.touch(&name) {
-            return Ok(Some(path));
-        }
-        let tmp = crate::durable::temp_name(&path);
-        let fetched = self.fetch(obj, &tmp).await;
-        if let Err(e) = fetched {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
-        {
-            let mut st = self.lock();
-            self.evict(&mut st, obj.size);
-            std::fs::rename(&tmp, &path)
-                .map_err(|e| cache_err(&path, "storing a fetched object", e))?;
-            st.tick += 1;
-            let used = st.tick;
-            if let Some(old) = st.entries.insert(
-                name.clone(),
-                Entry {
-                    size: obj.size,
-                    used,
-                },
-            ) {
-                st.total -= old.size;
-            }
-            st.total += obj.size;
-        }
+        let out = self.fill(obj, &name, &path).await;
         self.fills
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&name);
-        Ok(Some(path))
+        out.map(Some)
+    }
+
+    /// Fetches `obj` into `path` (unless a concurrent fill just did) and records it.
+    async fn fill(&self, obj: &Object, name: &str, path: &Path) -> Result<PathBuf, StorageError> {
+        if self.touch(name) {
+            return Ok(path.to_path_buf());
+        }
+        let tmp = crate::durable::temp_name(path);
+        if let Err(e) = self.fetch(obj, &tmp).await {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        let mut st = self.lock();
+        self.evict(&mut st, obj.size);
+        std::fs::rename(&tmp, path).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            cache_err(path, "storing a fetched object", e)
+        })?;
+        st.tick += 1;
+        let used = st.tick;
+        if let Some(old) = st.entries.insert(
+            name.to_string(),
+            Entry {
+                size: obj.size,
+                used,
+            },
+        ) {
+            st.total -= old.size;
+        }
+        st.total += obj.size;
+        Ok(path.to_path_buf())
     }
 
     /// Marks `name` used; false when it is not cached.
@@ -296,5 +301,74 @@ impl Cache {
         self.dir
             .join("index")
             .join(name_of(obj).replace(".obj", ".idx"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::{wait, Bucket, RemoteOptions};
+
+    fn object(dir: &Path, name: &str, fill: u8) -> Object {
+        let path = dir.join(name);
+        std::fs::write(&path, vec![fill; 400]).unwrap();
+        let url = format!("file://{}", path.display());
+        let (bucket, key) = Bucket::open(&url, &RemoteOptions::default()).unwrap();
+        wait(async move { bucket.head(&key).await })
+            .unwrap()
+            .unwrap()
+    }
+
+    fn read(cache: &Arc<Cache>, obj: &Object, range: Range<u64>) -> Vec<u8> {
+        let (c, o) = (cache.clone(), obj.clone());
+        wait(async move {
+            let mut buf = Vec::new();
+            assert!(c.read_into(&o, range, &mut buf).await.unwrap());
+            buf
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn keeps_objects_within_the_bound_least_recently_used_out() {
+        let src = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let objs: Vec<Object> = (0..3)
+            .map(|i| object(src.path(), &format!("o{i}"), i as u8))
+            .collect();
+        // 1000 bytes: two objects of 400 fit, a third evicts the least recently used.
+        let cache = Cache::open(dir.path(), 1000).unwrap();
+        assert_eq!(read(&cache, &objs[0], 10..20), vec![0u8; 10]);
+        assert_eq!(read(&cache, &objs[1], 0..400), vec![1u8; 400]);
+        assert_eq!(read(&cache, &objs[0], 0..1), vec![0u8; 1]);
+        assert_eq!(read(&cache, &objs[2], 399..400), vec![2u8; 1]);
+        assert_eq!(cache.bytes(), 800);
+        let kept = |c: &Cache| -> Vec<bool> {
+            objs.iter()
+                .map(|o| c.dir().join(name_of(o)).is_file())
+                .collect()
+        };
+        assert_eq!(
+            kept(&cache),
+            [true, false, true],
+            "o1 was least recently used"
+        );
+        // The source changes: a new version is another cache entry, never stale bytes.
+        std::fs::write(src.path().join("o0"), vec![9u8; 400]).unwrap();
+        let changed = object(src.path(), "o0", 9);
+        assert_eq!(read(&cache, &changed, 0..2), vec![9u8; 2]);
+        // A later process adopts what is there, within its own bound.
+        drop(cache);
+        let again = Cache::open(dir.path(), 500).unwrap();
+        assert!(again.bytes() <= 500);
+        // An object over half the bound is not kept: read it from the store.
+        let small = Cache::open(&dir.path().join("small"), 600).unwrap();
+        let o = objs[2].clone();
+        let served = wait(async move {
+            let mut buf = Vec::new();
+            small.read_into(&o, 0..4, &mut buf).await.unwrap()
+        })
+        .unwrap();
+        assert!(!served);
     }
 }

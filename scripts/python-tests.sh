@@ -1,22 +1,12 @@
 #!/usr/bin/env bash
-# The Python package's tests: build and install python/ (the `stoker` module) into a
-# virtual environment that holds numpy and pytest only (and maturin, the build
-# backend), then run pytest on python/tests against the stoker-load binary.
+# The Python package's tests: build and install python/ (the `stoker` module) into the
+# test venv (scripts/py-venv.sh: numpy, pytest, maturin and moto), then run pytest on
+# python/tests against the stoker-load binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 target=${CARGO_TARGET_DIR:-target}
-venv=${STOKER_PY_VENV:-$target/py-venv}
-# Absolute: the build backend runs `maturin` from PATH in another folder.
-mkdir -p "$(dirname "$venv")" && venv=$(cd "$(dirname "$venv")" && pwd)/$(basename "$venv")
-if [ ! -x "$venv/bin/python" ]; then
-  if ! python3 -m venv "$venv"; then
-    # Debian's python3 keeps venv in a package of its own.
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv
-    rm -rf "$venv" && python3 -m venv "$venv"
-  fi
-fi
-"$venv/bin/pip" install -q --disable-pip-version-check numpy pytest maturin
+venv=$(bash scripts/py-venv.sh)
 
 # The dev profile, not maturin's default release: dependencies are optimised in it
 # anyway (Cargo.toml) and are the ones `cargo test` already built, so this compiles

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The test suite, as the README gives it: every crate's tests, then the Python
-# package's (built into a venv with numpy and pytest only; see python-tests.sh).
+# The test suite, as the README gives it: the test venv first (scripts/py-venv.sh:
+# numpy, pytest, maturin and moto's S3 server), then every crate's tests with the S3
+# tests required to run against moto, then the Python package's tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo test --workspace
-bash scripts/python-tests.sh
+venv=$(bash scripts/py-venv.sh)
+STOKER_MOTO_SERVER="$venv/bin/moto_server" STOKER_REQUIRE_S3=1 cargo test --workspace
+STOKER_REQUIRE_S3=1 bash scripts/python-tests.sh

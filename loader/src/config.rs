@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use stoker_augment::Pipeline;
 
-use crate::sampler::{Sampler, ShardPolicy};
+use crate::sampler::{Sampler, ShardPolicy, DEFAULT_SHUFFLE_BUFFER};
 use crate::LoaderError;
 
 /// Synchronous (inline) or asynchronous (prefetching) reading.
@@ -129,6 +129,9 @@ pub struct LoaderConfig {
     pub rank: usize,
     pub world: usize,
     pub shard_policy: ShardPolicy,
+    /// Samples in the shuffle buffer of a sharded source (tar shards); 1 reads each
+    /// shard in order. See [`Sampler`].
+    pub shuffle_buffer: usize,
     pub transform: Pipeline,
     /// Channels per image: `None` means 3 for encoded images and the record's own
     /// count for raw ones.
@@ -162,6 +165,7 @@ impl Default for LoaderConfig {
             rank: 0,
             world: 1,
             shard_policy: ShardPolicy::Pad,
+            shuffle_buffer: DEFAULT_SHUFFLE_BUFFER,
             transform: Pipeline::identity(),
             channels: None,
             on_error: OnError::Fail,
@@ -181,6 +185,7 @@ impl LoaderConfig {
             rank: self.rank,
             world: self.world,
             shard_policy: self.shard_policy,
+            shuffle_buffer: self.shuffle_buffer,
         }
     }
 }
@@ -195,6 +200,8 @@ pub const MAX_PREFETCH: usize = 1024;
 pub const MAX_IO_DEPTH: usize = 4096;
 /// The largest world size accepted.
 pub const MAX_WORLD: usize = 1 << 20;
+/// The largest shuffle buffer accepted (samples).
+pub const MAX_SHUFFLE_BUFFER: usize = 1 << 24;
 
 fn setting(name: &str, reason: String) -> LoaderError {
     LoaderError::Config(format!("{name}: {reason}"))
@@ -223,6 +230,7 @@ impl LoaderConfig {
         in_range("prefetch", self.prefetch, min, MAX_PREFETCH)?;
         in_range("io_depth", self.io_depth, min, MAX_IO_DEPTH)?;
         in_range("world", self.world, 1, MAX_WORLD)?;
+        in_range("shuffle_buffer", self.shuffle_buffer, 1, MAX_SHUFFLE_BUFFER)?;
         if let Some(c) = self.channels {
             if c != 1 && c != 3 {
                 return Err(setting("channels", format!("must be 1 or 3, not {c}")));
@@ -376,6 +384,13 @@ mod tests {
                     ..Default::default()
                 },
                 "world",
+            ),
+            (
+                LoaderConfig {
+                    shuffle_buffer: 0,
+                    ..Default::default()
+                },
+                "shuffle_buffer",
             ),
             (
                 LoaderConfig {

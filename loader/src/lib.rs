@@ -45,6 +45,8 @@ pub mod pool;
 pub mod sampler;
 pub mod source;
 pub mod state;
+#[cfg(feature = "remote")]
+pub mod storage;
 pub mod trace;
 #[cfg(feature = "cuda")]
 pub mod upload;

@@ -19,7 +19,19 @@ impl Plan {
         batch_size: usize,
         drop_last: bool,
     ) -> Plan {
-        let mut indices = sampler.indices(len, epoch);
+        Self::with_shards(sampler, len, None, epoch, batch_size, drop_last)
+    }
+
+    /// The plan of a source stored in `shards` (see [`Sampler::indices_in`]).
+    pub fn with_shards(
+        sampler: &Sampler,
+        len: usize,
+        shards: Option<&[std::ops::Range<usize>]>,
+        epoch: u64,
+        batch_size: usize,
+        drop_last: bool,
+    ) -> Plan {
+        let mut indices = sampler.indices_in(len, shards, epoch);
         let batches = if drop_last {
             indices.len() / batch_size
         } else {

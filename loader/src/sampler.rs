@@ -2,6 +2,17 @@
 //!
 //! Every order is a pure function of (seed, epoch, rank, world), so two processes (or
 //! a resumed run) agree on it without talking to each other.
+//!
+//! A source stored in shards (tar files, see [`Source::shards`](crate::Source::shards))
+//! gets WebDataset's order when shuffled: the shard order is permuted by (seed,
+//! epoch); the shards are dealt to the ranks (shard-strided) when there are at least as
+//! many shards as ranks, else the samples of the permuted shards are dealt
+//! (sample-strided); each rank's samples, in shard order, pass through a bounded
+//! shuffle buffer of `shuffle_buffer` samples seeded by (seed, epoch, rank). It is
+//! simulated on indices, so the whole epoch is still known up front, and reading stays
+//! shard-local (a shard is read from start to end within about one buffer).
+
+use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 use stoker_augment::SampleRng;
@@ -30,6 +41,17 @@ pub struct Sampler {
     pub rank: usize,
     pub world: usize,
     pub shard_policy: ShardPolicy,
+    /// Samples held by the shuffle buffer of a sharded source (1: shards are read in
+    /// order, only the shard order is shuffled).
+    #[serde(default = "default_shuffle_buffer")]
+    pub shuffle_buffer: usize,
+}
+
+/// The default shuffle buffer: 1024 samples.
+pub const DEFAULT_SHUFFLE_BUFFER: usize = 1024;
+
+fn default_shuffle_buffer() -> usize {
+    DEFAULT_SHUFFLE_BUFFER
 }
 
 impl Default for Sampler {
@@ -40,8 +62,45 @@ impl Default for Sampler {
             rank: 0,
             world: 1,
             shard_policy: ShardPolicy::Pad,
+            shuffle_buffer: DEFAULT_SHUFFLE_BUFFER,
         }
     }
+}
+
+/// True when `shards` are non-empty, in order, and cover `0..len` exactly.
+fn partitions(shards: &[Range<usize>], len: usize) -> bool {
+    let mut next = 0;
+    for r in shards {
+        if r.start != next || r.end < r.start {
+            return false;
+        }
+        next = r.end;
+    }
+    !shards.is_empty() && next == len
+}
+
+/// WebDataset's shuffle buffer: fill it, then each new sample takes the place of a
+/// random one, which leaves; at the end the rest leave in random order.
+fn buffer_shuffle(stream: Vec<usize>, capacity: usize, rng: &mut SampleRng) -> Vec<usize> {
+    let capacity = capacity.max(1);
+    if capacity == 1 {
+        return stream;
+    }
+    let mut out = Vec::with_capacity(stream.len());
+    let mut buf = Vec::with_capacity(capacity.min(stream.len()));
+    for x in stream {
+        if buf.len() < capacity {
+            buf.push(x);
+            continue;
+        }
+        let j = rng.below(capacity as u64) as usize;
+        out.push(std::mem::replace(&mut buf[j], x));
+    }
+    while !buf.is_empty() {
+        let j = rng.below(buf.len() as u64) as usize;
+        out.push(buf.swap_remove(j));
+    }
+    out
 }
 
 impl Sampler {
@@ -90,6 +149,77 @@ impl Sampler {
             ShardPolicy::Drop => len / world,
             ShardPolicy::Exact => (len + world - 1 - self.rank.min(world - 1)) / world,
         }
+    }
+
+    /// The indices of epoch `epoch` for this rank, in visiting order, for a source
+    /// whose samples are stored in `shards` (see the module docs); without shards, or
+    /// unshuffled, the same as [`indices`](Self::indices).
+    pub fn indices_in(
+        &self,
+        len: usize,
+        shards: Option<&[Range<usize>]>,
+        epoch: u64,
+    ) -> Vec<usize> {
+        match shards {
+            Some(s) if self.shuffle && partitions(s, len) => self.shard_order(len, s, epoch),
+            _ => self.indices(len, epoch),
+        }
+    }
+
+    fn shard_order(&self, len: usize, shards: &[Range<usize>], epoch: u64) -> Vec<usize> {
+        // Streams of their own: u64::MAX is the sample shuffle's, sample indices are
+        // the augmentations'.
+        let mut rng = SampleRng::new(self.seed, epoch, u64::MAX - 1);
+        let mut order: Vec<usize> = (0..shards.len()).collect();
+        for i in (1..order.len()).rev() {
+            let j = rng.below(i as u64 + 1) as usize;
+            order.swap(i, j);
+        }
+        // Empty shards would leave a rank nothing to repeat when dealt.
+        order.retain(|&s| !shards[s].is_empty());
+        let world = self.world.max(1);
+        let rank = self.rank.min(world - 1);
+        let target = self.shard_len(len);
+        let samples_of = |ids: &mut dyn Iterator<Item = &usize>| -> Vec<usize> {
+            ids.flat_map(|&s| shards[s].clone()).collect()
+        };
+        let dealt = world > 1 && shards.len() >= world && self.shard_policy != ShardPolicy::Exact;
+        let stream = if world <= 1 {
+            samples_of(&mut order.iter())
+        } else if dealt {
+            samples_of(&mut order.iter().skip(rank).step_by(world))
+        } else {
+            // Fewer shards than ranks (or every sample exactly once): deal samples.
+            let mut all = samples_of(&mut order.iter());
+            if self.shard_policy != ShardPolicy::Exact {
+                let total = target * world;
+                if total > len && len > 0 {
+                    let extra: Vec<usize> = all.iter().cycle().take(total - len).copied().collect();
+                    all.extend(extra);
+                }
+                all.truncate(total);
+            }
+            all.into_iter().skip(rank).step_by(world).collect()
+        };
+        let mut brng = SampleRng::new(self.seed, epoch, u64::MAX - 2 - rank as u64);
+        let mut out = buffer_shuffle(stream, self.shuffle_buffer, &mut brng);
+        if dealt {
+            // Every rank takes the same number of steps: a rank whose shards hold more
+            // stops at the common length (the rest come first in another epoch's
+            // deal), one whose shards hold fewer repeats its own from the start.
+            if out.len() > target {
+                out.truncate(target);
+            } else if out.len() < target && !out.is_empty() {
+                let extra: Vec<usize> = out
+                    .iter()
+                    .cycle()
+                    .take(target - out.len())
+                    .copied()
+                    .collect();
+                out.extend(extra);
+            }
+        }
+        out
     }
 
     /// The indices of epoch `epoch` for this rank, in visiting order.
@@ -160,7 +290,138 @@ mod tests {
             .is_err());
     }
 
+    fn sharded(shuffle_buffer: usize) -> Sampler {
+        Sampler {
+            shuffle_buffer,
+            ..Sampler::shuffled(7)
+        }
+    }
+
+    fn ranges(sizes: &[usize]) -> Vec<Range<usize>> {
+        let mut start = 0;
+        sizes
+            .iter()
+            .map(|&n| {
+                start += n;
+                start - n..start
+            })
+            .collect()
+    }
+
+    #[test]
+    fn shards_are_read_one_after_another() {
+        // Buffer 1: whole shards in a permuted order, each in its own order.
+        let shards = ranges(&[4, 4, 4, 4]);
+        let got = sharded(1).indices_in(16, Some(&shards), 3);
+        let mut starts: Vec<usize> = got.chunks(4).map(|c| c[0]).collect();
+        for c in got.chunks(4) {
+            assert_eq!(c, &(c[0]..c[0] + 4).collect::<Vec<_>>()[..]);
+        }
+        starts.sort_unstable();
+        assert_eq!(starts, [0, 4, 8, 12]);
+        assert_ne!(
+            got,
+            sharded(1).indices_in(16, Some(&shards), 4),
+            "per-epoch shard order"
+        );
+        // Without shuffle, or without shards, the plain order.
+        let s = Sampler {
+            shuffle: false,
+            ..sharded(8)
+        };
+        assert_eq!(
+            s.indices_in(16, Some(&shards), 0),
+            (0..16).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            sharded(8).indices_in(16, None, 2),
+            sharded(8).indices(16, 2)
+        );
+        // Ranges that do not cover the data are ignored, not trusted.
+        let bad = ranges(&[4, 4]);
+        assert_eq!(
+            sharded(8).indices_in(16, Some(&bad), 2),
+            sharded(8).indices(16, 2)
+        );
+    }
+
+    #[test]
+    fn the_buffer_bounds_how_far_a_sample_moves() {
+        // With a buffer of b, the k-th sample out was among the first k + b in.
+        let shards = ranges(&[1000]);
+        let b = 16;
+        let got = sharded(b).indices_in(1000, Some(&shards), 0);
+        for (k, &x) in got.iter().enumerate() {
+            assert!(x < k + b, "sample {x} came out at {k}");
+        }
+        assert_ne!(got, (0..1000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn shards_are_dealt_to_ranks_or_samples_when_too_few() {
+        let shards = ranges(&[10, 10, 10, 10]);
+        let per_rank: Vec<Vec<usize>> = (0..2)
+            .map(|r| {
+                sharded(4)
+                    .distributed(r, 2, ShardPolicy::Pad)
+                    .indices_in(40, Some(&shards), 1)
+            })
+            .collect();
+        // Each rank holds whole shards: 2 of the 4.
+        for got in &per_rank {
+            let mut ids: Vec<usize> = got.iter().map(|i| i / 10).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            assert_eq!(ids.len(), 2, "{got:?}");
+        }
+        let mut all = per_rank.concat();
+        all.sort_unstable();
+        assert_eq!(all, (0..40).collect::<Vec<_>>());
+        // 2 shards, 3 ranks: samples dealt; padded to ceil(20 / 3) = 7 each.
+        let shards = ranges(&[10, 10]);
+        let per_rank: Vec<Vec<usize>> = (0..3)
+            .map(|r| {
+                sharded(4)
+                    .distributed(r, 3, ShardPolicy::Pad)
+                    .indices_in(20, Some(&shards), 1)
+            })
+            .collect();
+        assert!(per_rank.iter().all(|r| r.len() == 7));
+        let mut all = per_rank.concat();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all, (0..20).collect::<Vec<_>>());
+    }
+
     proptest! {
+        #[test]
+        fn sharded_orders_have_the_plain_lengths(
+            sizes in proptest::collection::vec(0usize..30, 1..12),
+            world in 1usize..5,
+            buffer in 1usize..40,
+            seed: u64,
+            policy in 0u8..3,
+        ) {
+            let len: usize = sizes.iter().sum();
+            prop_assume!(len > 0);
+            let shards = ranges(&sizes);
+            let policy = [ShardPolicy::Pad, ShardPolicy::Drop, ShardPolicy::Exact][policy as usize];
+            let mut seen = Vec::new();
+            for r in 0..world {
+                let s = Sampler { shuffle_buffer: buffer, ..Sampler::shuffled(seed) }
+                    .distributed(r, world, policy);
+                let got = s.indices_in(len, Some(&shards), 5);
+                prop_assert_eq!(got.len(), s.shard_len(len));
+                prop_assert!(got.iter().all(|&i| i < len));
+                prop_assert_eq!(&got, &s.indices_in(len, Some(&shards), 5), "deterministic");
+                seen.extend(got);
+            }
+            if world == 1 || policy == ShardPolicy::Exact {
+                seen.sort_unstable();
+                prop_assert_eq!(seen, (0..len).collect::<Vec<_>>());
+            }
+        }
+
         #[test]
         fn shuffle_is_a_permutation(len in 0usize..500, seed: u64, epoch in 0u64..50) {
             let mut got = Sampler::shuffled(seed).indices(len, epoch);

@@ -1,7 +1,9 @@
 //! Parsers for numeric flags: every count has a range and every time is finite, so an
 //! absurd value is refused by clap (exit status 2, naming the flag) before any work.
 
-use stoker_loader::config::{MAX_BATCH_SIZE, MAX_IO_DEPTH, MAX_PREFETCH, MAX_WORKERS};
+use stoker_loader::config::{
+    MAX_BATCH_SIZE, MAX_IO_DEPTH, MAX_PREFETCH, MAX_SHUFFLE_BUFFER, MAX_WORKERS,
+};
 
 fn count_in(s: &str, lo: usize, hi: usize) -> Result<usize, String> {
     let v: usize = s
@@ -64,6 +66,47 @@ pub fn max_pixels(s: &str) -> Result<usize, String> {
     count_in(s, 1, 1 << 40)
 }
 
+/// Samples in the shuffle buffer of tar shards.
+pub fn shuffle_buffer(s: &str) -> Result<usize, String> {
+    count_in(s, 1, MAX_SHUFFLE_BUFFER)
+}
+
+/// A size in bytes: a whole number with an optional suffix K, M, G or T (powers of
+/// 1024; `KB`, `KiB`, ... mean the same), from `lo` to `hi` bytes.
+fn bytes_in(s: &str, lo: u64, hi: u64) -> Result<u64, String> {
+    let t = s.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(digits);
+    let bad =
+        || format!("'{s}' is not a size (a whole number with an optional K, M, G or T, e.g. 256M)");
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let shift = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        "T" | "TB" | "TIB" => 40,
+        _ => return Err(bad()),
+    };
+    let v = n
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("{s} is out of range"))?;
+    if v < lo || v > hi {
+        return Err(format!("{s} is out of range (expected {lo} to {hi} bytes)"));
+    }
+    Ok(v)
+}
+
+/// The size of one tar shard: 10K to 64G.
+pub fn shard_size(s: &str) -> Result<u64, String> {
+    bytes_in(s, 10 << 10, 64 << 30)
+}
+
+/// The size bound of `--cache`: 1M to 1P.
+pub fn cache_size(s: &str) -> Result<u64, String> {
+    bytes_in(s, 1 << 20, 1 << 50)
+}
+
 /// A simulated step time in milliseconds: finite, from 0 to one hour.
 pub fn millis(s: &str) -> Result<f64, String> {
     let v: f64 = s
@@ -104,5 +147,22 @@ mod tests {
         assert!(workers("100000000").is_err());
         assert!(prefetch("100000000000").is_err());
         assert!(epochs("0").is_err());
+        assert_eq!(shard_size("256MB").unwrap(), 256 << 20);
+        assert_eq!(shard_size("64k").unwrap(), 64 << 10);
+        assert_eq!(cache_size("10GiB").unwrap(), 10 << 30);
+        assert_eq!(shard_size("1048576").unwrap(), 1 << 20);
+        for bad in [
+            "",
+            "M",
+            "1.5G",
+            "-1M",
+            "12X",
+            "1K",
+            "65G",
+            "99999999999999999999T",
+        ] {
+            assert!(shard_size(bad).is_err(), "{bad}");
+        }
+        assert!(shuffle_buffer("0").is_err());
     }
 }

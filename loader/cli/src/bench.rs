@@ -9,11 +9,16 @@ use stoker_augment::Pipeline;
 use stoker_loader::{source, Digest, Loader, LoaderConfig, Mode, OnError, Workers};
 
 use crate::args;
+use crate::data::DataArgs;
 
 #[derive(clap::Args, Clone)]
 pub struct Args {
-    /// An image folder, a packed file, or an MNIST/CIFAR set.
+    /// An image folder, a packed file, tar shards (a .tar, a folder of them, or a
+    /// pattern like train-{000000..000127}.tar), an MNIST/CIFAR set, or any of these
+    /// behind a URL (s3://, gs://, az://, http(s)://, file://).
     pub data: PathBuf,
+    #[command(flatten)]
+    pub source: DataArgs,
     #[arg(long, default_value = "async")]
     pub mode: Mode,
     /// Decode threads: a number, or `auto` to choose during the first epoch from how
@@ -54,13 +59,9 @@ pub struct Args {
     /// Write a Chrome trace (open in Perfetto) of the stages.
     #[arg(long)]
     pub trace: Option<PathBuf>,
-    /// Use the test split of an MNIST/CIFAR set.
-    #[arg(long)]
-    pub test: bool,
-    /// Read packed files through a memory map (faster per record; only for files
-    /// nothing rewrites while they are read: a truncated map kills the process).
-    #[arg(long)]
-    pub mmap: bool,
+    /// Samples in the shuffle buffer of tar shards (1: each shard in order).
+    #[arg(long, default_value_t = stoker_loader::sampler::DEFAULT_SHUFFLE_BUFFER, value_parser = args::shuffle_buffer)]
+    pub shuffle_buffer: usize,
     /// Refuse images of more pixels than this, from their header.
     #[arg(long, default_value_t = stoker_augment::DEFAULT_MAX_PIXELS, value_parser = args::max_pixels)]
     pub max_pixels: usize,
@@ -114,13 +115,7 @@ pub struct Report {
 
 /// Runs the loader over `a.epochs` epochs and measures it.
 pub fn measure(a: &Args) -> anyhow::Result<Report> {
-    let src = source::open_with(
-        &a.data,
-        &source::OpenOptions {
-            train: !a.test,
-            mmap: a.mmap,
-        },
-    )?;
+    let src = source::open_with(&a.data, &a.source.options())?;
     let transform = Pipeline::parse(&a.transform)?;
     let mut cfg = LoaderConfig {
         batch_size: a.batch_size,
@@ -129,6 +124,7 @@ pub fn measure(a: &Args) -> anyhow::Result<Report> {
         io_depth: a.io_depth,
         seed: a.seed,
         shuffle: !a.no_shuffle,
+        shuffle_buffer: a.shuffle_buffer,
         transform,
         on_error: a.on_error,
         last_epoch: Some(a.epochs.saturating_sub(1)),

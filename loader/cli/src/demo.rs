@@ -80,9 +80,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         json: false,
         digest: true,
         trace: None,
-        test: false,
+        source: crate::data::DataArgs {
+            test: false,
+            mmap: false,
+            cache: None,
+            cache_size: stoker_loader::source::DEFAULT_CACHE_BYTES,
+        },
+        shuffle_buffer: stoker_loader::sampler::DEFAULT_SHUFFLE_BUFFER,
         max_pixels: stoker_augment::DEFAULT_MAX_PIXELS,
-        mmap: false,
     };
     let run = |mode: Mode, compute_ms: f64| -> anyhow::Result<Report> {
         bench::measure(&bench::Args {

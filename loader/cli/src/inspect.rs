@@ -10,10 +10,10 @@ use crate::args;
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// A data set: a local path or a URL (see `stoker-load bench --help`).
     data: PathBuf,
-    /// For MNIST/CIFAR sets: inspect the test split.
-    #[arg(long)]
-    test: bool,
+    #[command(flatten)]
+    source: crate::data::DataArgs,
     /// Check at most this many records (0 = all).
     #[arg(long, default_value_t = 0, value_parser = args::limit)]
     limit: usize,
@@ -23,7 +23,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let src = source::open(&a.data, !a.test)?;
+    let src = source::open_with(&a.data, &a.source.options())?;
     let n = if a.limit == 0 {
         src.len()
     } else {

@@ -2,10 +2,12 @@
 
 mod args;
 mod bench;
+mod data;
 mod demo;
 mod gen;
 mod inspect;
 mod pack;
+mod upload;
 
 use clap::{Parser, Subcommand};
 
@@ -24,8 +26,10 @@ struct Cli {
 enum Command {
     /// Generate a synthetic data set.
     Gen(gen::Args),
-    /// Pack an image folder (or MNIST/CIFAR set) into one packed file.
+    /// Pack a data set into one packed file, or into WebDataset tar shards.
     Pack(pack::Args),
+    /// Copy a local file or folder to a URL (s3://, gs://, az://, file://).
+    Upload(upload::Args),
     /// Describe a data set: count, classes, image sizes; decodes every record.
     Inspect(inspect::Args),
     /// Measure loader throughput and where the time goes.
@@ -39,6 +43,7 @@ fn main() {
     let result = match cli.command {
         Command::Gen(a) => gen::run(a),
         Command::Pack(a) => pack::run(a),
+        Command::Upload(a) => upload::run(a),
         Command::Inspect(a) => inspect::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Demo(a) => demo::run(a),

@@ -1,6 +1,11 @@
 //! Async mode: a tokio read stage, a pool of decode workers writing into batch slots,
 //! an in-order collator and a bounded prefetch queue, each on its own thread(s).
 //!
+//! The read stage keeps io_depth reads in flight through
+//! [`Source::read_async`](crate::Source::read_async): local sources read on tokio's blocking pool, remote
+//! ones issue their requests on the storage runtime, so io_depth GETs wait on the
+//! network without holding io_depth threads.
+//!
 //! Shutdown: dropping [`Running`] raises a flag, wakes the read stage (a watch
 //! channel) and drops the prefetch queue's receiver; every stage then sees a closed
 //! channel or the flag and returns, and the drop joins them all. Memory is bounded by
@@ -401,23 +406,12 @@ impl ReadStage {
                     let Some(Ok(permit)) = self.wait(sem.clone().acquire_owned()).await else {
                         return;
                     };
-                    let mut bytes = self.recycle_rx.try_recv().unwrap_or_default();
+                    let bytes = self.recycle_rx.try_recv().unwrap_or_default();
                     let (job, shared, tx) =
                         (job.clone(), self.shared.clone(), self.work_tx.clone());
                     tokio::spawn(async move {
                         let index = job.indices[pos];
-                        let read = tokio::task::spawn_blocking(move || {
-                            let r = shared.read(index, &mut bytes);
-                            (r, bytes)
-                        })
-                        .await;
-                        let (read, bytes) = match read {
-                            Ok(pair) => pair,
-                            Err(e) => (
-                                Err(LoaderError::Stopped(format!("read task failed: {e}"))),
-                                Vec::new(),
-                            ),
-                        };
+                        let (read, bytes) = shared.read_async(index, bytes).await;
                         // Fails only when the workers are gone (shutdown).
                         let _ = tx
                             .send_async(WorkItem {

@@ -58,9 +58,10 @@ impl Shared {
     }
 
     pub fn plan(&self, epoch: u64) -> Plan {
-        Plan::new(
+        Plan::with_shards(
             &self.sampler,
             self.source.len(),
+            self.source.shards(),
             epoch,
             self.batch_size,
             self.drop_last,

@@ -3,6 +3,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::Instant;
 
 use stoker_augment::{decode, ImageView, SampleRng, Scratch};
@@ -19,6 +20,9 @@ fn reason(e: &SourceError) -> String {
     match e {
         SourceError::Io { source, .. } => source.to_string(),
         SourceError::Format { reason, .. } | SourceError::Record { reason, .. } => reason.clone(),
+        // The sample names the shard or file; the URL may be another object (an
+        // index), so it stays in the reason.
+        SourceError::Remote { .. } => e.to_string(),
     }
 }
 
@@ -51,6 +55,44 @@ impl Shared {
                 format!("reading {}", self.source.describe(index)),
                 p,
             )),
+        }
+    }
+
+    /// Reads sample `index` through the source's async read (io_depth of these run at
+    /// once in the async read stage), timing it like [`read`](Self::read); a panic in
+    /// the source becomes [`LoaderError::Panic`].
+    pub(crate) async fn read_async(
+        self: &Arc<Self>,
+        index: usize,
+        buf: Vec<u8>,
+    ) -> (Result<RecordKind, LoaderError>, Vec<u8>) {
+        let t0 = Instant::now();
+        // A task of its own, so that a panic in the source is caught as a JoinError.
+        let task = tokio::spawn(self.source.clone().read_async(index, buf));
+        let out = task.await;
+        add_time(&self.counters.read_ns, t0.elapsed());
+        if let Some(tr) = &self.trace {
+            tr.span("read", t0, Some(serde_json::json!({ "index": index })));
+        }
+        match out {
+            Ok((Ok(kind), buf)) => {
+                self.counters
+                    .bytes_read
+                    .fetch_add(buf.len() as u64, Relaxed);
+                (Ok(kind), buf)
+            }
+            Ok((Err(e), buf)) => (Err(self.sample_error(index, reason(&e))), buf),
+            Err(e) if e.is_panic() => (
+                Err(LoaderError::from_panic(
+                    format!("reading {}", self.source.describe(index)),
+                    e.into_panic(),
+                )),
+                Vec::new(),
+            ),
+            Err(e) => (
+                Err(LoaderError::Stopped(format!("read task failed: {e}"))),
+                Vec::new(),
+            ),
         }
     }
 

@@ -7,15 +7,29 @@
 pub mod cifar;
 pub mod folder;
 pub mod mnist;
+mod open;
 pub mod packed;
+#[cfg(feature = "remote")]
+pub mod remote_folder;
+pub mod tar;
 
-use std::path::{Path, PathBuf};
+use std::fs::File;
+use std::future::Future;
+use std::ops::Range;
+use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
 
 pub use cifar::Cifar10;
 pub use folder::ImageFolder;
 pub use mnist::Mnist;
+pub use open::{is_url, open, open_url, open_with, OpenOptions, DEFAULT_CACHE_BYTES};
 pub use packed::{PackedReader, PackedWriter};
+pub use tar::TarSource;
+
+/// What [`Source::read_async`] yields: the read's outcome and the buffer back.
+pub type ReadFuture =
+    Pin<Box<dyn Future<Output = (Result<RecordKind, SourceError>, Vec<u8>)> + Send>>;
 
 /// How the bytes a source hands out are to be read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,7 +45,7 @@ pub enum RecordKind {
 }
 
 /// Random access to labelled samples. Sources are shared across reader threads.
-pub trait Source: Send + Sync {
+pub trait Source: Send + Sync + 'static {
     /// Number of samples.
     fn len(&self) -> usize;
 
@@ -53,6 +67,82 @@ pub trait Source: Send + Sync {
 
     /// A short name of the format, e.g. `folder`, `packed`, `mnist`, `cifar10`.
     fn format(&self) -> &'static str;
+
+    /// The samples of each shard, as index ranges in order that cover `0..len()`,
+    /// for sources stored in shards (tar files): a shuffled epoch then visits shard
+    /// by shard (see [`Sampler`](crate::Sampler)). `None`: no shards.
+    fn shards(&self) -> Option<&[Range<usize>]> {
+        None
+    }
+
+    /// [`read`](Self::read) as a future, for the async read stage, which keeps
+    /// io_depth of them in flight. The default runs `read` on tokio's blocking pool
+    /// (so it must be polled inside a tokio runtime); remote sources instead issue
+    /// their requests on the storage runtime, holding no thread while they wait.
+    fn read_async(self: Arc<Self>, index: usize, buf: Vec<u8>) -> ReadFuture {
+        read_blocking(self, index, buf)
+    }
+}
+
+/// [`Source::read`] on tokio's blocking pool, as a [`ReadFuture`]; a panic in `read`
+/// resumes in the awaiting task.
+pub fn read_blocking<S: Source + ?Sized>(
+    src: Arc<S>,
+    index: usize,
+    mut buf: Vec<u8>,
+) -> ReadFuture {
+    Box::pin(async move {
+        let task = tokio::task::spawn_blocking(move || {
+            let r = src.read(index, &mut buf);
+            (r, buf)
+        });
+        match task.await {
+            Ok(out) => out,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => (
+                Err(SourceError::Record {
+                    what: format!("sample {index}"),
+                    reason: format!("the read task was cancelled: {e}"),
+                }),
+                Vec::new(),
+            ),
+        }
+    })
+}
+
+/// Fill `buf` from `file` at `offset`; `Ok(false)` when the file ends first.
+pub(crate) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<bool> {
+    #[cfg(unix)]
+    let res = std::os::unix::fs::FileExt::read_exact_at(file, buf, offset);
+    #[cfg(windows)]
+    let res = {
+        let mut done = 0;
+        let mut res = Ok(());
+        while done < buf.len() {
+            match std::os::windows::fs::FileExt::seek_read(
+                file,
+                &mut buf[done..],
+                offset + done as u64,
+            ) {
+                Ok(0) => {
+                    res = Err(std::io::ErrorKind::UnexpectedEof.into());
+                    break;
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    res = Err(e);
+                    break;
+                }
+            }
+        }
+        res
+    };
+    match res {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// An error opening or reading a source. Messages name the file or record.
@@ -70,6 +160,10 @@ pub enum SourceError {
     /// One record inside a container is bad.
     #[error("{what}: {reason}")]
     Record { what: String, reason: String },
+    /// A remote object could not be read (after retries), or is not what it should
+    /// be. `url` names it.
+    #[error("{url}: {reason}")]
+    Remote { url: String, reason: String },
 }
 
 impl SourceError {
@@ -86,114 +180,4 @@ impl SourceError {
             reason: reason.into(),
         }
     }
-}
-
-/// How [`open_with`] opens a data set.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OpenOptions {
-    /// For MNIST/CIFAR sets that hold both splits: the training split (else the test
-    /// split).
-    pub train: bool,
-    /// Read packed files through a memory map instead of positioned reads (faster per
-    /// record; a file truncated while open then kills the process with SIGBUS).
-    pub mmap: bool,
-}
-
-impl Default for OpenOptions {
-    fn default() -> Self {
-        OpenOptions {
-            train: true,
-            mmap: false,
-        }
-    }
-}
-
-/// [`open_with`] the default options and the given split.
-pub fn open(path: &Path, train: bool) -> Result<Arc<dyn Source>, SourceError> {
-    open_with(
-        path,
-        &OpenOptions {
-            train,
-            ..OpenOptions::default()
-        },
-    )
-}
-
-/// Open whatever `path` holds: a packed file, an ImageFolder directory, or a directory
-/// (or file) of MNIST IDX or CIFAR-10 binary batches.
-///
-/// A directory is MNIST when it holds any MNIST file (`train-images-idx3-ubyte`, …),
-/// else CIFAR-10 when it holds any batch (`data_batch_N.bin`, `test_batch.bin`, also
-/// inside `cifar-10-batches-bin/`), else an ImageFolder. A file is packed when it starts
-/// with the packed magic, MNIST when it is an IDX file (plain or gzipped), CIFAR-10 when
-/// it is a `.bin` batch.
-pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Source>, SourceError> {
-    let train = options.train;
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(SourceError::format(path, "no such file or directory"))
-        }
-        Err(e) => return Err(SourceError::io(path, e)),
-    };
-    if meta.is_dir() {
-        if Mnist::detect(path) {
-            return Ok(Arc::new(Mnist::open_dir(path, train)?));
-        }
-        if Cifar10::detect(path) {
-            return Ok(Arc::new(Cifar10::open_dir(path, train)?));
-        }
-        return Ok(Arc::new(ImageFolder::open(path)?));
-    }
-    if meta.len() == 0 {
-        return Err(SourceError::format(path, "empty file"));
-    }
-    let mut head = [0u8; 8];
-    let n = {
-        use std::io::Read;
-        let file = std::fs::File::open(path).map_err(|e| SourceError::io(path, e))?;
-        let mut n = 0;
-        // `take` + read_to_end would allocate; a short loop fills the fixed array.
-        let mut file = file.take(head.len() as u64);
-        while n < head.len() {
-            match file.read(&mut head[n..]) {
-                Ok(0) => break,
-                Ok(k) => n += k,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(SourceError::io(path, e)),
-            }
-        }
-        n
-    };
-    let head = &head[..n];
-    if packed::has_magic(head) {
-        let reader = if options.mmap {
-            PackedReader::open_mapped(path)?
-        } else {
-            PackedReader::open(path)?
-        };
-        return Ok(Arc::new(reader));
-    }
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().to_lowercase())
-        .unwrap_or_default();
-    // Name first: a CIFAR batch starts with arbitrary pixel bytes, which could
-    // happen to spell an IDX magic.
-    if name.ends_with(".bin") {
-        return Ok(Arc::new(Cifar10::open_file(path)?));
-    }
-    let idx_magic = |m: u32| head.starts_with(&m.to_be_bytes());
-    let gz = head.starts_with(&[0x1f, 0x8b]);
-    if idx_magic(mnist::IMAGES_MAGIC)
-        || idx_magic(mnist::LABELS_MAGIC)
-        || (gz && (name.contains("idx3") || name.contains("idx1")))
-    {
-        return Ok(Arc::new(Mnist::open_file(path)?));
-    }
-    Err(SourceError::format(
-        path,
-        "unknown file format: not a stoker packed file (magic STKPACK1), an MNIST IDX file \
-         or a CIFAR-10 .bin batch; for an image folder give its directory",
-    ))
 }

@@ -35,13 +35,22 @@ pub enum Arch {
                   missing, and train the convnet on it."
 )]
 pub struct Args {
-    /// Training data: an image folder (one sub-folder per class), a packed file, or
-    /// MNIST / CIFAR-10 files. Default: the demo set.
+    /// Training data: an image folder (one sub-folder per class), a packed file, tar
+    /// shards (a folder of them or a pattern like train-{000000..000127}.tar), MNIST /
+    /// CIFAR-10 files, or any of these behind a URL (s3://, gs://, az://, http(s)://,
+    /// file://). Default: the demo set.
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// Validation data (default: the demo's, or the test split of MNIST / CIFAR-10).
     #[arg(long)]
     pub val: Option<PathBuf>,
+    /// Keep remote tar shards and images in this folder (10 GiB at most) for later
+    /// epochs and runs.
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
+    /// Samples in the shuffle buffer of tar shards (1: each shard in order).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
+    pub shuffle_buffer: u64,
     /// Training augmentation, e.g. 'rrc:32,flip' (default: the demo's for the demo
     /// set, none otherwise).
     #[arg(long)]

@@ -32,10 +32,22 @@ pub struct Reading {
     pub prefetch: usize,
     pub seed: u64,
     pub epochs: u64,
+    /// The shuffle buffer of tar shards.
+    pub shuffle_buffer: usize,
 }
 
-fn open(path: &Path, train: bool, what: &str) -> anyhow::Result<Arc<dyn Source>> {
-    let src = source::open(path, train).with_context(|| format!("opening the {what} data"))?;
+fn open(
+    path: &Path,
+    train: bool,
+    what: &str,
+    options: &source::OpenOptions,
+) -> anyhow::Result<Arc<dyn Source>> {
+    let options = source::OpenOptions {
+        train,
+        ..options.clone()
+    };
+    let src =
+        source::open_with(path, &options).with_context(|| format!("opening the {what} data"))?;
     if src.is_empty() {
         bail!("{}: the {what} data holds no samples", path.display());
     }
@@ -52,16 +64,21 @@ fn open(path: &Path, train: bool, what: &str) -> anyhow::Result<Arc<dyn Source>>
 
 impl Data {
     /// Opens `train` and the validation data: `val` when given, else the test split of
-    /// an MNIST or CIFAR-10 folder, else none.
+    /// an MNIST or CIFAR-10 folder, else none. `options` (cache, remote settings)
+    /// apply to both.
     pub fn open(
         train_path: &Path,
         val_path: Option<&Path>,
         transform: &str,
         val_transform: Option<&str>,
+        options: &source::OpenOptions,
     ) -> anyhow::Result<Data> {
-        let train = open(train_path, true, "training")?;
+        let train = open(train_path, true, "training", options)?;
         let (val, val_path) = match val_path {
-            Some(p) => (Some(open(p, false, "validation")?), Some(p.to_path_buf())),
+            Some(p) => (
+                Some(open(p, false, "validation", options)?),
+                Some(p.to_path_buf()),
+            ),
             None if matches!(train.format(), "mnist" | "cifar10") => {
                 // These formats hold their own test split; use it when it is there.
                 match source::open(train_path, false) {
@@ -103,6 +120,7 @@ impl Data {
             prefetch: r.prefetch,
             seed: r.seed,
             shuffle: true,
+            shuffle_buffer: r.shuffle_buffer,
             transform: self.transform.clone(),
             // Nothing to prefetch past the last epoch.
             last_epoch: Some(r.epochs.saturating_sub(1)),

@@ -143,12 +143,17 @@ fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
         args::settings_fingerprint(&a),
     )?;
 
+    let open_options = stoker_loader::source::OpenOptions {
+        cache: a.cache.clone(),
+        ..Default::default()
+    };
     let data = match &a.data {
         Some(dir) => Data::open(
             dir,
             a.val.as_deref(),
             a.transform.as_deref().unwrap_or("none"),
             a.val_transform.as_deref(),
+            &open_options,
         )?,
         None => {
             // One process per machine makes the demo set; the others wait, then find it.
@@ -162,6 +167,7 @@ fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
                 Some(a.val.as_deref().unwrap_or(&val)),
                 a.transform.as_deref().unwrap_or(demo::TRANSFORM),
                 a.val_transform.as_deref(),
+                &open_options,
             )?
         }
     };

@@ -134,6 +134,7 @@ fn train_once<B: Backend + Clone + 'static>(
         prefetch: a.prefetch,
         seed: a.seed,
         epochs: a.epochs,
+        shuffle_buffer: a.shuffle_buffer as usize,
     };
     let (train, val) = data.loaders(&reading)?;
     let kind = a.model.kind();

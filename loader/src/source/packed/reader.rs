@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use memmap2::Mmap;
 
 use super::format::{decode_classes, layout_name, raw_len, Entry, Header, ENTRY_LEN, HEADER_LEN};
-use crate::source::{RecordKind, Source, SourceError};
+use crate::source::{read_at, RecordKind, Source, SourceError};
 
 /// Where record bytes come from.
 enum Records {
@@ -16,6 +16,9 @@ enum Records {
     /// A read-only memory map: no system call per record, but a file truncated while
     /// mapped kills the process with SIGBUS. Only for files known not to change.
     Map(Mmap),
+    /// Ranged GETs of a remote object (see `crate::storage`).
+    #[cfg(feature = "remote")]
+    Remote(crate::storage::Object),
 }
 
 /// A packed file opened for random access. The header, index and class table are
@@ -38,42 +41,8 @@ impl std::fmt::Debug for PackedReader {
             .field("layout", &self.header.layout)
             .field("classes", &self.classes)
             .field("mapped", &matches!(self.records, Records::Map(_)))
+            .field("remote", &self.is_remote())
             .finish()
-    }
-}
-
-/// Fill `buf` from `file` at `offset`; `Ok(false)` when the file ends first.
-fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<bool> {
-    #[cfg(unix)]
-    let res = std::os::unix::fs::FileExt::read_exact_at(file, buf, offset);
-    #[cfg(windows)]
-    let res = {
-        let mut done = 0;
-        let mut res = Ok(());
-        while done < buf.len() {
-            match std::os::windows::fs::FileExt::seek_read(
-                file,
-                &mut buf[done..],
-                offset + done as u64,
-            ) {
-                Ok(0) => {
-                    res = Err(std::io::ErrorKind::UnexpectedEof.into());
-                    break;
-                }
-                Ok(n) => done += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    res = Err(e);
-                    break;
-                }
-            }
-        }
-        res
-    };
-    match res {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
-        Err(e) => Err(e),
     }
 }
 
@@ -133,6 +102,31 @@ impl PackedReader {
         Ok(PackedReader {
             path: path.to_path_buf(),
             records: Records::Map(map),
+            header,
+            index,
+            classes,
+        })
+    }
+
+    /// Open the remote packed file `object`: its header, index and class table come
+    /// by three ranged GETs and are checked as [`open`](Self::open) does; records are
+    /// then read by ranged GETs. Messages name the object's URL.
+    #[cfg(feature = "remote")]
+    pub fn open_remote(object: crate::storage::Object) -> Result<Self, SourceError> {
+        let url = object.url();
+        let path = PathBuf::from(&url);
+        let region = |offset: u64, len: u64, what: &str| -> Result<Vec<u8>, SourceError> {
+            let end = offset
+                .checked_add(len)
+                .ok_or_else(|| SourceError::format(&path, format!("{what} is too large")))?;
+            let obj = object.clone();
+            let bytes = crate::storage::wait(async move { obj.get_range(offset..end).await })??;
+            Ok(bytes.to_vec())
+        };
+        let (header, index, classes) = Self::check(&path, object.size, region)?;
+        Ok(PackedReader {
+            path,
+            records: Records::Remote(object),
             header,
             index,
             classes,
@@ -234,6 +228,57 @@ impl PackedReader {
         matches!(self.records, Records::Map(_))
     }
 
+    /// Whether records come by ranged GETs from a remote object.
+    pub fn is_remote(&self) -> bool {
+        #[cfg(feature = "remote")]
+        if matches!(self.records, Records::Remote(_)) {
+            return true;
+        }
+        false
+    }
+
+    /// The entry of record `index` and its length as a buffer size.
+    fn located(&self, index: usize) -> Result<(Entry, usize), SourceError> {
+        let e = self.entry(index).ok_or_else(|| {
+            self.record_error(
+                index,
+                format!("index out of range (the file holds {})", self.len()),
+            )
+        })?;
+        let len = usize::try_from(e.len).map_err(|_| {
+            self.record_error(
+                index,
+                format!(
+                    "bytes {}..{} are too large",
+                    e.offset,
+                    e.offset.saturating_add(e.len)
+                ),
+            )
+        })?;
+        Ok((e, len))
+    }
+
+    /// Checks the record's CRC-32 once its bytes are in `buf`.
+    fn verified(
+        &self,
+        index: usize,
+        e: &Entry,
+        buf: &mut Vec<u8>,
+    ) -> Result<RecordKind, SourceError> {
+        let computed = crc32fast::hash(buf);
+        if computed != e.crc {
+            buf.clear();
+            return Err(self.record_error(
+                index,
+                format!(
+                    "checksum mismatch (stored {:#010x}, computed {computed:#010x}): the file is damaged",
+                    e.crc
+                ),
+            ));
+        }
+        Ok(self.header.layout)
+    }
+
     fn entry(&self, index: usize) -> Option<Entry> {
         let at = index.checked_mul(ENTRY_LEN)?;
         Entry::decode(self.index.get(at..at.checked_add(ENTRY_LEN)?)?)
@@ -273,15 +318,8 @@ impl Source for PackedReader {
 
     fn read(&self, index: usize, buf: &mut Vec<u8>) -> Result<RecordKind, SourceError> {
         buf.clear();
-        let e = self.entry(index).ok_or_else(|| {
-            self.record_error(
-                index,
-                format!("index out of range (the file holds {})", self.len()),
-            )
-        })?;
+        let (e, len) = self.located(index)?;
         let what = || format!("bytes {}..{}", e.offset, e.offset.saturating_add(e.len));
-        let len = usize::try_from(e.len)
-            .map_err(|_| self.record_error(index, format!("{} is too large", what())))?;
         match &self.records {
             Records::File(file) => {
                 buf.resize(len, 0);
@@ -313,19 +351,58 @@ impl Source for PackedReader {
                     .ok_or_else(|| self.record_error(index, "extends past end of file".into()))?;
                 buf.extend_from_slice(bytes);
             }
+            #[cfg(feature = "remote")]
+            Records::Remote(obj) => {
+                let obj = obj.clone();
+                let mut owned = std::mem::take(buf);
+                let (r, owned) = crate::storage::wait(async move {
+                    let r = crate::storage::read_into(
+                        &obj,
+                        None,
+                        e.offset..e.offset + e.len,
+                        &mut owned,
+                    )
+                    .await;
+                    (r, owned)
+                })?;
+                *buf = owned;
+                r?;
+            }
         }
-        let computed = crc32fast::hash(buf);
-        if computed != e.crc {
-            buf.clear();
-            return Err(self.record_error(
-                index,
-                format!(
-                    "checksum mismatch (stored {:#010x}, computed {computed:#010x}): the file is damaged",
-                    e.crc
-                ),
-            ));
+        self.verified(index, &e, buf)
+    }
+
+    fn read_async(
+        self: std::sync::Arc<Self>,
+        index: usize,
+        buf: Vec<u8>,
+    ) -> crate::source::ReadFuture {
+        #[cfg(feature = "remote")]
+        if let Records::Remote(obj) = &self.records {
+            let obj = obj.clone();
+            return Box::pin(async move {
+                let (e, _) = match self.located(index) {
+                    Ok(x) => x,
+                    Err(err) => return (Err(err), buf),
+                };
+                let mut buf = buf;
+                let task = crate::storage::spawn(async move {
+                    let r =
+                        crate::storage::read_into(&obj, None, e.offset..e.offset + e.len, &mut buf)
+                            .await;
+                    (r, buf)
+                });
+                match task.await {
+                    Ok((Ok(()), mut buf)) => {
+                        let out = self.verified(index, &e, &mut buf);
+                        (out, buf)
+                    }
+                    Ok((Err(err), buf)) => (Err(err.into()), buf),
+                    Err(err) => (Err(err.into()), Vec::new()),
+                }
+            });
         }
-        Ok(self.header.layout)
+        crate::source::read_blocking(self, index, buf)
     }
 
     fn format(&self) -> &'static str {

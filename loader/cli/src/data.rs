@@ -1,0 +1,37 @@
+//! The flags every command that reads data shares: the split, the memory map, and the
+//! cache for remote data; they become the library's [`OpenOptions`].
+
+use std::path::PathBuf;
+
+use stoker_loader::source::{OpenOptions, DEFAULT_CACHE_BYTES};
+
+use crate::args;
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct DataArgs {
+    /// Use the test split of an MNIST/CIFAR set.
+    #[arg(long)]
+    pub test: bool,
+    /// Read packed files through a memory map (faster per record; only for files
+    /// nothing rewrites while they are read: a truncated map kills the process).
+    #[arg(long)]
+    pub mmap: bool,
+    /// Keep remote tar shards and images in this folder for later epochs and runs.
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
+    /// The cache's size bound (K, M, G, T suffixes); least recently used objects go first.
+    #[arg(long, default_value_t = DEFAULT_CACHE_BYTES, value_parser = args::cache_size)]
+    pub cache_size: u64,
+}
+
+impl DataArgs {
+    pub fn options(&self) -> OpenOptions {
+        OpenOptions {
+            train: !self.test,
+            mmap: self.mmap,
+            cache: self.cache.clone(),
+            cache_bytes: self.cache_size,
+            ..OpenOptions::default()
+        }
+    }
+}

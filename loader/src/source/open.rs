@@ -1,0 +1,282 @@
+//! Opening a data argument: a local path (packed file, image folder, MNIST, CIFAR-10,
+//! tar shards) or a URL (`s3://`, `gs://`, `az://`, `http(s)://`, `file://`; with the
+//! `remote` feature) — every CLI flag and library call that takes data comes here.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{
+    mnist, packed, tar, Cifar10, ImageFolder, Mnist, PackedReader, Source, SourceError, TarSource,
+};
+
+/// The default size bound of `--cache DIR`: 10 GiB.
+pub const DEFAULT_CACHE_BYTES: u64 = 10 << 30;
+
+/// True when `s` starts with `scheme://` (a URL, not a local path).
+pub fn is_url(s: &str) -> bool {
+    match s.find("://") {
+        Some(i) if i > 0 => {
+            let scheme = &s[..i];
+            scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+        }
+        _ => false,
+    }
+}
+
+/// How [`open_with`] opens a data set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// For MNIST/CIFAR sets that hold both splits: the training split (else the test
+    /// split).
+    pub train: bool,
+    /// Read packed files through a memory map instead of positioned reads (faster per
+    /// record; a file truncated while open then kills the process with SIGBUS).
+    pub mmap: bool,
+    /// Keep whole remote objects (tar shards, images; not packed files, which are read
+    /// by ranges) in this folder for later epochs and runs.
+    pub cache: Option<PathBuf>,
+    /// The cache's size bound in bytes (least recently used objects leave first).
+    pub cache_bytes: u64,
+    /// Timeouts, retries and store settings for URLs.
+    #[cfg(feature = "remote")]
+    pub remote: crate::storage::RemoteOptions,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            train: true,
+            mmap: false,
+            cache: None,
+            cache_bytes: DEFAULT_CACHE_BYTES,
+            #[cfg(feature = "remote")]
+            remote: crate::storage::RemoteOptions::default(),
+        }
+    }
+}
+
+/// [`open_with`] the default options and the given split.
+pub fn open(path: &Path, train: bool) -> Result<Arc<dyn Source>, SourceError> {
+    open_with(
+        path,
+        &OpenOptions {
+            train,
+            ..OpenOptions::default()
+        },
+    )
+}
+
+/// Open whatever `path` holds: a packed file, an ImageFolder directory, a directory
+/// (or file) of MNIST IDX or CIFAR-10 binary batches, or tar shards (a `.tar` file, a
+/// folder of them, or a brace pattern `train-{000000..000127}.tar`). A `path` that is
+/// a URL is opened remotely (see [`open_url`]).
+///
+/// A directory is MNIST when it holds any MNIST file (`train-images-idx3-ubyte`, …),
+/// else CIFAR-10 when it holds any batch (`data_batch_N.bin`, `test_batch.bin`, also
+/// inside `cifar-10-batches-bin/`), else an ImageFolder. A file is packed when it starts
+/// with the packed magic, MNIST when it is an IDX file (plain or gzipped), CIFAR-10 when
+/// it is a `.bin` batch.
+pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Source>, SourceError> {
+    if let Some(text) = path.to_str() {
+        if is_url(text) {
+            return open_url(text, options);
+        }
+        if tar::is_pattern(text) && !path.exists() {
+            let names = tar::expand(text).map_err(|r| SourceError::format(path, r))?;
+            let paths: Vec<PathBuf> = names.into_iter().map(PathBuf::from).collect();
+            return Ok(Arc::new(TarSource::open_local(&paths, text)?));
+        }
+    }
+    let train = options.train;
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(SourceError::format(path, "no such file or directory"))
+        }
+        Err(e) => return Err(SourceError::io(path, e)),
+    };
+    if meta.is_dir() {
+        if Mnist::detect(path) {
+            return Ok(Arc::new(Mnist::open_dir(path, train)?));
+        }
+        if Cifar10::detect(path) {
+            return Ok(Arc::new(Cifar10::open_dir(path, train)?));
+        }
+        if let Some(shards) = tar::shards_in(path)? {
+            let what = path.display().to_string();
+            return Ok(Arc::new(TarSource::open_local(&shards, &what)?));
+        }
+        return Ok(Arc::new(ImageFolder::open(path)?));
+    }
+    if meta.len() == 0 {
+        return Err(SourceError::format(path, "empty file"));
+    }
+    let mut head = [0u8; 8];
+    let n = {
+        use std::io::Read;
+        let file = std::fs::File::open(path).map_err(|e| SourceError::io(path, e))?;
+        let mut n = 0;
+        // `take` + read_to_end would allocate; a short loop fills the fixed array.
+        let mut file = file.take(head.len() as u64);
+        while n < head.len() {
+            match file.read(&mut head[n..]) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(SourceError::io(path, e)),
+            }
+        }
+        n
+    };
+    let head = &head[..n];
+    if packed::has_magic(head) {
+        let reader = if options.mmap {
+            PackedReader::open_mapped(path)?
+        } else {
+            PackedReader::open(path)?
+        };
+        return Ok(Arc::new(reader));
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    if tar::is_tar_name(&name) {
+        let what = path.display().to_string();
+        return Ok(Arc::new(TarSource::open_local(
+            &[path.to_path_buf()],
+            &what,
+        )?));
+    }
+    // Name first: a CIFAR batch starts with arbitrary pixel bytes, which could
+    // happen to spell an IDX magic.
+    if name.ends_with(".bin") {
+        return Ok(Arc::new(Cifar10::open_file(path)?));
+    }
+    let idx_magic = |m: u32| head.starts_with(&m.to_be_bytes());
+    let gz = head.starts_with(&[0x1f, 0x8b]);
+    if idx_magic(mnist::IMAGES_MAGIC)
+        || idx_magic(mnist::LABELS_MAGIC)
+        || (gz && (name.contains("idx3") || name.contains("idx1")))
+    {
+        return Ok(Arc::new(Mnist::open_file(path)?));
+    }
+    Err(SourceError::format(
+        path,
+        "unknown file format: not a stoker packed file (magic STKPACK1), an MNIST IDX file, \
+         a CIFAR-10 .bin batch or a .tar shard; for an image folder give its directory",
+    ))
+}
+
+/// Opens the data at `url`:
+/// - a brace pattern or a key ending in `.tar`: those tar shards;
+/// - an object starting with the packed magic: a packed file, read by ranged GETs;
+/// - otherwise a prefix (a folder): its `.tar` objects when it has some directly under
+///   it, else an image folder (class = first folder under the prefix), both found by
+///   listing (with pagination).
+#[cfg(feature = "remote")]
+pub fn open_url(url: &str, options: &OpenOptions) -> Result<Arc<dyn Source>, SourceError> {
+    use crate::storage::{self, Bucket, Cache, StorageError};
+    let (bucket, key) = Bucket::open(url, &options.remote)?;
+    let cache = match &options.cache {
+        Some(dir) => Some(Cache::open(dir, options.cache_bytes)?),
+        None => None,
+    };
+    let head_all = |keys: Vec<String>| -> Result<Vec<storage::Object>, SourceError> {
+        let b = bucket.clone();
+        let heads = storage::wait(async move {
+            use futures_util::StreamExt;
+            futures_util::stream::iter(keys.into_iter().map(|k| {
+                let b = b.clone();
+                async move { b.head(&k).await }
+            }))
+            .buffered(16)
+            .collect::<Vec<_>>()
+            .await
+        })?;
+        Ok(heads.into_iter().collect::<Result<Vec<_>, _>>()?)
+    };
+    if tar::is_pattern(&key) {
+        let keys = tar::expand(&key).map_err(|r| SourceError::Remote {
+            url: url.to_string(),
+            reason: r,
+        })?;
+        return Ok(Arc::new(TarSource::open_remote(
+            head_all(keys)?,
+            url,
+            cache,
+        )?));
+    }
+    if tar::is_tar_name(&key) {
+        return Ok(Arc::new(TarSource::open_remote(
+            head_all(vec![key])?,
+            url,
+            cache,
+        )?));
+    }
+    let mut prefix = key.clone();
+    if !key.is_empty() && !key.ends_with('/') {
+        let b = bucket.clone();
+        let k = key.clone();
+        match storage::wait(async move {
+            let obj = b.head(&k).await?;
+            let head = obj.get_range(0..obj.size.min(8)).await?;
+            Ok::<_, StorageError>((obj, head))
+        })? {
+            Ok((obj, head)) => {
+                if packed::has_magic(&head) {
+                    return Ok(Arc::new(PackedReader::open_remote(obj)?));
+                }
+                return Err(SourceError::Remote {
+                    url: url.to_string(),
+                    reason: "unknown format: remote data is a stoker packed file (magic \
+                             STKPACK1), .tar shards, or a prefix holding shards or an image \
+                             folder"
+                        .into(),
+                });
+            }
+            Err(StorageError::NotFound { .. }) => prefix.push('/'),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let b = bucket.clone();
+    let p = prefix.clone();
+    let objects = storage::wait(async move { b.list(&p).await })??;
+    if objects.is_empty() {
+        return Err(SourceError::Remote {
+            url: url.to_string(),
+            reason: "no such object, and no objects under it as a prefix".into(),
+        });
+    }
+    let shards: Vec<storage::Object> = objects
+        .iter()
+        .filter(|o| {
+            o.key
+                .strip_prefix(prefix.as_str())
+                .is_some_and(|rest| !rest.contains('/') && tar::is_tar_name(rest))
+        })
+        .cloned()
+        .collect();
+    if !shards.is_empty() {
+        return Ok(Arc::new(TarSource::open_remote(shards, url, cache)?));
+    }
+    let listing_url = bucket.url_of(&prefix);
+    Ok(Arc::new(super::remote_folder::RemoteFolder::from_listing(
+        &listing_url,
+        &prefix,
+        objects,
+        cache,
+    )?))
+}
+
+/// Without the `remote` feature a URL is an error that says so.
+#[cfg(not(feature = "remote"))]
+pub fn open_url(url: &str, _options: &OpenOptions) -> Result<Arc<dyn Source>, SourceError> {
+    Err(SourceError::Remote {
+        url: url.to_string(),
+        reason: "URLs need stoker-loader's `remote` feature (this build has it off)".into(),
+    })
+}

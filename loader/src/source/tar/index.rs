@@ -1,0 +1,274 @@
+//! The index of one tar shard: each sample's key, the byte range of its image member
+//! and its label. Built by reading the 512-byte headers (seeking past the data where
+//! the reader can seek; only `cls` and `json` members are read), or loaded from the
+//! `SHARD.tar.idx` file that `stoker-load pack --format tar` writes beside each shard.
+//!
+//! WebDataset's grouping: a member's key is its path up to the first `.` of its file
+//! name, the rest is its extension; consecutive members with one key are one sample.
+
+use std::io::Read;
+
+use serde::{Deserialize, Serialize};
+
+/// What the sidecar index says it is.
+pub const INDEX_FORMAT: &str = "stoker-tar-index";
+/// The index version this reader writes and reads.
+pub const INDEX_VERSION: u32 = 1;
+/// The sidecar index of `SHARD.tar` is `SHARD.tar` followed by this.
+pub const INDEX_SUFFIX: &str = ".idx";
+/// Image extensions, in the order one is picked when a sample has several.
+pub const IMAGE_EXTS: [&str; 3] = ["jpg", "jpeg", "png"];
+/// Largest `cls` member read (a number), and `json` member.
+const MAX_CLS_BYTES: u64 = 64;
+const MAX_JSON_BYTES: u64 = 1 << 16;
+
+/// One sample of a shard: key, image bytes `offset..offset + len` in the shard, label.
+pub type IndexedSample = (String, u64, u64, u32);
+
+/// The index of one shard (also the sidecar file's JSON).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardIndex {
+    pub format: String,
+    pub version: u32,
+    /// Size of the shard the index describes: an index of another size is stale.
+    pub tar_bytes: u64,
+    /// Class names by label, when the writer knew them (empty: the labels' numbers).
+    #[serde(default)]
+    pub classes: Vec<String>,
+    pub samples: Vec<IndexedSample>,
+}
+
+impl ShardIndex {
+    pub fn new(tar_bytes: u64, classes: Vec<String>, samples: Vec<IndexedSample>) -> Self {
+        ShardIndex {
+            format: INDEX_FORMAT.into(),
+            version: INDEX_VERSION,
+            tar_bytes,
+            classes,
+            samples,
+        }
+    }
+
+    /// Parses and checks a sidecar index for a shard of `tar_bytes` bytes.
+    pub fn parse(bytes: &[u8], tar_bytes: u64) -> Result<ShardIndex, String> {
+        let idx: ShardIndex =
+            serde_json::from_slice(bytes).map_err(|e| format!("not a shard index: {e}"))?;
+        if idx.format != INDEX_FORMAT {
+            return Err(format!(
+                "format '{}', expected '{INDEX_FORMAT}'",
+                idx.format
+            ));
+        }
+        if idx.version != INDEX_VERSION {
+            return Err(format!(
+                "index version {} (this reader knows {INDEX_VERSION})",
+                idx.version
+            ));
+        }
+        if idx.tar_bytes != tar_bytes {
+            return Err(format!(
+                "the index describes a shard of {} bytes, the shard has {tar_bytes} (truncated or replaced?)",
+                idx.tar_bytes
+            ));
+        }
+        for (key, offset, len, _) in &idx.samples {
+            if offset.checked_add(*len).is_none_or(|end| end > tar_bytes) {
+                return Err(format!(
+                    "sample {key}: bytes {offset}..+{len} lie past the end of the shard ({tar_bytes} bytes)"
+                ));
+            }
+        }
+        Ok(idx)
+    }
+
+    pub fn to_json(&self) -> Vec<u8> {
+        // Serialising plain strings and numbers cannot fail.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
+/// Splits a member path into (key, extension): the extension starts at the first `.`
+/// of the file name and is lower-cased.
+pub fn split_key(path: &str) -> (&str, String) {
+    let name_start = path.rfind('/').map_or(0, |i| i + 1);
+    match path[name_start..].find('.') {
+        Some(dot) => {
+            let at = name_start + dot;
+            (&path[..at], path[at + 1..].to_ascii_lowercase())
+        }
+        None => (path, String::new()),
+    }
+}
+
+/// A label from a `cls` member (a whole number, whitespace around it allowed).
+pub fn parse_cls(bytes: &[u8]) -> Result<u32, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "cls is not text".to_string())?;
+    text.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|&l| l < u32::MAX)
+        .ok_or_else(|| format!("cls '{}' is not a class number", text.trim()))
+}
+
+/// A label from a `json` member: its `cls`, `class` or `label` field, a whole number.
+pub fn parse_json_label(bytes: &[u8]) -> Result<Option<u32>, String> {
+    let v: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| format!("json member: {e}"))?;
+    for field in ["cls", "class", "label"] {
+        if let Some(x) = v.get(field) {
+            return x
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|&l| l < u32::MAX)
+                .map(Some)
+                .ok_or_else(|| format!("json field '{field}' is {x}, not a class number"));
+        }
+    }
+    Ok(None)
+}
+
+/// One sample being gathered while members of its key go by.
+#[derive(Default)]
+struct Pending {
+    key: String,
+    image: Option<(usize, u64, u64)>,
+    cls: Option<u32>,
+    json: Option<u32>,
+}
+
+impl Pending {
+    fn flush(&mut self, out: &mut Vec<IndexedSample>) -> Result<(), String> {
+        let p = std::mem::take(self);
+        let Some((_, offset, len)) = p.image else {
+            // A key with no image (metadata only) is not a sample.
+            return Ok(());
+        };
+        let label = p.cls.or(p.json).ok_or_else(|| {
+            format!(
+                "sample {}: no label (a .cls member or a class field in .json)",
+                p.key
+            )
+        })?;
+        out.push((p.key, offset, len, label));
+        Ok(())
+    }
+}
+
+/// Reads the index of a shard from its headers. `tar_bytes` is the shard's size
+/// where known (a file, a HEAD); without it (a stream) the bytes read are counted.
+/// Errors say what is wrong (a truncated shard, a sample without a label, ...); the
+/// caller adds the shard's name.
+pub fn scan<R: Read>(
+    entries: ::tar::Entries<'_, R>,
+    tar_bytes: Option<u64>,
+) -> Result<(Vec<IndexedSample>, u64), String> {
+    let mut out = Vec::new();
+    let mut cur = Pending::default();
+    let mut end_of_members = 0u64;
+    for entry in entries {
+        let mut entry = entry.map_err(|e| format!("truncated or damaged: {e}"))?;
+        let kind = entry.header().entry_type();
+        let offset = entry.raw_file_position();
+        let size = entry.size();
+        let end = offset
+            .checked_add(size.div_ceil(512) * 512)
+            .ok_or_else(|| "a member's size overflows".to_string())?;
+        if let Some(total) = tar_bytes {
+            if offset.saturating_add(size) > total {
+                let path = entry
+                    .path()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default();
+                return Err(format!(
+                    "truncated: member {path} needs bytes {offset}..{}, the shard has {total}",
+                    offset + size
+                ));
+            }
+        }
+        end_of_members = end_of_members.max(end);
+        if !(kind.is_file() || kind.is_contiguous()) {
+            continue;
+        }
+        let path = entry
+            .path()
+            .map_err(|e| format!("a member's name: {e}"))?
+            .to_string_lossy()
+            .into_owned();
+        let (key, ext) = split_key(&path);
+        if key != cur.key {
+            cur.flush(&mut out)?;
+            cur.key = key.to_string();
+        }
+        if let Some(rank) = IMAGE_EXTS.iter().position(|x| *x == ext) {
+            if cur.image.is_none_or(|(r, _, _)| rank < r) {
+                cur.image = Some((rank, offset, size));
+            }
+        } else if ext == "cls" || ext == "json" {
+            let limit = if ext == "cls" {
+                MAX_CLS_BYTES
+            } else {
+                MAX_JSON_BYTES
+            };
+            if size > limit {
+                return Err(format!(
+                    "member {path}: {size} bytes, more than a label needs ({limit})"
+                ));
+            }
+            let mut bytes = Vec::with_capacity(size as usize);
+            (&mut entry)
+                .take(limit)
+                .read_to_end(&mut bytes)
+                .map_err(|e| format!("member {path}: truncated or unreadable: {e}"))?;
+            if (bytes.len() as u64) < size {
+                return Err(format!("truncated: member {path} ends early"));
+            }
+            let err = |e: String| format!("member {path}: {e}");
+            if ext == "cls" {
+                cur.cls = Some(parse_cls(&bytes).map_err(err)?);
+            } else {
+                cur.json = parse_json_label(&bytes).map_err(err)?;
+            }
+        }
+    }
+    cur.flush(&mut out)?;
+    Ok((out, end_of_members))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_split_at_the_first_dot_of_the_name() {
+        assert_eq!(
+            split_key("a/b.c/000001.seg.JPG"),
+            ("a/b.c/000001", "seg.jpg".into())
+        );
+        assert_eq!(split_key("x.cls"), ("x", "cls".into()));
+        assert_eq!(split_key("noext"), ("noext", String::new()));
+    }
+
+    #[test]
+    fn labels_from_cls_and_json() {
+        assert_eq!(parse_cls(b" 7\n").unwrap(), 7);
+        assert!(parse_cls(b"cat").is_err());
+        assert_eq!(parse_json_label(br#"{"class": 3}"#).unwrap(), Some(3));
+        assert_eq!(parse_json_label(br#"{"other": 3}"#).unwrap(), None);
+        assert!(parse_json_label(br#"{"cls": "x"}"#).is_err());
+    }
+
+    #[test]
+    fn stale_or_foreign_indexes_are_refused() {
+        let idx = ShardIndex::new(4096, vec![], vec![("k".into(), 512, 100, 0)]);
+        let bytes = idx.to_json();
+        assert_eq!(ShardIndex::parse(&bytes, 4096).unwrap(), idx);
+        assert!(ShardIndex::parse(&bytes, 4000)
+            .unwrap_err()
+            .contains("truncated or replaced"));
+        let past = ShardIndex::new(600, vec![], vec![("k".into(), 512, 100, 0)]).to_json();
+        assert!(ShardIndex::parse(&past, 600)
+            .unwrap_err()
+            .contains("past the end"));
+        assert!(ShardIndex::parse(b"{}", 1).is_err());
+    }
+}

@@ -1,0 +1,385 @@
+//! WebDataset tar shards as an indexed source.
+//!
+//! Opening a tar data set builds an index of its samples (shard, key, byte range of
+//! the image member, label), so samples are then read by positioned reads (local) or
+//! ranged GETs (remote), like packed records: `--on-error skip`, retries and io_depth
+//! apply per sample, and the order is the sampler's (shard order shuffled per epoch,
+//! then a bounded shuffle buffer; see [`Sampler`](crate::Sampler)), computed up front,
+//! so sync and async modes, any worker count and a mid-epoch resume all agree.
+//!
+//! Local shards are indexed by reading their 512-byte headers; remote shards by the
+//! sidecar index `SHARD.tar.idx` that `stoker-load pack --format tar` writes, or, when
+//! there is none, by streaming each shard once (said on stderr, and kept in the cache
+//! folder when one is given). The layout is in `docs/remote-data.md`.
+//!
+//! One concern per file: `pattern.rs` (brace patterns), `index.rs` (the index of one
+//! shard: scanning headers, the sidecar format), `writer.rs` (packing any source into
+//! shards) and, with the `remote` feature, `remote.rs` (loading remote indexes).
+
+mod index;
+mod pattern;
+#[cfg(feature = "remote")]
+mod remote;
+mod writer;
+
+use std::fs::File;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use index::{
+    parse_cls, parse_json_label, split_key, ShardIndex, IMAGE_EXTS, INDEX_FORMAT, INDEX_SUFFIX,
+    INDEX_VERSION,
+};
+pub use pattern::{expand, is_pattern};
+pub use writer::{pack_tar, TarPackStats, SHARD_PREFIX};
+
+use super::{read_at, ReadFuture, RecordKind, Source, SourceError};
+
+/// Where a shard's bytes are.
+enum ShardData {
+    Local(File),
+    #[cfg(feature = "remote")]
+    Remote {
+        object: crate::storage::Object,
+        cache: Option<Arc<crate::storage::Cache>>,
+    },
+}
+
+struct Shard {
+    /// The shard's path or URL, for messages.
+    name: String,
+    data: ShardData,
+}
+
+struct Sample {
+    shard: u32,
+    offset: u64,
+    len: u64,
+    label: u32,
+}
+
+/// A data set of WebDataset tar shards, local or remote, read through its index.
+pub struct TarSource {
+    what: String,
+    shards: Vec<Shard>,
+    ranges: Vec<Range<usize>>,
+    samples: Vec<Sample>,
+    keys: Vec<String>,
+    classes: Vec<String>,
+}
+
+impl std::fmt::Debug for TarSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TarSource")
+            .field("what", &self.what)
+            .field("shards", &self.shards.len())
+            .field("samples", &self.samples.len())
+            .field("classes", &self.classes.len())
+            .finish()
+    }
+}
+
+/// The end-of-archive marker (two zero blocks) must follow the last member, or the
+/// shard was cut short between two members.
+fn check_end(end_of_members: u64, tar_bytes: u64) -> Result<(), String> {
+    if end_of_members.saturating_add(1024) > tar_bytes {
+        return Err(format!(
+            "truncated: the end-of-archive marker is missing (the members end at byte \
+             {end_of_members}, the shard has {tar_bytes} bytes)"
+        ));
+    }
+    Ok(())
+}
+
+/// True for a file name that is a tar shard.
+pub fn is_tar_name(name: &str) -> bool {
+    name.to_ascii_lowercase().ends_with(".tar")
+}
+
+/// The `.tar` files directly in `dir`, sorted; `None` when it holds none (or is not a
+/// folder of shards: it has sub-folders, as an image folder does).
+pub fn shards_in(dir: &Path) -> Result<Option<Vec<PathBuf>>, SourceError> {
+    let mut tars = Vec::new();
+    let mut subdirs = 0usize;
+    for entry in std::fs::read_dir(dir).map_err(|e| SourceError::io(dir, e))? {
+        let entry = entry.map_err(|e| SourceError::io(dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        let path = entry.path();
+        if path.is_dir() {
+            subdirs += 1;
+        } else if is_tar_name(&name) {
+            tars.push(path);
+        }
+    }
+    if tars.is_empty() || subdirs > 0 {
+        return Ok(None);
+    }
+    tars.sort();
+    Ok(Some(tars))
+}
+
+/// Class names from the sidecar index beside a local shard, if one is there and
+/// describes this shard.
+fn sidecar_classes(path: &Path, tar_bytes: u64) -> Vec<String> {
+    let mut side = path.as_os_str().to_os_string();
+    side.push(INDEX_SUFFIX);
+    std::fs::read(PathBuf::from(side))
+        .ok()
+        .and_then(|b| ShardIndex::parse(&b, tar_bytes).ok())
+        .map(|i| i.classes)
+        .unwrap_or_default()
+}
+
+/// Indexes one local shard by its headers (seeking past the data).
+fn scan_local(path: &Path) -> Result<(File, ShardIndex), SourceError> {
+    let file = File::open(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => SourceError::format(path, "no such shard"),
+        _ => SourceError::io(path, e),
+    })?;
+    let len = file.metadata().map_err(|e| SourceError::io(path, e))?.len();
+    let mut archive = ::tar::Archive::new(&file);
+    let entries = archive
+        .entries_with_seek()
+        .map_err(|e| SourceError::io(path, e))?;
+    let (samples, end) =
+        index::scan(entries, Some(len)).map_err(|r| SourceError::format(path, r))?;
+    check_end(end, len).map_err(|r| SourceError::format(path, r))?;
+    let classes = sidecar_classes(path, len);
+    Ok((file, ShardIndex::new(len, classes, samples)))
+}
+
+impl TarSource {
+    /// Opens local shards, indexing each by its headers. `what` names the data set in
+    /// messages (the folder or pattern given).
+    pub fn open_local(paths: &[PathBuf], what: &str) -> Result<TarSource, SourceError> {
+        let mut shards = Vec::with_capacity(paths.len());
+        for p in paths {
+            let (file, idx) = scan_local(p)?;
+            shards.push((
+                Shard {
+                    name: p.display().to_string(),
+                    data: ShardData::Local(file),
+                },
+                idx,
+            ));
+        }
+        Self::assemble(what, shards)
+    }
+
+    fn assemble(what: &str, shards: Vec<(Shard, ShardIndex)>) -> Result<TarSource, SourceError> {
+        let bad = |reason: String| SourceError::Format {
+            path: PathBuf::from(what),
+            reason,
+        };
+        if shards.is_empty() {
+            return Err(bad("no .tar shards".into()));
+        }
+        if u32::try_from(shards.len()).is_err() {
+            return Err(bad(format!("{} shards are too many", shards.len())));
+        }
+        let mut out = TarSource {
+            what: what.to_string(),
+            shards: Vec::with_capacity(shards.len()),
+            ranges: Vec::with_capacity(shards.len()),
+            samples: Vec::new(),
+            keys: Vec::new(),
+            classes: Vec::new(),
+        };
+        let mut max_label = None::<u32>;
+        for (i, (shard, idx)) in shards.into_iter().enumerate() {
+            if out.classes.is_empty() && !idx.classes.is_empty() {
+                out.classes = idx.classes.clone();
+            }
+            let start = out.samples.len();
+            for (key, offset, len, label) in idx.samples {
+                max_label = Some(max_label.map_or(label, |m| m.max(label)));
+                out.samples.push(Sample {
+                    shard: i as u32,
+                    offset,
+                    len,
+                    label,
+                });
+                out.keys.push(key);
+            }
+            out.ranges.push(start..out.samples.len());
+            out.shards.push(shard);
+        }
+        let Some(max_label) = max_label else {
+            return Err(bad(format!(
+                "{} shard(s) but no samples (an image member and a label per key)",
+                out.shards.len()
+            )));
+        };
+        let needed = max_label as usize + 1;
+        if out.classes.is_empty() {
+            out.classes = (0..needed).map(|l| l.to_string()).collect();
+        } else if out.classes.len() < needed {
+            return Err(bad(format!(
+                "a sample has label {max_label}, but the index lists {} classes",
+                out.classes.len()
+            )));
+        }
+        Ok(out)
+    }
+
+    /// Number of shards.
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// The key of sample `index` (its members' common name).
+    pub fn key(&self, index: usize) -> Option<&str> {
+        self.keys.get(index).map(String::as_str)
+    }
+
+    fn sample(&self, index: usize) -> Result<(&Sample, &Shard), SourceError> {
+        self.samples
+            .get(index)
+            .and_then(|s| Some((s, self.shards.get(s.shard as usize)?)))
+            .ok_or_else(|| SourceError::Record {
+                what: format!("{} sample {index}", self.what),
+                reason: format!(
+                    "index out of range (the shards hold {})",
+                    self.samples.len()
+                ),
+            })
+    }
+
+    fn record_error(&self, index: usize, reason: String) -> SourceError {
+        SourceError::Record {
+            what: self.describe(index),
+            reason,
+        }
+    }
+
+    /// A remote sample's object, cache and byte range.
+    #[cfg(feature = "remote")]
+    fn remote_part(
+        &self,
+        index: usize,
+    ) -> Option<(
+        crate::storage::Object,
+        Option<Arc<crate::storage::Cache>>,
+        Range<u64>,
+    )> {
+        let (s, shard) = self.sample(index).ok()?;
+        match &shard.data {
+            ShardData::Remote { object, cache } => {
+                Some((object.clone(), cache.clone(), s.offset..s.offset + s.len))
+            }
+            ShardData::Local(_) => None,
+        }
+    }
+}
+
+impl Source for TarSource {
+    fn len(&self) -> usize {
+        self.samples.len()
+    }
+
+    fn classes(&self) -> &[String] {
+        &self.classes
+    }
+
+    fn label(&self, index: usize) -> u32 {
+        match self.samples.get(index) {
+            Some(s) => s.label,
+            None => panic!(
+                "{}: label of sample {index} asked, the shards hold {}",
+                self.what,
+                self.samples.len()
+            ),
+        }
+    }
+
+    fn describe(&self, index: usize) -> String {
+        match self.sample(index) {
+            Ok((_, shard)) => format!("{} sample {}", shard.name, self.keys[index]),
+            Err(_) => format!("{} sample {index} (out of range)", self.what),
+        }
+    }
+
+    fn read(&self, index: usize, buf: &mut Vec<u8>) -> Result<RecordKind, SourceError> {
+        buf.clear();
+        let (s, shard) = self.sample(index)?;
+        let len = usize::try_from(s.len)
+            .map_err(|_| self.record_error(index, format!("{} bytes are too many", s.len)))?;
+        match &shard.data {
+            ShardData::Local(file) => {
+                buf.resize(len, 0);
+                match read_at(file, buf, s.offset) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        buf.clear();
+                        return Err(self.record_error(
+                            index,
+                            format!(
+                                "the shard ends before bytes {}..{} (it was truncated after it \
+                                 was opened)",
+                                s.offset,
+                                s.offset + s.len
+                            ),
+                        ));
+                    }
+                    Err(e) => {
+                        buf.clear();
+                        return Err(self.record_error(index, format!("reading: {e}")));
+                    }
+                }
+            }
+            #[cfg(feature = "remote")]
+            ShardData::Remote { object, cache } => {
+                let (object, cache) = (object.clone(), cache.clone());
+                let range = s.offset..s.offset + s.len;
+                let mut owned = std::mem::take(buf);
+                let (res, owned) = crate::storage::wait(async move {
+                    let r = crate::storage::read_into(&object, cache.as_deref(), range, &mut owned)
+                        .await;
+                    (r, owned)
+                })?;
+                *buf = owned;
+                res?;
+            }
+        }
+        if buf.is_empty() {
+            return Err(self.record_error(index, "empty image member".into()));
+        }
+        Ok(RecordKind::Encoded)
+    }
+
+    fn format(&self) -> &'static str {
+        "tar"
+    }
+
+    fn shards(&self) -> Option<&[Range<usize>]> {
+        Some(&self.ranges)
+    }
+
+    fn read_async(self: Arc<Self>, index: usize, buf: Vec<u8>) -> ReadFuture {
+        #[cfg(feature = "remote")]
+        if let Some((object, cache, range)) = self.remote_part(index) {
+            return Box::pin(async move {
+                let mut buf = buf;
+                let task = crate::storage::spawn(async move {
+                    let r =
+                        crate::storage::read_into(&object, cache.as_deref(), range, &mut buf).await;
+                    (r, buf)
+                });
+                match task.await {
+                    Ok((Ok(()), buf)) if buf.is_empty() => (
+                        Err(self.record_error(index, "empty image member".into())),
+                        buf,
+                    ),
+                    Ok((Ok(()), buf)) => (Ok(RecordKind::Encoded), buf),
+                    Ok((Err(e), buf)) => (Err(e.into()), buf),
+                    Err(e) => (Err(e.into()), Vec::new()),
+                }
+            });
+        }
+        super::read_blocking(self, index, buf)
+    }
+}

@@ -1,0 +1,111 @@
+//! Errors of remote storage: each names the object's URL and what was being done.
+
+/// Why a remote call failed. Every message starts with the URL concerned.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The URL cannot name data (unknown scheme, no bucket, bad characters).
+    #[error("{url}: {reason}")]
+    Url { url: String, reason: String },
+    /// The store could not be configured from the URL and the environment.
+    #[error("{url}: cannot configure the store: {reason}")]
+    Config { url: String, reason: String },
+    /// No such object (or bucket).
+    #[error("{url}: not found ({reason})")]
+    NotFound { url: String, reason: String },
+    /// A request failed after its retries (or at once, for errors not worth retrying:
+    /// refused credentials, a missing bucket).
+    #[error("{url}: {what} failed: {reason}")]
+    Request {
+        url: String,
+        what: String,
+        reason: String,
+    },
+    /// The local cache could not be used.
+    #[error("{}: {what}: {source}", path.display())]
+    Cache {
+        path: std::path::PathBuf,
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The storage runtime could not start or went away.
+    #[error("the storage runtime: {0}")]
+    Runtime(String),
+}
+
+impl StorageError {
+    /// Wraps an object_store error of `what` (e.g. `GET bytes 0..128`) on `url`.
+    pub(crate) fn request(url: &str, what: impl Into<String>, e: object_store::Error) -> Self {
+        match e {
+            object_store::Error::NotFound { source, .. } => StorageError::NotFound {
+                url: url.to_string(),
+                reason: flatten(source.as_ref()),
+            },
+            e @ (object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. }) => StorageError::Request {
+                url: url.to_string(),
+                what: what.into(),
+                reason: format!(
+                    "refused: check the credentials (AWS_*, GOOGLE_* or AZURE_* variables): {}",
+                    flatten(&e)
+                ),
+            },
+            other => StorageError::Request {
+                url: url.to_string(),
+                what: what.into(),
+                reason: flatten(&other),
+            },
+        }
+    }
+
+    /// The URL the error is about, where there is one.
+    pub fn url(&self) -> Option<&str> {
+        match self {
+            StorageError::Url { url, .. }
+            | StorageError::Config { url, .. }
+            | StorageError::NotFound { url, .. }
+            | StorageError::Request { url, .. } => Some(url),
+            StorageError::Cache { .. } | StorageError::Runtime(_) => None,
+        }
+    }
+}
+
+/// An error and its chain of causes on one line (object_store nests the HTTP error,
+/// the retry count and the server's message).
+pub(crate) fn flatten(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cur = s.source();
+    }
+    out
+}
+
+impl From<StorageError> for crate::source::SourceError {
+    fn from(e: StorageError) -> Self {
+        use crate::source::SourceError;
+        let remote = |url: String, reason: String| SourceError::Remote { url, reason };
+        match e {
+            StorageError::Cache { path, what, source } => SourceError::Format {
+                reason: format!("{what}: {source}"),
+                path,
+            },
+            StorageError::Url { url, reason } => remote(url, reason),
+            StorageError::Config { url, reason } => {
+                remote(url, format!("cannot configure the store: {reason}"))
+            }
+            StorageError::NotFound { url, reason } => remote(url, format!("not found ({reason})")),
+            StorageError::Request { url, what, reason } => {
+                remote(url, format!("{what} failed: {reason}"))
+            }
+            StorageError::Runtime(r) => {
+                remote("storage".into(), format!("the storage runtime: {r}"))
+            }
+        }
+    }
+}

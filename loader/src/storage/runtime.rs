@@ -1,0 +1,117 @@
+//! The tokio runtime every remote call runs on, shared by all sources of the process,
+//! and the two ways into it: [`spawn`] for async callers (the async read stage keeps
+//! io_depth of these in flight) and [`wait`] for synchronous ones (sync mode, opening
+//! a data set), which hands the future to the runtime and waits on a channel, so it
+//! never calls `block_on` from inside a runtime.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::OnceLock;
+
+use futures_util::FutureExt;
+use tokio::runtime::Runtime;
+
+use super::StorageError;
+
+static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
+
+thread_local! {
+    /// True on the runtime's own threads, where waiting synchronously would deadlock.
+    static ON_RUNTIME: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The shared runtime, started on first use. `STOKER_IO_THREADS` sets its worker
+/// threads (default 2: they only drive network I/O and copy bytes).
+fn runtime() -> Result<&'static Runtime, StorageError> {
+    let rt = RUNTIME.get_or_init(|| {
+        let threads = std::env::var("STOKER_IO_THREADS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(2)
+            .clamp(1, 64);
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name("stoker-storage")
+            .on_thread_start(|| ON_RUNTIME.with(|f| f.set(true)))
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start: {e}"))
+    });
+    rt.as_ref().map_err(|e| StorageError::Runtime(e.clone()))
+}
+
+/// Installs ring as rustls' process-wide crypto provider (reqwest is built with rustls
+/// and no bundled provider, see Cargo.toml), before the first client is built. An
+/// application that installed a provider already keeps its own.
+pub(crate) fn ensure_crypto() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// Runs `fut` on the storage runtime; the returned future (awaitable from any runtime
+/// or executor) yields its output. A panic inside `fut` resumes in the awaiting task.
+pub fn spawn<F>(fut: F) -> impl Future<Output = Result<F::Output, StorageError>> + Send
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handle = runtime().map(|rt| rt.spawn(fut));
+    async move {
+        match handle?.await {
+            Ok(v) => Ok(v),
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(StorageError::Runtime(format!("a storage task ended: {e}"))),
+        }
+    }
+}
+
+/// Runs `fut` on the storage runtime and blocks this thread until it is done. For
+/// synchronous callers only: on a storage runtime thread it returns an error instead
+/// of deadlocking. A panic inside `fut` resumes here.
+pub fn wait<F>(fut: F) -> Result<F::Output, StorageError>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    if ON_RUNTIME.with(|f| f.get()) {
+        return Err(StorageError::Runtime(
+            "a synchronous storage call from a storage thread (use the async read)".into(),
+        ));
+    }
+    let rt = runtime()?;
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    rt.spawn(async move {
+        let out = AssertUnwindSafe(fut).catch_unwind().await;
+        let _ = tx.send(out);
+    });
+    match rx.recv() {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        Err(_) => Err(StorageError::Runtime(
+            "the storage runtime dropped a call (shutting down?)".into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_and_spawn_run_on_the_runtime() {
+        assert_eq!(wait(async { 6 * 7 }).unwrap(), 42);
+        // From inside another runtime: spawn is awaited there, wait is refused on a
+        // storage thread.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        assert_eq!(rt.block_on(spawn(async { 1 })).unwrap(), 1);
+        let nested = wait(async { wait(async { 0 }).is_err() }).unwrap();
+        assert!(nested, "a wait on a storage thread must be refused");
+        let p = std::panic::catch_unwind(|| wait(async { panic!("boom") }));
+        assert!(p.is_err());
+    }
+}

@@ -1,0 +1,358 @@
+//! Building a store from a URL the standard way (the `AWS_*`, `GOOGLE_*`, `AZURE_*`
+//! variables, then [`RemoteOptions::settings`]), and the calls the sources make:
+//! HEAD, ranged and whole GETs, paginated listings, PUT.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::Path as LocalPath;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use object_store::path::Path;
+use object_store::{ClientConfigKey, ObjectStore, ObjectStoreExt};
+
+use super::options::humantime;
+use super::url::{DataUrl, Scheme};
+use super::{RemoteOptions, StorageError};
+
+/// One store (a bucket, container, host or the local file system) and the URL root
+/// its keys are under.
+#[derive(Clone, Debug)]
+pub struct Bucket {
+    store: Arc<dyn ObjectStore>,
+    url: DataUrl,
+}
+
+/// One object: where it is and how big it is.
+#[derive(Clone, Debug)]
+pub struct Object {
+    pub bucket: Bucket,
+    pub key: String,
+    pub size: u64,
+    /// The store's version tag (ETag), when it gives one: the cache keys on it.
+    pub version: Option<String>,
+}
+
+/// Stores already built, by (root URL, options): every source of one bucket shares
+/// one client and its connection pool.
+fn stores() -> &'static Mutex<HashMap<String, Arc<dyn ObjectStore>>> {
+    static STORES: OnceLock<Mutex<HashMap<String, Arc<dyn ObjectStore>>>> = OnceLock::new();
+    STORES.get_or_init(Default::default)
+}
+
+fn config_err(url: &str, e: impl std::fmt::Display) -> StorageError {
+    StorageError::Config {
+        url: url.to_string(),
+        reason: e.to_string(),
+    }
+}
+
+fn build(url: &DataUrl, o: &RemoteOptions) -> Result<Arc<dyn ObjectStore>, StorageError> {
+    super::runtime::ensure_crypto();
+    let root = url.root.as_str();
+    let timeout = humantime(o.timeout);
+    let connect = humantime(o.connect_timeout);
+    let store: Arc<dyn ObjectStore> = match url.scheme {
+        Scheme::File => Arc::new(object_store::local::LocalFileSystem::new()),
+        Scheme::S3 => {
+            use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey as K};
+            let mut b = AmazonS3Builder::from_env()
+                .with_url(root)
+                .with_retry(o.retry_config())
+                .with_config(K::Client(ClientConfigKey::Timeout), &timeout)
+                .with_config(K::Client(ClientConfigKey::ConnectTimeout), &connect);
+            for (k, v) in &o.settings {
+                b = b.with_config(K::from_str(k).map_err(|e| config_err(root, e))?, v);
+            }
+            Arc::new(b.build().map_err(|e| config_err(root, e))?)
+        }
+        Scheme::Gcs => {
+            use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey as K};
+            let mut b = GoogleCloudStorageBuilder::from_env()
+                .with_url(root)
+                .with_retry(o.retry_config())
+                .with_config(K::Client(ClientConfigKey::Timeout), &timeout)
+                .with_config(K::Client(ClientConfigKey::ConnectTimeout), &connect);
+            for (k, v) in &o.settings {
+                b = b.with_config(K::from_str(k).map_err(|e| config_err(root, e))?, v);
+            }
+            Arc::new(b.build().map_err(|e| config_err(root, e))?)
+        }
+        Scheme::Azure => {
+            use object_store::azure::{AzureConfigKey as K, MicrosoftAzureBuilder};
+            let mut b = MicrosoftAzureBuilder::from_env()
+                .with_url(root)
+                .with_retry(o.retry_config())
+                .with_config(K::Client(ClientConfigKey::Timeout), &timeout)
+                .with_config(K::Client(ClientConfigKey::ConnectTimeout), &connect);
+            for (k, v) in &o.settings {
+                b = b.with_config(K::from_str(k).map_err(|e| config_err(root, e))?, v);
+            }
+            Arc::new(b.build().map_err(|e| config_err(root, e))?)
+        }
+        Scheme::Http => {
+            use object_store::http::HttpBuilder;
+            let mut b = HttpBuilder::new()
+                .with_url(root)
+                .with_retry(o.retry_config())
+                .with_config(ClientConfigKey::Timeout, &timeout)
+                .with_config(ClientConfigKey::ConnectTimeout, &connect);
+            for (k, v) in &o.settings {
+                b = b.with_config(
+                    ClientConfigKey::from_str(k).map_err(|e| config_err(root, e))?,
+                    v,
+                );
+            }
+            Arc::new(b.build().map_err(|e| config_err(root, e))?)
+        }
+    };
+    if o.throttle.is_zero() {
+        return Ok(store);
+    }
+    use object_store::throttle::{ThrottleConfig, ThrottledStore};
+    let cfg = ThrottleConfig {
+        wait_get_per_call: o.throttle,
+        wait_list_per_call: o.throttle,
+        ..ThrottleConfig::default()
+    };
+    Ok(Arc::new(ThrottledStore::new(store, cfg)))
+}
+
+impl Bucket {
+    /// The store `url` lives in (built once per process for each root and options),
+    /// and the key it names.
+    pub fn open(url: &str, options: &RemoteOptions) -> Result<(Bucket, String), StorageError> {
+        let parsed = DataUrl::parse(url)?;
+        // The environment is part of a store's configuration: a process that changes
+        // AWS_ENDPOINT_URL (a test, a notebook) gets a new client.
+        let mut env: Vec<(String, String)> = std::env::vars()
+            .filter(|(k, _)| {
+                ["AWS_", "GOOGLE_", "AZURE_"]
+                    .iter()
+                    .any(|p| k.starts_with(p))
+            })
+            .collect();
+        env.sort();
+        let cache_key = format!("{}\u{0}{options:?}\u{0}{env:?}", parsed.root);
+        let store = {
+            // A table of clients: a panic elsewhere leaves it usable.
+            let mut map = stores().lock().unwrap_or_else(|p| p.into_inner());
+            match map.get(&cache_key) {
+                Some(s) => s.clone(),
+                None => {
+                    let s = build(&parsed, options)?;
+                    map.insert(cache_key, s.clone());
+                    s
+                }
+            }
+        };
+        let key = parsed.key.clone();
+        Ok((Bucket { store, url: parsed }, key))
+    }
+
+    /// The URL of `key` in this store.
+    pub fn url_of(&self, key: &str) -> String {
+        self.url.url_of(key)
+    }
+
+    fn path(&self, key: &str) -> Result<Path, StorageError> {
+        Path::parse(key).map_err(|e| StorageError::Url {
+            url: self.url_of(key),
+            reason: format!("not a valid object key: {e}"),
+        })
+    }
+
+    /// HEAD: the object's size and version.
+    pub async fn head(&self, key: &str) -> Result<Object, StorageError> {
+        let url = self.url_of(key);
+        let meta = self
+            .store
+            .head(&self.path(key)?)
+            .await
+            .map_err(|e| StorageError::request(&url, "HEAD", e))?;
+        Ok(Object {
+            bucket: self.clone(),
+            key: key.to_string(),
+            size: meta.size,
+            version: meta.e_tag,
+        })
+    }
+
+    /// Every object under `prefix` (a folder: `prefix` ends in `/` or is empty), in
+    /// key order. The store pages through the listing (1000 keys a page on S3).
+    pub async fn list(&self, prefix: &str) -> Result<Vec<Object>, StorageError> {
+        let url = self.url_of(prefix);
+        let path = if prefix.trim_matches('/').is_empty() {
+            None
+        } else {
+            Some(self.path(prefix.trim_end_matches('/'))?)
+        };
+        let mut stream = self.store.list(path.as_ref());
+        let mut out = Vec::new();
+        while let Some(meta) = stream.next().await {
+            let meta = meta.map_err(|e| StorageError::request(&url, "LIST", e))?;
+            out.push(Object {
+                bucket: self.clone(),
+                key: meta.location.to_string(),
+                size: meta.size,
+                version: meta.e_tag,
+            });
+        }
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+
+    /// PUT `bytes` as `key` (whole or not at all: object stores never show half an
+    /// object).
+    pub async fn put(&self, key: &str, bytes: Bytes) -> Result<(), StorageError> {
+        let url = self.url_of(key);
+        self.store
+            .put(&self.path(key)?, bytes.into())
+            .await
+            .map_err(|e| StorageError::request(&url, "PUT", e))?;
+        Ok(())
+    }
+}
+
+impl Object {
+    pub fn url(&self) -> String {
+        self.bucket.url_of(&self.key)
+    }
+
+    /// GET bytes `range` of the object.
+    pub async fn get_range(&self, range: Range<u64>) -> Result<Bytes, StorageError> {
+        let url = self.url();
+        let what = format!("GET bytes {}..{}", range.start, range.end);
+        if range.end > self.size {
+            return Err(StorageError::Request {
+                url,
+                what,
+                reason: format!("the object has only {} bytes", self.size),
+            });
+        }
+        if range.is_empty() {
+            return Ok(Bytes::new());
+        }
+        let bytes = self
+            .bucket
+            .store
+            .get_range(&self.bucket.path(&self.key)?, range.clone())
+            .await
+            .map_err(|e| StorageError::request(&url, what.clone(), e))?;
+        if bytes.len() as u64 != range.end - range.start {
+            return Err(StorageError::Request {
+                url,
+                what,
+                reason: format!("got {} bytes (the object changed?)", bytes.len()),
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// GET the whole object.
+    pub async fn get(&self) -> Result<Bytes, StorageError> {
+        self.get_range(0..self.size).await
+    }
+
+    /// GET the whole object as a stream of chunks, for objects too big to hold.
+    pub async fn stream(
+        &self,
+    ) -> Result<futures_util::stream::BoxStream<'static, Result<Bytes, StorageError>>, StorageError>
+    {
+        let url = self.url();
+        let got = self
+            .bucket
+            .store
+            .get(&self.bucket.path(&self.key)?)
+            .await
+            .map_err(|e| StorageError::request(&url, "GET", e))?;
+        Ok(got
+            .into_stream()
+            .map(move |r| r.map_err(|e| StorageError::request(&url, "GET (reading the body)", e)))
+            .boxed())
+    }
+}
+
+/// Upload the local file `path` as the object `url` (for tests, benchmarks and
+/// `stoker-load pack ... s3://...`). Synchronous.
+pub fn upload_file(
+    path: &LocalPath,
+    url: &str,
+    options: &RemoteOptions,
+) -> Result<(), StorageError> {
+    let (bucket, key) = Bucket::open(url, options)?;
+    let bytes = std::fs::read(path).map_err(|e| StorageError::Cache {
+        path: path.to_path_buf(),
+        what: "reading a file to upload".into(),
+        source: e,
+    })?;
+    super::wait(async move { bucket.put(&key, Bytes::from(bytes)).await })?
+}
+
+/// Upload every file under the local folder `dir` to the prefix `url` (keys keep the
+/// relative paths), `parallel` PUTs at a time. Returns the number of files.
+pub fn upload_dir(
+    dir: &LocalPath,
+    url: &str,
+    options: &RemoteOptions,
+    parallel: usize,
+) -> Result<usize, StorageError> {
+    let (bucket, prefix) = Bucket::open(url, options)?;
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    let io = |path: &LocalPath, e| StorageError::Cache {
+        path: path.to_path_buf(),
+        what: "listing a folder to upload".into(),
+        source: e,
+    };
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).map_err(|e| io(&d, e))? {
+            let entry = entry.map_err(|e| io(&d, e))?;
+            let p = entry.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    let prefix = if prefix.is_empty() || prefix.ends_with('/') {
+        prefix
+    } else {
+        format!("{prefix}/")
+    };
+    let mut jobs = Vec::new();
+    for f in &files {
+        let rel = f.strip_prefix(dir).unwrap_or(f);
+        let rel: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        jobs.push((f.clone(), format!("{prefix}{}", rel.join("/"))));
+    }
+    let n = jobs.len();
+    super::wait(async move {
+        let puts = futures_util::stream::iter(jobs.into_iter().map(|(file, key)| {
+            let bucket = bucket.clone();
+            async move {
+                // Small files, read whole; a slow disk only slows the upload.
+                let bytes = std::fs::read(&file).map_err(|e| StorageError::Cache {
+                    path: file.clone(),
+                    what: "reading a file to upload".into(),
+                    source: e,
+                })?;
+                bucket.put(&key, Bytes::from(bytes)).await
+            }
+        }))
+        .buffer_unordered(parallel.max(1));
+        futures_util::pin_mut!(puts);
+        while let Some(r) = puts.next().await {
+            r?;
+        }
+        Ok::<_, StorageError>(())
+    })??;
+    Ok(n)
+}

@@ -1,0 +1,334 @@
+//! Local tar shards: packing any source into WebDataset shards, reading them back
+//! (folder, single file, brace pattern) with the same records as the source, the
+//! shard-aware order (deterministic across modes and workers, exact mid-epoch resume),
+//! tars from other writers (json labels, extra members), and damaged shards.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use stoker_loader::gen::{self, ShapesOptions};
+use stoker_loader::source::{self, tar, Source, TarSource};
+use stoker_loader::{Digest, Loader, LoaderConfig, Mode};
+
+fn shapes(dir: &Path, count: usize) -> PathBuf {
+    let root = dir.join("folder");
+    gen::shapes(
+        &root,
+        &ShapesOptions {
+            count,
+            size: 16,
+            classes: 4,
+            seed: 3,
+        },
+        |_, _| {},
+    )
+    .unwrap();
+    root
+}
+
+/// Packs `src` into shards of about `shard_bytes` in `dir/shards`.
+fn pack(src: &dyn Source, dir: &Path, shard_bytes: u64) -> (PathBuf, tar::TarPackStats) {
+    let out = dir.join("shards");
+    let stats = tar::pack_tar(src, &out, shard_bytes, |_, _| {}).unwrap();
+    (out, stats)
+}
+
+fn same_records(a: &dyn Source, b: &dyn Source) {
+    assert_eq!(a.len(), b.len());
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for i in 0..a.len() {
+        a.read(i, &mut x).unwrap();
+        b.read(i, &mut y).unwrap();
+        assert_eq!(x, y, "record {i}");
+        assert_eq!(a.label(i), b.label(i), "label {i}");
+    }
+}
+
+fn digest(src: Arc<dyn Source>, cfg: LoaderConfig, epochs: u64) -> String {
+    let mut loader = Loader::new(src, cfg).unwrap();
+    let mut d = Digest::new();
+    for e in 0..epochs {
+        for b in loader.epoch(e) {
+            d.update(&b.unwrap());
+        }
+    }
+    d.hex()
+}
+
+fn cfg(mode: Mode, workers: usize) -> LoaderConfig {
+    LoaderConfig {
+        batch_size: 7,
+        mode,
+        workers,
+        shuffle_buffer: 16,
+        seed: 11,
+        ..LoaderConfig::default()
+    }
+}
+
+#[test]
+fn packed_shards_hold_the_sources_records_and_index_them_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = source::open(&shapes(dir.path(), 60), true).unwrap();
+    // About 6 images a shard: several shards.
+    let (out, stats) = pack(folder.as_ref(), dir.path(), 12 << 10);
+    assert!(stats.shards >= 4, "{stats:?}");
+    assert_eq!(stats.records, 60);
+    let tars = source::open(&out, true).unwrap();
+    assert_eq!(tars.format(), "tar");
+    assert_eq!(
+        tars.classes(),
+        folder.classes(),
+        "class names come from the index"
+    );
+    same_records(folder.as_ref(), tars.as_ref());
+    let shards = tars.shards().unwrap();
+    assert_eq!(shards.len(), stats.shards);
+    assert_eq!(shards.last().unwrap().end, 60);
+    // The index the writer kept is what a header scan finds.
+    for i in 0..stats.shards {
+        let shard = out.join(format!("shard-{i:06}.tar"));
+        let bytes = std::fs::metadata(&shard).unwrap().len();
+        let written = tar::ShardIndex::parse(
+            &std::fs::read(out.join(format!("shard-{i:06}.tar.idx"))).unwrap(),
+            bytes,
+        )
+        .unwrap();
+        let scanned = TarSource::open_local(std::slice::from_ref(&shard), "x").unwrap();
+        assert_eq!(scanned.len(), written.samples.len());
+        for (k, (key, _, len, label)) in written.samples.iter().enumerate() {
+            assert_eq!(scanned.key(k), Some(key.as_str()));
+            assert_eq!(scanned.label(k), *label);
+            let mut buf = Vec::new();
+            scanned.read(k, &mut buf).unwrap();
+            assert_eq!(buf.len() as u64, *len);
+        }
+    }
+    // A brace pattern and a single shard open too.
+    let pattern = format!(
+        "{}/shard-{{000000..{:06}}}.tar",
+        out.display(),
+        stats.shards - 1
+    );
+    same_records(
+        tars.as_ref(),
+        source::open(Path::new(&pattern), true).unwrap().as_ref(),
+    );
+    let one = source::open(&out.join("shard-000000.tar"), true).unwrap();
+    assert_eq!(one.len(), shards[0].len());
+    // Unshuffled, the folder and its shards give the same batches.
+    let plain = |src| {
+        digest(
+            src,
+            LoaderConfig {
+                shuffle: false,
+                ..cfg(Mode::Sync, 0)
+            },
+            1,
+        )
+    };
+    assert_eq!(plain(folder.clone()), plain(tars.clone()));
+    // Packing into a folder that has shards already would mix two packs.
+    let e = tar::pack_tar(folder.as_ref(), &out, 1 << 20, |_, _| {}).unwrap_err();
+    assert!(e.to_string().contains("holds .tar files already"), "{e}");
+}
+
+#[test]
+fn shard_order_is_the_same_in_every_mode_and_resumes_mid_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = source::open(&shapes(dir.path(), 50), true).unwrap();
+    let (out, _) = pack(folder.as_ref(), dir.path(), 10 << 10);
+    let tars = source::open(&out, true).unwrap();
+    let want = digest(tars.clone(), cfg(Mode::Sync, 0), 2);
+    assert_eq!(digest(tars.clone(), cfg(Mode::Async, 1), 2), want);
+    assert_eq!(digest(tars.clone(), cfg(Mode::Async, 3), 2), want);
+    // Through the loader too: every sample once, and with a buffer of 1 each shard
+    // is read whole, from start to end, before the next.
+    let mut loader = Loader::new(
+        tars.clone(),
+        LoaderConfig {
+            shuffle_buffer: 1,
+            ..cfg(Mode::Async, 2)
+        },
+    )
+    .unwrap();
+    let order: Vec<usize> = loader.epoch(0).flat_map(|b| b.unwrap().indices).collect();
+    let mut sorted = order.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..50).collect::<Vec<_>>());
+    let mut at = 0;
+    let shards = tars.shards().unwrap();
+    while at < order.len() {
+        let shard = shards
+            .iter()
+            .find(|r| r.start == order[at])
+            .expect("a shard starts here");
+        assert_eq!(
+            &order[at..at + shard.len()],
+            &shard.clone().collect::<Vec<_>>()[..]
+        );
+        at += shard.len();
+    }
+    // Resume in the middle of epoch 1 (batch 3 of 8, inside a shard): the rest is the
+    // same bytes as an uninterrupted run.
+    for mode in [Mode::Sync, Mode::Async] {
+        let mut loader = Loader::new(tars.clone(), cfg(mode, 2)).unwrap();
+        let state = loader.state_at(1, 3);
+        let mut full = Vec::new();
+        for (k, b) in loader.epoch(1).enumerate() {
+            let b = b.unwrap();
+            if k >= 3 {
+                full.push((b.indices.clone(), b.images.to_vec()));
+            }
+        }
+        let mut again = Loader::new(tars.clone(), cfg(mode, 2)).unwrap();
+        let rest: Vec<_> = again
+            .resume(&state)
+            .unwrap()
+            .map(|b| {
+                let b = b.unwrap();
+                (b.indices.clone(), b.images.to_vec())
+            })
+            .collect();
+        assert_eq!(rest, full, "{mode}");
+    }
+}
+
+fn tar_bytes(members: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut b = ::tar::Builder::new(Vec::new());
+    for (name, data) in members {
+        let mut h = ::tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        b.append_data(&mut h, name, *data).unwrap();
+    }
+    b.into_inner().unwrap()
+}
+
+fn png(seed: u8) -> Vec<u8> {
+    let img = image::RgbImage::from_fn(9, 7, |x, y| image::Rgb([seed, x as u8 * 20, y as u8 * 30]));
+    let mut out = std::io::Cursor::new(Vec::new());
+    img.write_to(&mut out, image::ImageFormat::Png).unwrap();
+    out.into_inner()
+}
+
+#[test]
+fn tars_from_other_writers_group_by_key_and_take_json_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, c) = (png(1), png(2), png(3));
+    let long = format!("{}/x", "d".repeat(120));
+    let bytes = tar_bytes(&[
+        ("__meta__.json", br#"{"note": "no image: not a sample"}"#),
+        ("train/a.png", &a),
+        ("train/a.json", br#"{"class": 2}"#),
+        ("train/b.seg.txt", b"ignored"),
+        ("train/b.png", &b),
+        ("train/b.cls", b"1\n"),
+        (&format!("{long}.png"), &c),
+        (&format!("{long}.cls"), b"0"),
+    ]);
+    let path = dir.path().join("other.tar");
+    std::fs::write(&path, &bytes).unwrap();
+    let src = source::open(&path, true).unwrap();
+    assert_eq!(src.len(), 3);
+    assert_eq!(src.classes(), ["0", "1", "2"]);
+    assert_eq!((src.label(0), src.label(1), src.label(2)), (2, 1, 0));
+    let mut buf = Vec::new();
+    src.read(0, &mut buf).unwrap();
+    assert_eq!(buf, a);
+    src.read(2, &mut buf).unwrap();
+    assert_eq!(
+        buf, c,
+        "a GNU long name (its own header) does not shift the data"
+    );
+    assert!(
+        src.describe(1).ends_with("other.tar sample train/b"),
+        "{}",
+        src.describe(1)
+    );
+}
+
+fn open_err(path: &Path) -> String {
+    match source::open(path, true) {
+        Ok(_) => panic!("{} opened", path.display()),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn damaged_shards_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (png(1), png(2));
+    let whole = tar_bytes(&[
+        ("a.png", &a),
+        ("a.cls", b"0"),
+        ("b.png", &b),
+        ("b.cls", b"1"),
+    ]);
+    let path = dir.path().join("t.tar");
+    // Cut inside the second image, and cut between members (no end marker).
+    for cut in [
+        whole.len() - 1024 - 600,
+        512 * (2 + a.len().div_ceil(512) + 2),
+    ] {
+        std::fs::write(&path, &whole[..cut]).unwrap();
+        let e = open_err(&path);
+        assert!(e.contains("t.tar") && e.contains("truncated"), "{cut}: {e}");
+    }
+    let no_label = tar_bytes(&[("a.png", &a)]);
+    std::fs::write(&path, no_label).unwrap();
+    let e = open_err(&path);
+    assert!(e.contains("sample a: no label"), "{e}");
+    let bad_cls = tar_bytes(&[("a.png", &a), ("a.cls", b"cat")]);
+    std::fs::write(&path, bad_cls).unwrap();
+    let e = open_err(&path);
+    assert!(
+        e.contains("a.cls") && e.contains("not a class number"),
+        "{e}"
+    );
+    let e = open_err(&dir.path().join("missing-{0..1}.tar"));
+    assert!(
+        e.contains("missing-0.tar") && e.contains("no such shard"),
+        "{e}"
+    );
+    std::fs::write(&path, b"").unwrap();
+    let e = open_err(&path);
+    assert!(e.contains("t.tar"), "{e}");
+}
+
+/// Shards through a `file://` URL take the remote path (object_store, sidecar indexes,
+/// streaming when there is none, the cache) without a network: the same batches as
+/// the local shards.
+#[cfg(feature = "remote")]
+#[test]
+fn file_urls_read_shards_through_the_remote_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = source::open(&shapes(dir.path(), 40), true).unwrap();
+    let (out, stats) = pack(folder.as_ref(), dir.path(), 10 << 10);
+    let bare = dir.path().join("bare");
+    std::fs::create_dir(&bare).unwrap();
+    for i in 0..stats.shards {
+        let name = format!("shard-{i:06}.tar");
+        std::fs::copy(out.join(&name), bare.join(&name)).unwrap();
+    }
+    let want = digest(source::open(&out, true).unwrap(), cfg(Mode::Async, 2), 2);
+    let cache = dir.path().join("cache");
+    for (data, cache) in [(&out, None), (&bare, None), (&bare, Some(cache.clone()))] {
+        let url = format!("file://{}/", data.display());
+        let opts = source::OpenOptions {
+            cache,
+            ..Default::default()
+        };
+        let src = source::open_with(Path::new(&url), &opts).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(src.format(), "tar");
+        assert_eq!(src.shards().unwrap().len(), stats.shards);
+        assert_eq!(digest(src.clone(), cfg(Mode::Async, 2), 2), want, "{url}");
+        assert_eq!(digest(src, cfg(Mode::Sync, 0), 2), want, "{url}, sync");
+    }
+    let indexes = std::fs::read_dir(cache.join("index")).unwrap().count();
+    assert_eq!(
+        indexes, stats.shards,
+        "streamed indexes are kept in the cache"
+    );
+}

@@ -1,0 +1,105 @@
+//! JPEG/PNG: probe, decode to 1 or 3 channels, then a transform pipeline, all from the
+//! input's bytes. The seed of every random choice (channels, which pipeline, the
+//! pipeline's draws) is a hash of the input, so each input is one reproducible case.
+//!
+//! Checked for every input the decoder accepts: the decoded image has the size the
+//! header announced; the pipeline accepts it; `run_encoded` gives the same bytes as
+//! decoding and then `run_image` with the same seed (the loader relies on both).
+
+use std::sync::OnceLock;
+
+use stoker_augment::{decode, Pipeline, SampleRng, Scratch};
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::Outcome;
+
+/// Headers claiming more pixels than this are left out: the decoder's own limit is
+/// far larger and decoding that much per input would make fuzzing crawl (and could
+/// exhaust the fuzz target's memory limit). The claim is read from the header alone.
+pub const MAX_FUZZ_PIXELS: usize = 1 << 22;
+
+/// The pipelines an input is run through (one per input, chosen by its hash): every
+/// transform appears at least once.
+pub const PIPELINES: [&str; 4] = [
+    "rrc:32,flip",
+    "resize:24,center:20,jitter:0.4:h=0.1,erase:p=1",
+    "crop:16:pad=4,gray:p=0.5,cutout:8",
+    "resize:12x10,flip:p=1",
+];
+
+fn pipelines() -> &'static [Pipeline] {
+    static PARSED: OnceLock<Vec<Pipeline>> = OnceLock::new();
+    PARSED.get_or_init(|| {
+        PIPELINES
+            .iter()
+            .map(|s| Pipeline::parse(s).unwrap_or_else(|e| panic!("built-in spec {s}: {e}")))
+            .collect()
+    })
+}
+
+pub fn run(data: &[u8]) {
+    let _ = exercise(data);
+}
+
+pub fn exercise(data: &[u8]) -> Outcome {
+    let (w, h) = match decode::probe(data) {
+        Ok(size) => size,
+        Err(e) => return Outcome::rejected(e),
+    };
+    if w.saturating_mul(h) > MAX_FUZZ_PIXELS {
+        return Outcome::Skipped(format!(
+            "header claims {w}x{h}, more than {MAX_FUZZ_PIXELS} pixels"
+        ));
+    }
+    let seed = xxh3_64(data);
+    let channels = if seed & 1 == 0 { 3 } else { 1 };
+    let img = match decode::decode(data, channels) {
+        Ok(img) => img,
+        Err(e) => return Outcome::rejected(e),
+    };
+    assert_eq!(
+        (img.width, img.height, img.channels, img.data.len()),
+        (w, h, channels, w * h * channels),
+        "decoded image does not match the probed size"
+    );
+
+    let all = pipelines();
+    let pipeline = &all[(seed >> 1) as usize % all.len()];
+    let (ow, oh) = pipeline.output_size(w, h);
+    let mut scratch = Scratch::default();
+    let mut from_bytes = vec![0u8; ow * oh * channels];
+    let mut rng = SampleRng::from_seed(seed);
+    if let Err(e) = pipeline.run_encoded(data, channels, &mut rng, &mut scratch, &mut from_bytes) {
+        panic!("{pipeline} failed on a {w}x{h}x{channels} image that decodes: {e}");
+    }
+
+    // With libjpeg-turbo the default path differs slightly by design; the identity
+    // below is checked on the pure-Rust path, against a pure-Rust decode.
+    #[cfg(feature = "turbo")]
+    let (reference, from_bytes) = {
+        let mut zune = stoker_augment::Image::default();
+        if decode::decode_into_zune(data, channels, &mut zune).is_err() {
+            return Outcome::Accepted;
+        }
+        scratch.set_turbo(false);
+        let mut out = vec![0u8; from_bytes.len()];
+        let mut rng = SampleRng::from_seed(seed);
+        if let Err(e) = pipeline.run_encoded(data, channels, &mut rng, &mut scratch, &mut out) {
+            panic!("{pipeline} (zune path) failed on a {w}x{h}x{channels} image: {e}");
+        }
+        (zune, out)
+    };
+    #[cfg(not(feature = "turbo"))]
+    let reference = img;
+
+    let mut from_image = vec![0u8; from_bytes.len()];
+    let mut rng = SampleRng::from_seed(seed);
+    if let Err(e) = pipeline.run_image(reference.view(), &mut rng, &mut scratch, &mut from_image) {
+        panic!("{pipeline} failed on the decoded {w}x{h}x{channels} image: {e}");
+    }
+    assert!(
+        from_bytes == from_image,
+        "{pipeline}: run_encoded and decode + run_image differ on a {w}x{h}x{channels} image"
+    );
+    Outcome::Accepted
+}

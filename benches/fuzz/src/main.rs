@@ -7,7 +7,8 @@ use anyhow::{bail, Context, Result};
 use stoker_fuzz::{harness, seeds, HARNESSES};
 
 const USAGE: &str = "usage:
-  stoker-fuzz seeds [DIR]            write the seed corpora (default: benches/fuzz/corpus)
+  stoker-fuzz seeds [DIR] [--all]    write the seed corpora (default: benches/fuzz/corpus);
+                                     --all: also the seeds too large to keep
   stoker-fuzz list                   the harnesses
   stoker-fuzz run HARNESS FILE...    run files through a harness, print each outcome";
 
@@ -15,11 +16,12 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("seeds") => {
-            let root = match args.get(1) {
+            let everything = args.iter().any(|a| a == "--all");
+            let root = match args[1..].iter().find(|a| *a != "--all") {
                 Some(d) => PathBuf::from(d),
                 None => Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus"),
             };
-            let n = seeds::write_corpus(&root)?;
+            let n = seeds::write_corpus(&root, everything)?;
             println!("wrote {n} seeds under {}", root.display());
         }
         Some("list") => {

@@ -56,10 +56,11 @@ pub fn all() -> Result<Vec<Seed>> {
     Ok(out)
 }
 
-/// Write the stored seeds to `root/<harness>/<name>`, replacing files of the same name.
-pub fn write_corpus(root: &Path) -> Result<usize> {
+/// Write the stored seeds (with `everything`, all of them) to `root/<harness>/<name>`,
+/// replacing files of the same name.
+pub fn write_corpus(root: &Path, everything: bool) -> Result<usize> {
     let mut n = 0;
-    for s in all()?.into_iter().filter(|s| s.stored) {
+    for s in all()?.into_iter().filter(|s| s.stored || everything) {
         let dir = root.join(s.harness);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let path = dir.join(&s.name);
@@ -361,28 +362,28 @@ fn cifar() -> Vec<Seed> {
     ]
 }
 
-/// Tensor bytes for forged checkpoints, written with the safetensors crate directly.
-struct Forged(Vec<usize>, Vec<u8>);
-
-impl safetensors::View for &Forged {
-    fn dtype(&self) -> safetensors::Dtype {
-        safetensors::Dtype::F32
+/// A safetensors file written by hand, so that its header's keys come in a fixed
+/// order (the safetensors crate writes metadata from a HashMap): the 8-byte header
+/// length, the JSON header, then the f32 tensors' bytes, all zero.
+fn forge(meta: &BTreeMap<String, String>, tensors: &[(&str, &[usize])]) -> Vec<u8> {
+    let mut header = serde_json::Map::new();
+    header.insert("__metadata__".into(), serde_json::json!(meta));
+    let mut at = 0;
+    for (name, shape) in tensors {
+        let len = shape.iter().product::<usize>() * 4;
+        header.insert(
+            name.to_string(),
+            serde_json::json!({"dtype": "F32", "shape": shape, "data_offsets": [at, at + len]}),
+        );
+        at += len;
     }
-    fn shape(&self) -> &[usize] {
-        &self.0
-    }
-    fn data(&self) -> std::borrow::Cow<'_, [u8]> {
-        std::borrow::Cow::Borrowed(&self.1)
-    }
-    fn data_len(&self) -> usize {
-        self.1.len()
-    }
-}
-
-fn forge(meta: &BTreeMap<String, String>, tensors: &[(&str, Forged)]) -> Result<Vec<u8>> {
-    let meta = meta.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    safetensors::serialize(tensors.iter().map(|(n, t)| (*n, t)), Some(meta))
-        .context("serialising a forged checkpoint")
+    let mut json = serde_json::Value::Object(header).to_string().into_bytes();
+    // safetensors pads the header to a multiple of 8 bytes with spaces.
+    json.resize(json.len().div_ceil(8) * 8, b' ');
+    let mut out = (json.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(&json);
+    out.resize(out.len() + at, 0);
+    out
 }
 
 fn checkpoint() -> Result<Vec<Seed>> {
@@ -404,26 +405,31 @@ fn checkpoint() -> Result<Vec<Seed>> {
     adamw.insert("stoker.optimizer".into(), "adamw".into());
     let mut convnet = meta.clone();
     convnet.insert("stoker.model.kind".into(), "convnet".into());
-    let fc1 = Forged(vec![2, 2], vec![0; 16]);
     Ok(vec![
         Seed {
             stored: false,
             ..seed(h, "whole-sgd.safetensors", whole, true)
         },
-        seed(h, "metadata-only.safetensors", forge(&meta, &[])?, false),
+        seed(h, "metadata-only.safetensors", forge(&meta, &[]), false),
         seed(
             h,
             "adamw-metadata-only.safetensors",
-            forge(&adamw, &[])?,
+            forge(&adamw, &[]),
             false,
         ),
         seed(
             h,
             "fc1-wrong-shape.safetensors",
-            forge(&meta, &[("param.fc1.weight", fc1)])?,
+            forge(&meta, &[("param.fc1.weight", &[2, 2])]),
             false,
         ),
-        seed(h, "other-model.safetensors", forge(&convnet, &[])?, false),
+        seed(
+            h,
+            "fc1-only.safetensors",
+            forge(&meta, &[("param.fc1.weight", &[256, 1])]),
+            false,
+        ),
+        seed(h, "other-model.safetensors", forge(&convnet, &[]), false),
     ])
 }
 

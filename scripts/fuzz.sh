@@ -13,7 +13,8 @@
 # (`cargo test -p stoker-fuzz`) picks them up. AFL's output stays in benches/fuzz/out/
 # (ignored by git). Environment: FUZZ_MEM_MB (memory limit of the target, default
 # 4096: an absurd allocation fails there and counts as a crash), FUZZ_TIMEOUT_MS (per
-# input; default: AFL chooses from the seeds).
+# input; default: AFL chooses from the seeds), FUZZ_FEATURES (features of stoker-fuzz
+# to build with, e.g. `turbo` to decode JPEGs through libjpeg-turbo as well).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -37,8 +38,8 @@ fi
 cargo afl config --build >/dev/null 2>&1 || true
 
 echo "== building the instrumented driver (target/afl)"
-CARGO_TARGET_DIR="$repo/target/afl" cargo afl build --release -p stoker-fuzz --features afl \
-    --bin stoker-fuzz-afl
+CARGO_TARGET_DIR="$repo/target/afl" cargo afl build --release -p stoker-fuzz \
+    --features "afl${FUZZ_FEATURES:+,$FUZZ_FEATURES}" --bin stoker-fuzz-afl
 driver="$repo/target/afl/release/stoker-fuzz-afl"
 
 if [ $# -gt 0 ]; then
@@ -68,7 +69,8 @@ field() { awk -F' *: *' -v k="$2" '$1 == k { print $2 }' "$1"; }
 
 summary="$out/summary.md"
 {
-    echo "fuzz.sh $minutes min/harness, $(date -u +%Y-%m-%d), $(nproc) cores"
+    echo "fuzz.sh $minutes min/harness, features: afl${FUZZ_FEATURES:+,$FUZZ_FEATURES}," \
+        "$(date -u +%Y-%m-%d), $(nproc) cores"
     echo
     echo "| harness | executions | execs/s | corpus | edges | crashes | hangs |"
     echo "|---|---:|---:|---:|---:|---:|---:|"

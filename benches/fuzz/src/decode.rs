@@ -19,12 +19,14 @@ use crate::Outcome;
 pub const MAX_FUZZ_PIXELS: usize = 1 << 22;
 
 /// The pipelines an input is run through (one per input, chosen by its hash): every
-/// transform appears at least once.
-pub const PIPELINES: [&str; 4] = [
+/// transform appears at least once, and the usual recipes (random-resized crop; resize
+/// and centre crop, which run fused; resize and random crop, which do not).
+pub const PIPELINES: [&str; 5] = [
     "rrc:32,flip",
     "resize:24,center:20,jitter:0.4:h=0.1,erase:p=1",
     "crop:16:pad=4,gray:p=0.5,cutout:8",
     "resize:12x10,flip:p=1",
+    "resize:256,crop:224,flip",
 ];
 
 fn pipelines() -> &'static [Pipeline] {

@@ -3,7 +3,8 @@
 //!
 //! A harness answers every input with an [`Outcome`]; bad data must come back as
 //! [`Outcome::Rejected`] (a typed error), never as a panic, an abort, a hang or an
-//! absurd allocation. A harness panics only when a property it checks is broken (a
+//! absurd allocation (the binaries that run harnesses install
+//! [`alloc_cap::CappedAlloc`], which makes one fail loudly). A harness panics only when a property it checks is broken (a
 //! round trip that does not round-trip, a resume that differs from the full epoch,
 //! a failed load that changed the model): under AFL++ that panic is a crash.
 //!
@@ -11,6 +12,7 @@
 //! `scripts/fuzz.sh` with `cargo afl`) and the replay test (`tests/replay.rs`), which
 //! runs every saved corpus and regression file through them in `cargo test`.
 
+pub mod alloc_cap;
 pub mod checkpoint;
 pub mod cifar;
 pub mod decode;

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use stoker_fuzz::alloc_cap::CappedAlloc;
 use stoker_fuzz::{harness, seeds, HARNESSES};
 
 const USAGE: &str = "usage:
@@ -11,6 +12,9 @@ const USAGE: &str = "usage:
                                      --all: also the seeds too large to keep
   stoker-fuzz list                   the harnesses
   stoker-fuzz run HARNESS FILE...    run files through a harness, print each outcome";
+
+#[global_allocator]
+static ALLOC: CappedAlloc = CappedAlloc;
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -5,7 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
+use stoker_fuzz::alloc_cap::CappedAlloc;
 use stoker_fuzz::{harness, seeds, Outcome, HARNESSES};
+
+// An absurd allocation aborts the test binary with its size, as it crashes the fuzzer.
+#[global_allocator]
+static ALLOC: CappedAlloc = CappedAlloc;
 
 fn files(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {

@@ -4,7 +4,11 @@
 
 use std::process::ExitCode;
 
+use stoker_fuzz::alloc_cap::CappedAlloc;
 use stoker_fuzz::{harness, HARNESSES};
+
+#[global_allocator]
+static ALLOC: CappedAlloc = CappedAlloc;
 
 fn main() -> ExitCode {
     let name = std::env::args().nth(1).unwrap_or_default();

@@ -11,10 +11,12 @@
 # fuzzer_stats, and copies every crash and hang AFL saved into
 # benches/fuzz/regressions/<harness>/ (named by content hash), where the replay test
 # (`cargo test -p stoker-fuzz`) picks them up. AFL's output stays in benches/fuzz/out/
-# (ignored by git). Environment: FUZZ_MEM_MB (memory limit of the target, default
-# 4096: an absurd allocation fails there and counts as a crash), FUZZ_TIMEOUT_MS (per
-# input; default: AFL chooses from the seeds), FUZZ_FEATURES (features of stoker-fuzz
-# to build with, e.g. `turbo` to decode JPEGs through libjpeg-turbo as well).
+# (ignored by git). The harnesses refuse any single allocation over 1 GiB (a crash).
+#
+# Environment: FUZZ_MEM_MB (the target's memory limit, default 4096), FUZZ_TIMEOUT_MS
+# (per input; default: AFL chooses from the seeds), FUZZ_HANG_MS (what counts as a
+# hang, default 5000), FUZZ_FEATURES (features of stoker-fuzz to build with, e.g.
+# `turbo` to decode JPEGs through libjpeg-turbo as well).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -100,8 +102,10 @@ for h in "${harnesses[@]}"; do
     echo "== $h: $minutes min"
     # No UI (a log instead), any core, and no checks of the machine's CPU governor or
     # core-dump handler (a container cannot change them; crashes are still caught).
+    # An input is saved as a hang past FUZZ_HANG_MS (instrumented code is several
+    # times slower; AFL's default of 1 s flags honest large images).
     TMPDIR="$scratch" AFL_NO_UI=1 AFL_NO_AFFINITY=1 AFL_SKIP_CPUFREQ=1 \
-        AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 \
+        AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_HANG_TMOUT="${FUZZ_HANG_MS:-5000}" \
         cargo afl fuzz -V $((minutes * 60)) -m "${FUZZ_MEM_MB:-4096}" "${timeout_opt[@]}" \
         "${dicts[@]}" -i "$in" -o "$out/$h" -- "$driver" "$h" >"$out/$h.log" 2>&1 || {
         echo "fuzz.sh: afl-fuzz failed on $h; the end of $out/$h.log:" >&2

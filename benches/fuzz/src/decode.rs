@@ -3,8 +3,9 @@
 //! pipeline's draws) is a hash of the input, so each input is one reproducible case.
 //!
 //! Checked for every input the decoder accepts: the decoded image has the size the
-//! header announced; the pipeline accepts it; `run_encoded` gives the same bytes as
-//! decoding and then `run_image` with the same seed (the loader relies on both).
+//! header announced; `run_encoded` and decoding then `run_image` with the same seed
+//! both succeed with the same bytes, or both fail with the same error (the loader
+//! relies on both).
 
 use std::sync::OnceLock;
 
@@ -71,37 +72,51 @@ pub fn exercise(data: &[u8]) -> Outcome {
     let mut scratch = Scratch::default();
     let mut from_bytes = vec![0u8; ow * oh * channels];
     let mut rng = SampleRng::from_seed(seed);
-    if let Err(e) = pipeline.run_encoded(data, channels, &mut rng, &mut scratch, &mut from_bytes) {
-        panic!("{pipeline} failed on a {w}x{h}x{channels} image that decodes: {e}");
-    }
+    let encoded = pipeline.run_encoded(data, channels, &mut rng, &mut scratch, &mut from_bytes);
 
     // With libjpeg-turbo the default path differs slightly by design; the identity
     // below is checked on the pure-Rust path, against a pure-Rust decode.
     #[cfg(feature = "turbo")]
-    let (reference, from_bytes) = {
+    let (reference, from_bytes, encoded) = {
         let mut zune = stoker_augment::Image::default();
-        if decode::decode_into_zune(data, channels, &mut zune).is_err() {
-            return Outcome::Accepted;
+        if let Err(e) = decode::decode_into_zune(data, channels, &mut zune) {
+            return match encoded {
+                Ok(()) => Outcome::Accepted,
+                Err(_) => Outcome::rejected(e),
+            };
         }
         scratch.set_turbo(false);
         let mut out = vec![0u8; from_bytes.len()];
         let mut rng = SampleRng::from_seed(seed);
-        if let Err(e) = pipeline.run_encoded(data, channels, &mut rng, &mut scratch, &mut out) {
-            panic!("{pipeline} (zune path) failed on a {w}x{h}x{channels} image: {e}");
-        }
-        (zune, out)
+        let zune_path = pipeline.run_encoded(data, channels, &mut rng, &mut scratch, &mut out);
+        (zune, out, zune_path)
     };
     #[cfg(not(feature = "turbo"))]
     let reference = img;
 
     let mut from_image = vec![0u8; from_bytes.len()];
     let mut rng = SampleRng::from_seed(seed);
-    if let Err(e) = pipeline.run_image(reference.view(), &mut rng, &mut scratch, &mut from_image) {
-        panic!("{pipeline} failed on the decoded {w}x{h}x{channels} image: {e}");
+    let decoded = pipeline.run_image(reference.view(), &mut rng, &mut scratch, &mut from_image);
+    let what = format!("{pipeline} on a {w}x{h}x{channels} image");
+    match (encoded, decoded) {
+        (Ok(()), Ok(())) => {
+            assert!(
+                from_bytes == from_image,
+                "{what}: run_encoded and decode + run_image differ"
+            );
+            Outcome::Accepted
+        }
+        // A pipeline may refuse an image that decodes (one it would blow up, say), as
+        // long as both ways refuse it alike.
+        (Err(a), Err(b)) => {
+            assert_eq!(
+                a.to_string(),
+                b.to_string(),
+                "{what}: the two ways fail differently"
+            );
+            Outcome::rejected(a)
+        }
+        (Ok(()), Err(e)) => panic!("{what}: run_encoded works, run_image fails: {e}"),
+        (Err(e), Ok(())) => panic!("{what}: run_image works, run_encoded fails: {e}"),
     }
-    assert!(
-        from_bytes == from_image,
-        "{pipeline}: run_encoded and decode + run_image differ on a {w}x{h}x{channels} image"
-    );
-    Outcome::Accepted
 }

@@ -300,6 +300,7 @@ impl Pipeline {
     }
 
     fn check_out(&self, w: usize, h: usize, c: usize, got: usize) -> Result<(), AugmentError> {
+        self.check_steps(w, h)?;
         let (ow, oh) = self.output_size(w, h);
         if ow.saturating_mul(oh).saturating_mul(c) != got {
             return Err(AugmentError::OutputSize {
@@ -308,6 +309,24 @@ impl Pipeline {
                 channels: c,
                 got,
             });
+        }
+        Ok(())
+    }
+
+    /// Refuses an input for which a step would make an image larger than the decoder
+    /// accepts. `resize:N` keeps the aspect ratio, so a 1 KB file of a 35088x1 image
+    /// under `resize:256,crop:224` asked for a 8982528x256 intermediate (2.3 GB). A
+    /// Resize fused with its CenterCrop makes only the crop, and is not counted.
+    fn check_steps(&self, mut w: usize, mut h: usize) -> Result<(), AugmentError> {
+        for (k, t) in self.transforms.iter().enumerate() {
+            let fused = self.fused_crop(k, w, h).is_some();
+            (w, h) = t.output_size(w, h);
+            if !fused && w.saturating_mul(h) > crate::limits::MAX_PIXELS {
+                return Err(AugmentError::Resize(format!(
+                    "`{t}` would make a {w}x{h} image, more than the limit of {} pixels",
+                    crate::limits::MAX_PIXELS
+                )));
+            }
         }
         Ok(())
     }

@@ -19,6 +19,13 @@ use crate::Outcome;
 /// exhaust the fuzz target's memory limit). The claim is read from the header alone.
 pub const MAX_FUZZ_PIXELS: usize = 1 << 22;
 
+/// Pipelines whose image at some step would have more pixels than this, but not more
+/// than the library's own limit, are not run: a 16384x6 image under `resize:256` is
+/// 699050x256 before the crop, within the limit, and takes seconds, which is honest
+/// work but slows fuzzing to a crawl (and AFL calls it a hang). Above the library's
+/// limit they are run: the pipeline must refuse them, at once.
+pub const MAX_RUN_PIXELS: usize = 1 << 24;
+
 /// The pipelines an input is run through (one per input, chosen by its hash): every
 /// transform appears at least once, and the usual recipes (random-resized crop; resize
 /// and centre crop, which run fused; resize and random crop, which do not).
@@ -68,6 +75,17 @@ pub fn exercise(data: &[u8]) -> Outcome {
 
     let all = pipelines();
     let pipeline = &all[(seed >> 1) as usize % all.len()];
+    let (mut sw, mut sh) = (w, h);
+    let mut largest = 0usize;
+    for t in pipeline.transforms() {
+        (sw, sh) = t.output_size(sw, sh);
+        largest = largest.max(sw.saturating_mul(sh));
+    }
+    if largest > MAX_RUN_PIXELS && largest <= decode::MAX_PIXELS {
+        return Outcome::Skipped(format!(
+            "{pipeline} makes a {largest}-pixel image from {w}x{h}"
+        ));
+    }
     let (ow, oh) = pipeline.output_size(w, h);
     let mut scratch = Scratch::default();
     let mut from_bytes = vec![0u8; ow * oh * channels];

@@ -3,7 +3,8 @@
 //! pipeline's draws) is a hash of the input, so each input is one reproducible case.
 //!
 //! Checked for every input the decoder accepts: the decoded image has the size the
-//! header announced; `run_encoded` and decoding then `run_image` with the same seed
+//! header announced, and the same pixels when decoded into a used buffer;
+//! `run_encoded` and decoding then `run_image` with the same seed
 //! both succeed with the same bytes, or both fail with the same error (the loader
 //! relies on both).
 
@@ -72,6 +73,18 @@ pub fn exercise(data: &[u8]) -> Outcome {
         (w, h, channels, w * h * channels),
         "decoded image does not match the probed size"
     );
+    // Workers reuse their buffers: what a buffer held before must not show through.
+    let mut reused = stoker_augment::Image {
+        data: vec![0xa5; w * h * 3],
+        ..Default::default()
+    };
+    match decode::decode_into(data, channels, &mut reused) {
+        Ok(()) => assert!(
+            reused == img,
+            "decoding into a used buffer changes the pixels"
+        ),
+        Err(e) => panic!("decodes into a fresh buffer, not into a used one: {e}"),
+    }
 
     let all = pipelines();
     let pipeline = &all[(seed >> 1) as usize % all.len()];

@@ -225,6 +225,10 @@ fn decode_jpeg_with(
             "decoder wants {len} bytes for a {w}x{h} RGB image"
         )));
     }
+    // Zeroed whole, not just grown: a lenient decode of a damaged file can stop short
+    // of the last rows without an error, and a reused buffer would then hand on
+    // pixels of the image decoded before it (so output would depend on the worker).
+    buf.clear();
     buf.resize(len, 0);
     dec.decode_into(buf).map_err(|e| jpeg_error(bytes, e))?;
     Ok((w, h, Native::Rgb8))

@@ -94,6 +94,26 @@ fn decode_into_reuses_the_buffer() {
 }
 
 #[test]
+fn a_reused_buffer_gives_the_same_pixels_as_a_fresh_one() {
+    // Found by fuzzing (benches/fuzz/regressions/decode/crash-211b749811da4ad3): a
+    // damaged 24x10 JPEG that ends with EOI decodes leniently, but zune-jpeg stops
+    // two rows short without an error; a reused buffer kept the last image's pixels
+    // there, so the output depended on what the worker decoded before.
+    let bytes = include_bytes!("data/damaged_short_rows.jpg");
+    for channels in [1, 3] {
+        let fresh = decode::decode(bytes, channels).unwrap();
+        let mut reused = Image {
+            width: 0,
+            height: 0,
+            channels: 0,
+            data: vec![0xaa; 24 * 10 * 3],
+        };
+        decode::decode_into(bytes, channels, &mut reused).unwrap();
+        assert_eq!(reused, fresh, "{channels} channels");
+    }
+}
+
+#[test]
 fn truncated_jpeg_is_an_error_not_grey() {
     let bytes = rgb_jpeg(128, 96);
     let half = &bytes[..bytes.len() / 2];

@@ -15,6 +15,7 @@ use zune_jpeg::zune_core::colorspace::ColorSpace;
 use zune_jpeg::zune_core::options::DecoderOptions;
 use zune_jpeg::JpegDecoder;
 
+use crate::contain::contained;
 use crate::convert::{convert_in_place, Native};
 use crate::limits::{check_channels, check_size};
 use crate::{AugmentError, Image};
@@ -117,9 +118,8 @@ pub fn decode_into(bytes: &[u8], channels: usize, out: &mut Image) -> Result<(),
     decode_into_with(bytes, channels, out, cfg!(stoker_turbo), DEFAULT_MAX_PIXELS)
 }
 
-/// [`decode_into`] that always decodes JPEG with zune-jpeg, as without the `turbo`
-/// feature (to compare the two).
-#[cfg(stoker_turbo)]
+/// [`decode_into`] that always decodes JPEG with zune-jpeg, as a build without
+/// libjpeg-turbo does (to compare the two; the same as `decode_into` in such a build).
 pub fn decode_into_zune(
     bytes: &[u8],
     channels: usize,
@@ -229,6 +229,19 @@ fn decode_jpeg_with(
     options: DecoderOptions,
     max_pixels: usize,
 ) -> Result<(usize, usize, Native), AugmentError> {
+    contained(|| decode_jpeg_uncontained(bytes, buf, options, max_pixels)).unwrap_or_else(|msg| {
+        Err(AugmentError::Jpeg(format!(
+            "the JPEG decoder (zune-jpeg) failed on this file: {msg}"
+        )))
+    })
+}
+
+fn decode_jpeg_uncontained(
+    bytes: &[u8],
+    buf: &mut Vec<u8>,
+    options: DecoderOptions,
+    max_pixels: usize,
+) -> Result<(usize, usize, Native), AugmentError> {
     let mut dec = JpegDecoder::new_with_options(ZCursor::new(bytes), options);
     dec.decode_headers().map_err(|e| jpeg_error(bytes, e))?;
     let (w, h) = dec
@@ -243,6 +256,10 @@ fn decode_jpeg_with(
             "decoder wants {len} bytes for a {w}x{h} RGB image"
         )));
     }
+    // Zeroed whole, not just grown: a lenient decode of a damaged file can stop short
+    // of the last rows without an error, and a reused buffer would then hand on
+    // pixels of the image decoded before it (so output would depend on the worker).
+    buf.clear();
     buf.resize(len, 0);
     dec.decode_into(buf).map_err(|e| jpeg_error(bytes, e))?;
     Ok((w, h, Native::Rgb8))

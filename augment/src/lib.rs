@@ -5,6 +5,7 @@
 //! straight into a caller's buffer (a batch slot) and draws every random choice from a
 //! [`SampleRng`] that the caller seeds per sample, so results are reproducible.
 
+mod contain;
 mod convert;
 pub mod decode;
 mod error;

@@ -54,12 +54,16 @@ pub struct Scratch {
 }
 
 impl Scratch {
-    /// With the `turbo` feature, choose whether `run_encoded` may decode only the
-    /// RandomResizedCrop window with libjpeg-turbo (on by default) or always decodes
-    /// the whole image with zune-jpeg.
-    #[cfg(stoker_turbo)]
+    /// In a build with libjpeg-turbo ([`crate::TURBO`]), choose whether `run_encoded`
+    /// may decode only the RandomResizedCrop window with libjpeg-turbo (on by default)
+    /// or always decodes the whole image with zune-jpeg. Without it, nothing to choose.
     pub fn set_turbo(&mut self, on: bool) {
-        self.turbo_off = !on;
+        #[cfg(stoker_turbo)]
+        {
+            self.turbo_off = !on;
+        }
+        #[cfg(not(stoker_turbo))]
+        let _ = on;
     }
 
     /// Note what this sample needed and release buffers far larger than recent
@@ -281,6 +285,7 @@ impl Pipeline {
         c: usize,
         got: usize,
     ) -> Result<(), AugmentError> {
+        self.check_steps(w, h)?;
         let (ow, oh) = self.output_size(w, h);
         if ow.saturating_mul(oh).saturating_mul(c) != got {
             return Err(AugmentError::OutputSize {
@@ -289,6 +294,25 @@ impl Pipeline {
                 channels: c,
                 got,
             });
+        }
+        Ok(())
+    }
+
+    /// Refuses an input for which a step would make an image larger than the decoder
+    /// accepts (`max_pixels`). `resize:N` keeps the aspect ratio, so a 1 KB file of a
+    /// 35088x1 image under `resize:256,crop:224` asked for a 8982528x256 intermediate
+    /// (2.3 GB). A Resize fused with its CenterCrop makes only the crop, and is not
+    /// counted.
+    fn check_steps(&self, mut w: usize, mut h: usize) -> Result<(), AugmentError> {
+        for (k, t) in self.transforms.iter().enumerate() {
+            let fused = self.fused_crop(k, w, h).is_some();
+            (w, h) = t.output_size(w, h);
+            if !fused && w.saturating_mul(h) > self.max_pixels {
+                return Err(AugmentError::Resize(format!(
+                    "`{t}` would make a {w}x{h} image, more than the limit of {} pixels",
+                    self.max_pixels
+                )));
+            }
         }
         Ok(())
     }

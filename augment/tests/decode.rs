@@ -94,6 +94,43 @@ fn decode_into_reuses_the_buffer() {
 }
 
 #[test]
+fn a_reused_buffer_gives_the_same_pixels_as_a_fresh_one() {
+    // Found by fuzzing (benches/fuzz/regressions/decode/crash-211b749811da4ad3): a
+    // damaged 24x10 JPEG that ends with EOI decodes leniently, but zune-jpeg stops
+    // two rows short without an error; a reused buffer kept the last image's pixels
+    // there, so the output depended on what the worker decoded before.
+    let bytes = include_bytes!("data/damaged_short_rows.jpg");
+    for channels in [1, 3] {
+        let fresh = decode::decode(bytes, channels).unwrap();
+        let mut reused = Image {
+            width: 0,
+            height: 0,
+            channels: 0,
+            data: vec![0xaa; 24 * 10 * 3],
+        };
+        decode::decode_into(bytes, channels, &mut reused).unwrap();
+        assert_eq!(reused, fresh, "{channels} channels");
+    }
+}
+
+#[test]
+fn a_jpeg_that_panics_inside_zune_jpeg_is_an_error() {
+    // Found by fuzzing (benches/fuzz/regressions/decode/crash-059cacc724d8033a): on
+    // this damaged JPEG zune-jpeg 0.5.15 unwraps a `None` in its AVX2 IDCT. The panic
+    // is contained and reported as an error of this file.
+    let bytes = include_bytes!("data/zune_idct_panic.jpg");
+    let mut img = Image::default();
+    let e = decode::decode_into_zune(bytes, 3, &mut img).unwrap_err();
+    // The lenient retry is the one that panicked; the strict pass's reason is kept.
+    assert!(matches!(e, AugmentError::Jpeg(_)), "{e}");
+    // The default path (libjpeg-turbo where the build has it) decodes it or refuses
+    // it, but does not panic; and the thread can go on decoding.
+    let _ = decode::decode(bytes, 3);
+    let good = rgb_jpeg(16, 12);
+    assert_eq!(decode::decode(&good, 3).unwrap().width, 16);
+}
+
+#[test]
 fn truncated_jpeg_is_an_error_not_grey() {
     let bytes = rgb_jpeg(128, 96);
     let half = &bytes[..bytes.len() / 2];

@@ -79,6 +79,39 @@ fn wrong_output_length_is_an_error() {
 }
 
 #[test]
+fn a_resize_that_would_make_a_huge_image_is_an_error() {
+    // Found by fuzzing (benches/fuzz/regressions/decode/crash-9445afbd6ad0434c): a
+    // 35088x1 image under `resize:256` keeps its aspect ratio, 8982528x256, before
+    // the crop takes 224x224 of it.
+    let data = vec![7u8; 35088];
+    let img = ImageView::new(35088, 1, 1, &data).unwrap();
+    let mut out = vec![0u8; 224 * 224];
+    let p = Pipeline::parse("resize:256,crop:224").unwrap();
+    let e = p
+        .run_image(
+            img,
+            &mut SampleRng::from_seed(0),
+            &mut Scratch::default(),
+            &mut out,
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&e, AugmentError::Resize(m) if m.contains("8982528x256")),
+        "{e}"
+    );
+    // Fused with a centre crop, the resize makes only the crop: still fine.
+    let p = Pipeline::parse("resize:256,center:224").unwrap();
+    p.run_image(
+        img,
+        &mut SampleRng::from_seed(0),
+        &mut Scratch::default(),
+        &mut out,
+    )
+    .unwrap();
+    assert!(out.iter().all(|&v| v == 7));
+}
+
+#[test]
 fn identity_copies_and_flip_twice_is_identity() {
     let (w, h) = (13, 7);
     let data = gradient(w, h);

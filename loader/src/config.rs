@@ -314,8 +314,9 @@ impl LoaderConfig {
     }
 }
 
-/// Total physical memory, where the system says (Linux).
-fn physical_memory() -> Option<usize> {
+/// Total physical memory, where the system says (Linux): the default budgets of the
+/// loader's buffers and of the CPU trainer's are fractions of it.
+pub fn physical_memory() -> Option<usize> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
     let kb: usize = line.split_whitespace().nth(1)?.parse().ok()?;

@@ -371,9 +371,9 @@ mod tests {
                 .map(|i| (i as f32 * 0.37).sin())
                 .collect();
             let (kdim, p) = (g.col_rows(), nc * g.out_h() * g.out_w());
-            let xb = CpuBuf(x.clone());
-            let mut tap = CpuBuf(vec![f32::NAN; kdim * p]);
-            let mut pix = CpuBuf(vec![f32::NAN; kdim * p]);
+            let xb = CpuBuf::from(x.clone());
+            let mut tap = CpuBuf::from(vec![f32::NAN; kdim * p]);
+            let mut pix = CpuBuf::from(vec![f32::NAN; kdim * p]);
             let pg = ConvGeom {
                 col: ColLayout::PixelMajor,
                 ..g
@@ -392,15 +392,15 @@ mod tests {
                 }
             }
             // col2im overwrites images n0..n0+nc and leaves the others alone.
-            let mut dt = CpuBuf(x.clone());
-            let mut dp = CpuBuf(x.clone());
+            let mut dt = CpuBuf::from(x.clone());
+            let mut dp = CpuBuf::from(x.clone());
             let cols: Vec<f32> = (0..kdim * p).map(|i| (i as f32 * 0.11).cos()).collect();
             let colt: Vec<f32> = (0..kdim * p)
                 .map(|i| cols[(i % kdim) * p + i / kdim])
                 .collect();
-            b.col2im(In::new(&CpuBuf(cols)), g, n0, nc, Out::new(&mut dt))
+            b.col2im(In::new(&CpuBuf::from(cols)), g, n0, nc, Out::new(&mut dt))
                 .unwrap();
-            b.col2im(In::new(&CpuBuf(colt)), pg, n0, nc, Out::new(&mut dp))
+            b.col2im(In::new(&CpuBuf::from(colt)), pg, n0, nc, Out::new(&mut dp))
                 .unwrap();
             assert!(
                 dt.0.iter()

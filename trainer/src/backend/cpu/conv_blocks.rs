@@ -428,11 +428,15 @@ mod tests {
             let per_image = g.col_rows() * g.out_h() * g.out_w();
             for block_floats in [1, 2 * per_image, 1 << 20] {
                 let p = Plan::new(&g, cout, block_floats);
-                let mut y = CpuBuf(vec![f32::NAN; cout * ld]);
-                let mut dw = CpuBuf(vec![f32::NAN; w.len()]);
-                let mut dx = CpuBuf(vec![f32::NAN; x.len()]);
-                let mut sc = CpuBuf(vec![f32::NAN; p.scratch()]);
-                let (xb, wb, dyb) = (CpuBuf(x.clone()), CpuBuf(w.clone()), CpuBuf(dy.clone()));
+                let mut y = CpuBuf::from(vec![f32::NAN; cout * ld]);
+                let mut dw = CpuBuf::from(vec![f32::NAN; w.len()]);
+                let mut dx = CpuBuf::from(vec![f32::NAN; x.len()]);
+                let mut sc = CpuBuf::from(vec![f32::NAN; p.scratch()]);
+                let (xb, wb, dyb) = (
+                    CpuBuf::from(x.clone()),
+                    CpuBuf::from(w.clone()),
+                    CpuBuf::from(dy.clone()),
+                );
                 forward_with(
                     In::new(&xb),
                     In::new(&wb),
@@ -483,9 +487,9 @@ mod tests {
             pad: 1,
             col: ColLayout::TapMajor,
         };
-        let b = CpuBuf(vec![0.0; 64]);
-        let mut y = CpuBuf(vec![0.0; 64]);
-        let mut s = CpuBuf(vec![0.0; 1024]);
+        let b = CpuBuf::from(vec![0.0; 64]);
+        let mut y = CpuBuf::from(vec![0.0; 64]);
+        let mut s = CpuBuf::from(vec![0.0; 1024]);
         let e = forward(
             In::new(&b),
             In::new(&b),

@@ -262,10 +262,10 @@ mod tests {
             if gm.ta { gm.k } else { gm.m },
             if gm.tb { gm.n } else { gm.k },
         );
-        let a = CpuBuf(values(seed, ar * gm.lda));
-        let bb = CpuBuf(values(seed + 1, br * gm.ldb));
+        let a = CpuBuf::from(values(seed, ar * gm.lda));
+        let bb = CpuBuf::from(values(seed + 1, br * gm.ldb));
         let c0 = values(seed + 2, gm.m * gm.ldc);
-        let mut c = CpuBuf(c0.clone());
+        let mut c = CpuBuf::from(c0.clone());
         b.gemm(gm, In::new(&a), In::new(&bb), Out::new(&mut c))
             .unwrap();
         let at = |r: usize, k: usize| {

@@ -35,27 +35,143 @@ use super::{
 /// small enough to balance two to sixteen cores.
 const CHUNK: usize = 1 << 14;
 
-/// A host buffer.
+/// A host buffer. The second field accounts for its bytes in the backend's
+/// [`CpuBackend::live_bytes`] while it lives (empty for buffers made with `From`).
 #[derive(Debug, Clone, Default)]
-pub struct CpuBuf<T>(pub Vec<T>);
+pub struct CpuBuf<T>(
+    pub Vec<T>,
+    // Kept for its `Drop`, which gives the bytes back to the ledger.
+    #[allow(dead_code)] Held,
+);
 
-/// The CPU backend. Cloning is cheap and shares the allocation counter.
-#[derive(Debug, Clone, Default)]
+impl<T> From<Vec<T>> for CpuBuf<T> {
+    fn from(v: Vec<T>) -> Self {
+        CpuBuf(v, Held::default())
+    }
+}
+
+/// The bytes held by one backend's live buffers (shared by its clones), and the most
+/// it may hold.
+#[derive(Debug)]
+struct Ledger {
+    live: AtomicUsize,
+    limit: usize,
+}
+
+/// A buffer's entry in its backend's [`Ledger`]: released when the buffer drops,
+/// counted again when it is cloned.
+#[derive(Debug, Default)]
+struct Held(Option<(Arc<Ledger>, usize)>);
+
+impl Clone for Held {
+    fn clone(&self) -> Self {
+        if let Some((ledger, bytes)) = &self.0 {
+            ledger.live.fetch_add(*bytes, Ordering::Relaxed);
+        }
+        Held(self.0.clone())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some((ledger, bytes)) = &self.0 {
+            ledger.live.fetch_sub(*bytes, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The CPU backend. Cloning is cheap and shares the allocation counter and the memory
+/// limit.
+#[derive(Debug, Clone)]
 pub struct CpuBackend {
     allocs: Arc<AtomicUsize>,
+    ledger: Arc<Ledger>,
     /// Partial products of split-`k` GEMMs, kept between calls.
     slabs: Arc<Mutex<Vec<f32>>>,
 }
 
+impl Default for CpuBackend {
+    fn default() -> Self {
+        Self::with_memory_limit(default_memory_limit())
+    }
+}
+
+/// Three quarters of physical memory (unbounded where the system does not say): the
+/// model's activations grow with the batch, and a batch size too large for the machine
+/// must be an error at the first allocation over it, not the kernel's OOM killer once
+/// the pages are touched. The rest is left to the loader's buffers and the system.
+fn default_memory_limit() -> usize {
+    stoker_loader::config::physical_memory().map_or(usize::MAX, |m| m / 4 * 3)
+}
+
 impl CpuBackend {
+    /// A backend whose buffers may hold up to three quarters of physical memory.
     pub fn new() -> Self {
         Self::default()
+    }
+    /// A backend whose live buffers may hold at most `bytes`; an allocation beyond it
+    /// is [`BackendError::Alloc`].
+    pub fn with_memory_limit(bytes: usize) -> Self {
+        Self {
+            allocs: Arc::default(),
+            ledger: Arc::new(Ledger {
+                live: AtomicUsize::new(0),
+                limit: bytes,
+            }),
+            slabs: Arc::default(),
+        }
     }
     /// Buffers allocated so far through this backend (and its clones): lets tests check
     /// that a training step allocates nothing.
     pub fn alloc_count(&self) -> usize {
         self.allocs.load(Ordering::Relaxed)
     }
+    /// Bytes held by this backend's live buffers.
+    pub fn live_bytes(&self) -> usize {
+        self.ledger.live.load(Ordering::Relaxed)
+    }
+    /// The most its live buffers may hold, in bytes.
+    pub fn memory_limit(&self) -> usize {
+        self.ledger.limit
+    }
+
+    /// Counts `bytes` against the limit, or says why not.
+    fn reserve(&self, bytes: usize) -> Result<(), String> {
+        let limit = self.ledger.limit;
+        self.ledger
+            .live
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |live| {
+                live.checked_add(bytes).filter(|&total| total <= limit)
+            })
+            .map(|_| ())
+            .map_err(|live| {
+                format!(
+                    "the CPU backend's buffers would hold {} MiB, more than its limit of {} MiB \
+                     (three quarters of physical memory by default); a smaller batch size needs less",
+                    live.saturating_add(bytes) >> 20,
+                    limit >> 20
+                )
+            })
+    }
+}
+
+/// `len` zeros, from the allocator's zeroed memory: a large buffer costs no time and
+/// no resident memory until its pages are first written, and a failed allocation is
+/// an error, not an abort.
+fn zeroed<T: Elem>(len: usize) -> Result<Vec<T>, String> {
+    let layout = std::alloc::Layout::array::<T>(len).map_err(|e| e.to_string())?;
+    if layout.size() == 0 {
+        return Ok(Vec::new());
+    }
+    // SAFETY: `layout` has a non-zero size.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<T>();
+    if ptr.is_null() {
+        return Err(format!("the system refused {} bytes", layout.size()));
+    }
+    // SAFETY: `ptr` comes from the global allocator with the layout of `[T; len]`, so
+    // length and capacity are `len`; `Elem` is sealed to f32, u8 and u32, for which
+    // all-zero bytes are a valid value (their default).
+    Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
 }
 
 fn out_of_bounds(op: &'static str, what: &str, need: usize, have: usize) -> BackendError {
@@ -100,15 +216,23 @@ impl Backend for CpuBackend {
     }
 
     fn alloc<T: Elem>(&self, len: usize) -> BResult<CpuBuf<T>> {
-        let mut v = Vec::new();
-        v.try_reserve_exact(len).map_err(|e| BackendError::Alloc {
+        let err = |bytes, reason| BackendError::Alloc {
             device: "cpu".into(),
-            bytes: len * std::mem::size_of::<T>(),
-            reason: e.to_string(),
+            bytes,
+            reason,
+        };
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+            err(
+                usize::MAX,
+                format!("{len} elements overflow the address space"),
+            )
         })?;
-        v.resize(len, T::default());
+        self.reserve(bytes).map_err(|why| err(bytes, why))?;
+        // From here the ledger counts `bytes`: `held` gives them back if we fail.
+        let held = Held(Some((self.ledger.clone(), bytes)));
+        let v = zeroed::<T>(len).map_err(|why| err(bytes, why))?;
         self.allocs.fetch_add(1, Ordering::Relaxed);
-        Ok(CpuBuf(v))
+        Ok(CpuBuf(v, held))
     }
 
     fn buf_len<T: Elem>(&self, buf: &CpuBuf<T>) -> usize {
@@ -402,5 +526,30 @@ impl Backend for CpuBackend {
         h: AdamWStep,
     ) -> BResult<()> {
         optim::adamw_step(params, grads, m, v, len, decay_len, h)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_count_against_the_memory_limit_while_they_live() {
+        let b = CpuBackend::with_memory_limit(1000);
+        let a = b.alloc::<f32>(200).unwrap();
+        assert_eq!(b.live_bytes(), 800);
+        assert!(a.0.iter().all(|&v| v == 0.0));
+        let e = b.alloc::<u8>(201).unwrap_err().to_string();
+        assert!(e.contains("more than its limit"), "{e}");
+        assert_eq!(b.live_bytes(), 800, "a refused allocation holds nothing");
+        let c = a.clone();
+        assert_eq!(b.live_bytes(), 1600);
+        drop((a, c));
+        assert_eq!(b.live_bytes(), 0);
+        assert_eq!(b.alloc::<u8>(1000).unwrap().0.len(), 1000);
+        assert!(
+            b.alloc::<u32>(usize::MAX / 2).is_err(),
+            "overflow is an error"
+        );
     }
 }

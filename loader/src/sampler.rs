@@ -183,7 +183,7 @@ impl Sampler {
         let samples_of = |ids: &mut dyn Iterator<Item = &usize>| -> Vec<usize> {
             ids.flat_map(|&s| shards[s].clone()).collect()
         };
-        let dealt = world > 1 && shards.len() >= world && self.shard_policy != ShardPolicy::Exact;
+        let dealt = world > 1 && order.len() >= world && self.shard_policy != ShardPolicy::Exact;
         let stream = if world <= 1 {
             samples_of(&mut order.iter())
         } else if dealt {

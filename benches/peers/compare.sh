@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Loader throughput side by side: stoker vs PyTorch DataLoader vs tf.data, one run.
+# Loader throughput side by side: stoker vs PyTorch DataLoader vs tf.data vs DALI's CPU
+# pipeline, one run.
 #
 #   benches/peers/compare.sh DATA
 #
@@ -9,15 +10,17 @@
 #   stoker-load bench DATA --transform rrc:224,flip --batch-size 64 --epochs 2 --json
 #       with --mode sync for W=0 and --mode async --workers W otherwise
 #   torch_loader.py (DataLoader, num_workers=W)
-# and tf.data once (AUTOTUNE on all cores; antialias on and off). Each peer does its
-# own warm-up (stoker: one untimed sync run first; the Python scripts: one untimed
-# epoch each). Then prints: workers | stoker img/s | torch img/s | ratio | tf.data
-# img/s | ratio, where ratio = stoker / peer (above 1: stoker is faster).
+#   dali_loader.py (DALI's CPU pipeline, device_id=None, num_threads max(W, 1))
+# then stoker once more with --workers auto, and tf.data once (AUTOTUNE on all cores;
+# antialias on and off). Each peer does its own warm-up (stoker: one untimed sync run
+# first; the Python scripts: one untimed epoch each). Then prints: workers | stoker
+# img/s | torch img/s | ratio | tf.data img/s | ratio | DALI img/s | ratio, where
+# ratio = stoker / peer (above 1: stoker is faster), and the auto row.
 #
 # Environment:
 #   STOKER_LOAD  the stoker-load binary (default: <repo>/target/release/stoker-load)
-#   PEERS_VENV   the Python venv with torch, torchvision, tensorflow-cpu
-#                (default: /root/peers-venv; see benches/peers/README.md)
+#   PEERS_VENV   the Python venv with torch, torchvision, tensorflow-cpu and (optional)
+#                nvidia-dali-cuda130 (default: /root/peers-venv; see benches/peers/README.md)
 #   WORKERS      worker counts (default "0 1 2");  EPOCHS  timed epochs (default 2)
 #   BATCH_SIZE   (default 64);  RESULTS  folder for the raw JSON (default: a temp dir)
 set -euo pipefail
@@ -79,6 +82,10 @@ for w in $workers; do
         die "stoker-load bench failed (workers $w)"
 done
 
+echo "stoker: workers auto" >&2
+"$stoker" bench "$data" --transform rrc:224,flip --batch-size "$batch" --mode async --workers auto \
+    --epochs "$epochs" --json >"$results/stoker_auto.json" || die "stoker-load bench failed (workers auto)"
+
 echo "torch: workers $workers" >&2
 # shellcheck disable=SC2086 # word splitting of $workers is intended
 "$py" "$here/torch_loader.py" "$data" --workers $workers --epochs "$epochs" \
@@ -88,6 +95,18 @@ echo "tf.data: AUTOTUNE, antialias off and on" >&2
 TF_CPP_MIN_LOG_LEVEL=2 "$py" "$here/tfdata_loader.py" "$data" --epochs "$epochs" \
     --batch-size "$batch" --antialias both --json >"$results/tfdata.jsonl" 2>"$results/tfdata.stderr" ||
     { cat "$results/tfdata.stderr" >&2; die "tfdata_loader.py failed"; }
+
+if "$py" -c 'import nvidia.dali' 2>/dev/null; then
+    dali_threads=()
+    for w in $workers; do dali_threads+=("$((w > 0 ? w : 1))"); done
+    echo "DALI CPU pipeline: threads ${dali_threads[*]}" >&2
+    "$py" "$here/dali_loader.py" "$data" --threads "${dali_threads[@]}" --epochs "$epochs" \
+        --batch-size "$batch" --json >"$results/dali.jsonl" 2>"$results/dali.stderr" ||
+        { cat "$results/dali.stderr" >&2; die "dali_loader.py failed"; }
+else
+    echo "DALI: nvidia.dali is not installed in $venv; its column stays empty" >&2
+    : >"$results/dali.jsonl"
+fi
 
 "$py" - "$results" $workers <<'EOF'
 import json, os, sys
@@ -104,16 +123,21 @@ for w in workers:
         stoker[w] = json.load(f)["images_per_sec"]
 torch = {r["workers"]: r["images_per_sec"] for r in lines("torch.jsonl")}
 tf = {r["antialias"]: r["images_per_sec"] for r in lines("tfdata.jsonl")}
+dali = {r["threads"]: r["images_per_sec"] for r in lines("dali.jsonl")}
+with open(os.path.join(results, "stoker_auto.json")) as f:
+    auto = json.load(f)
 cores = os.cpu_count()
 tf_main = tf.get(False, tf.get(True))  # TF's default, antialias=False: the harder baseline
 
 def ratio(a, b):
     return f"{a / b:.2f}x" if a and b else "-"
 
-head = ["workers", "stoker img/s", "torch img/s", "ratio", f"tf.data img/s ({cores} cores)", "ratio"]
+head = ["workers", "stoker img/s", "torch img/s", "ratio", f"tf.data img/s ({cores} cores)", "ratio",
+        "DALI img/s (threads)", "ratio"]
 rows = [
     [str(w), f"{stoker[w]:.1f}", f"{torch.get(w, 0):.1f}", ratio(stoker[w], torch.get(w)),
-     f"{tf_main:.1f}", ratio(stoker[w], tf_main)]
+     f"{tf_main:.1f}", ratio(stoker[w], tf_main),
+     f"{dali.get(max(w, 1), 0):.1f} ({max(w, 1)})", ratio(stoker[w], dali.get(max(w, 1)))]
     for w in workers
 ]
 widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
@@ -121,6 +145,11 @@ print(" | ".join(h.rjust(n) for h, n in zip(head, widths)))
 print("-+-".join("-" * n for n in widths))
 for r in rows:
     print(" | ".join(c.rjust(n) for c, n in zip(r, widths)))
+print()
+best = max(stoker.values())
+chosen = auto.get("auto", {})
+print(f"stoker --workers auto: {auto['images_per_sec']:.1f} img/s ({auto['images_per_sec'] / best:.2f} of the best "
+      f"fixed setting above, {best:.1f}); chose {json.dumps(chosen)}")
 print()
 print("ratio = stoker / peer (above 1: stoker is faster).")
 print("tf.data: fused decode-and-crop, AUTOTUNE over all cores whatever the row; the column is")

@@ -6,8 +6,8 @@
 
 use crate::backend::{BResult, Backend, BackendError, BnPoolGeom, In, Out};
 use crate::error::{config, Result};
+use crate::layer::norm::BnParams;
 use crate::layer::{Builder, Ctx, Layer, Shape};
-use crate::param::{Init, ParamId};
 use crate::tensor::Tensor;
 
 pub struct BatchNormReluPool<B: Backend> {
@@ -16,10 +16,7 @@ pub struct BatchNormReluPool<B: Backend> {
     input: Shape,
     eps: f32,
     momentum: f32,
-    gamma: ParamId,
-    beta: ParamId,
-    running_mean: ParamId,
-    running_var: ParamId,
+    params: BnParams,
     /// `[mean(c), inv_std(c)]` of the last training batch.
     saved: Tensor<B>,
     /// Each window's winner, in the backend's format.
@@ -39,30 +36,14 @@ impl<B: Backend> BatchNormReluPool<B> {
                 format!("batch norm + 2x2 pool on {input:?}: needs channels and 2x2 planes"),
             ));
         }
-        let c = [input.c];
-        // Registered back to back in the no-decay group: the op takes [gamma, beta] and
-        // [mean, var] as one contiguous span each (as BatchNorm2d does).
-        let gamma = bld
-            .params
-            .add(&format!("{bn}.weight"), &c, Init::Ones, false);
-        let beta = bld
-            .params
-            .add(&format!("{bn}.bias"), &c, Init::Zeros, false);
-        let running_mean = bld
-            .state
-            .add(&format!("{bn}.running_mean"), &c, Init::Zeros, false);
-        let running_var = bld
-            .state
-            .add(&format!("{bn}.running_var"), &c, Init::Ones, false);
+        // The same parameters, under the same names, as a BatchNorm2d named `bn`.
+        let params = BnParams::register(bld, bn, input.c);
         let mut layer = Self {
             name,
             input,
             eps: 1e-5,
             momentum: 0.1,
-            gamma,
-            beta,
-            running_mean,
-            running_var,
+            params,
             saved: Tensor::zeros(bld.backend, &[2 * input.c])?,
             winners: bld.backend.alloc(0)?,
             scratch: Tensor::zeros(bld.backend, &[0])?,
@@ -82,20 +63,6 @@ impl<B: Backend> BatchNormReluPool<B> {
             w: self.input.w,
             eps: self.eps,
             momentum: self.momentum,
-        }
-    }
-
-    fn check_adjacent(&self, cx: &Ctx<'_, B>) -> BResult<()> {
-        let c = self.input.c;
-        let ok = cx.reg.offset(self.beta) == cx.reg.offset(self.gamma) + c
-            && cx.state_reg.offset(self.running_var) == cx.state_reg.offset(self.running_mean) + c;
-        if ok {
-            Ok(())
-        } else {
-            Err(BackendError::Op {
-                op: "bn_relu_pool",
-                reason: format!("{}: gamma/beta or running stats not adjacent", self.name),
-            })
         }
     }
 }
@@ -118,9 +85,9 @@ impl<B: Backend> Layer<B> for BatchNormReluPool<B> {
         n: usize,
         train: bool,
     ) -> BResult<()> {
-        self.check_adjacent(cx)?;
-        let goff = cx.reg.offset(self.gamma);
-        let roff = cx.state_reg.offset(self.running_mean);
+        let (goff, roff) = self
+            .params
+            .offsets(cx, self.input.c, "bn_relu_pool", &self.name)?;
         let g = self.geom(n);
         cx.backend.bn_relu_pool_forward(
             x.view(),
@@ -144,7 +111,9 @@ impl<B: Backend> Layer<B> for BatchNormReluPool<B> {
         dx: Option<&mut Tensor<B>>,
         n: usize,
     ) -> BResult<()> {
-        let goff = cx.reg.offset(self.gamma);
+        let (goff, _) = self
+            .params
+            .offsets(cx, self.input.c, "bn_relu_pool", &self.name)?;
         // The parameter gradients come out of the same pass as dx, so dx is required.
         let Some(dx) = dx else {
             return Err(BackendError::Op {

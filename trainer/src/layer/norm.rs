@@ -14,12 +14,63 @@ pub struct BatchNorm2d<B: Backend> {
     relu: bool,
     eps: f32,
     momentum: f32,
+    params: BnParams,
+    /// `[mean(c), inv_std(c)]` of the last training batch.
+    saved: Tensor<B>,
+}
+
+/// A batch norm's parameters (gamma, beta) and running statistics (mean, var), shared
+/// by [`BatchNorm2d`] and the fused batch norm + pool layer.
+pub(super) struct BnParams {
     gamma: ParamId,
     beta: ParamId,
     running_mean: ParamId,
     running_var: ParamId,
-    /// `[mean(c), inv_std(c)]` of the last training batch.
-    saved: Tensor<B>,
+}
+
+impl BnParams {
+    /// Registers `{name}.weight`, `.bias`, `.running_mean` and `.running_var` for `c`
+    /// channels, back to back in the no-decay group: the ops take [gamma, beta] and
+    /// [mean, var] as one contiguous span each.
+    pub(super) fn register<B: Backend>(bld: &mut Builder<'_, B>, name: &str, c: usize) -> Self {
+        let c = [c];
+        let mut param = |state: bool, what: &str, init| {
+            let reg = if state {
+                &mut bld.state
+            } else {
+                &mut bld.params
+            };
+            reg.add(&format!("{name}.{what}"), &c, init, false)
+        };
+        Self {
+            gamma: param(false, "weight", Init::Ones),
+            beta: param(false, "bias", Init::Zeros),
+            running_mean: param(true, "running_mean", Init::Zeros),
+            running_var: param(true, "running_var", Init::Ones),
+        }
+    }
+
+    /// Offsets of [gamma, beta] in the parameters and of [mean, var] in the state,
+    /// after checking that each pair is contiguous (`op` and `layer` name a failure).
+    pub(super) fn offsets<B: Backend>(
+        &self,
+        cx: &Ctx<'_, B>,
+        c: usize,
+        op: &'static str,
+        layer: &str,
+    ) -> BResult<(usize, usize)> {
+        let goff = cx.reg.offset(self.gamma);
+        let roff = cx.state_reg.offset(self.running_mean);
+        if cx.reg.offset(self.beta) == goff + c && cx.state_reg.offset(self.running_var) == roff + c
+        {
+            Ok((goff, roff))
+        } else {
+            Err(BackendError::Op {
+                op,
+                reason: format!("{layer}: gamma/beta or running stats not adjacent"),
+            })
+        }
+    }
 }
 
 impl<B: Backend> BatchNorm2d<B> {
@@ -28,31 +79,14 @@ impl<B: Backend> BatchNorm2d<B> {
         if shape.c == 0 {
             return Err(config(name, "batch norm over zero channels"));
         }
-        let c = [shape.c];
-        // Registered back to back in the no-decay group: the ops take [gamma, beta] and
-        // [mean, var] as one contiguous span each.
-        let gamma = bld
-            .params
-            .add(&format!("{name}.weight"), &c, Init::Ones, false);
-        let beta = bld
-            .params
-            .add(&format!("{name}.bias"), &c, Init::Zeros, false);
-        let running_mean = bld
-            .state
-            .add(&format!("{name}.running_mean"), &c, Init::Zeros, false);
-        let running_var = bld
-            .state
-            .add(&format!("{name}.running_var"), &c, Init::Ones, false);
+        let params = BnParams::register(bld, name, shape.c);
         Ok(Self {
             name: name.to_string(),
             shape,
             relu,
             eps: 1e-5,
             momentum: 0.1,
-            gamma,
-            beta,
-            running_mean,
-            running_var,
+            params,
             saved: Tensor::zeros(bld.backend, &[2 * shape.c])?,
         })
     }
@@ -65,20 +99,6 @@ impl<B: Backend> BatchNorm2d<B> {
             eps: self.eps,
             momentum: self.momentum,
             relu: self.relu,
-        }
-    }
-
-    fn check_adjacent(&self, cx: &Ctx<'_, B>) -> BResult<()> {
-        let c = self.shape.c;
-        let ok = cx.reg.offset(self.beta) == cx.reg.offset(self.gamma) + c
-            && cx.state_reg.offset(self.running_var) == cx.state_reg.offset(self.running_mean) + c;
-        if ok {
-            Ok(())
-        } else {
-            Err(BackendError::Op {
-                op: "batchnorm",
-                reason: format!("{}: gamma/beta or running stats not adjacent", self.name),
-            })
         }
     }
 }
@@ -100,9 +120,9 @@ impl<B: Backend> Layer<B> for BatchNorm2d<B> {
         n: usize,
         train: bool,
     ) -> BResult<()> {
-        self.check_adjacent(cx)?;
-        let goff = cx.reg.offset(self.gamma);
-        let roff = cx.state_reg.offset(self.running_mean);
+        let (goff, roff) = self
+            .params
+            .offsets(cx, self.shape.c, "batchnorm", &self.name)?;
         let g = self.geom(n);
         cx.backend.batchnorm_forward(
             x.view(),
@@ -124,7 +144,9 @@ impl<B: Backend> Layer<B> for BatchNorm2d<B> {
         dx: Option<&mut Tensor<B>>,
         n: usize,
     ) -> BResult<()> {
-        let goff = cx.reg.offset(self.gamma);
+        let (goff, _) = self
+            .params
+            .offsets(cx, self.shape.c, "batchnorm", &self.name)?;
         // The parameter gradients need the same pass as dx; with no dx wanted, the
         // input gradient goes to dy (no longer needed) instead of a scratch buffer.
         let b = cx.backend;

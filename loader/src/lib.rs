@@ -42,6 +42,7 @@ pub mod metrics;
 pub mod pipeline;
 pub mod plan;
 pub mod pool;
+mod positioned;
 pub mod sampler;
 pub mod source;
 pub mod state;

@@ -13,7 +13,6 @@ pub mod packed;
 pub mod remote_folder;
 pub mod tar;
 
-use std::fs::File;
 use std::future::Future;
 use std::ops::Range;
 use std::path::PathBuf;
@@ -110,40 +109,7 @@ pub fn read_blocking<S: Source + ?Sized>(
     })
 }
 
-/// Fill `buf` from `file` at `offset`; `Ok(false)` when the file ends first.
-pub(crate) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<bool> {
-    #[cfg(unix)]
-    let res = std::os::unix::fs::FileExt::read_exact_at(file, buf, offset);
-    #[cfg(windows)]
-    let res = {
-        let mut done = 0;
-        let mut res = Ok(());
-        while done < buf.len() {
-            match std::os::windows::fs::FileExt::seek_read(
-                file,
-                &mut buf[done..],
-                offset + done as u64,
-            ) {
-                Ok(0) => {
-                    res = Err(std::io::ErrorKind::UnexpectedEof.into());
-                    break;
-                }
-                Ok(n) => done += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    res = Err(e);
-                    break;
-                }
-            }
-        }
-        res
-    };
-    match res {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
-        Err(e) => Err(e),
-    }
-}
+pub(crate) use crate::positioned::read_at;
 
 /// An error opening or reading a source. Messages name the file or record.
 #[derive(Debug, thiserror::Error)]
@@ -178,6 +144,31 @@ impl SourceError {
         SourceError::Format {
             path: path.into(),
             reason: reason.into(),
+        }
+    }
+}
+
+#[cfg(feature = "remote")]
+impl From<crate::storage::StorageError> for SourceError {
+    fn from(e: crate::storage::StorageError) -> Self {
+        use crate::storage::StorageError;
+        let remote = |url: String, reason: String| SourceError::Remote { url, reason };
+        match e {
+            StorageError::Cache { path, what, source } => SourceError::Format {
+                reason: format!("{what}: {source}"),
+                path,
+            },
+            StorageError::Url { url, reason } => remote(url, reason),
+            StorageError::Config { url, reason } => {
+                remote(url, format!("cannot configure the store: {reason}"))
+            }
+            StorageError::NotFound { url, reason } => remote(url, format!("not found ({reason})")),
+            StorageError::Request { url, what, reason } => {
+                remote(url, format!("{what} failed: {reason}"))
+            }
+            StorageError::Runtime(r) => {
+                remote("storage".into(), format!("the storage runtime: {r}"))
+            }
         }
     }
 }

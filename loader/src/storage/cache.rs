@@ -265,7 +265,7 @@ impl Cache {
         let len = (range.end - range.start) as usize;
         buf.clear();
         buf.resize(len, 0);
-        match crate::source::read_at(&file, buf, range.start) {
+        match crate::positioned::read_at(&file, buf, range.start) {
             Ok(true) => Ok(true),
             Ok(false) => {
                 buf.clear();

@@ -85,27 +85,3 @@ pub(crate) fn flatten(e: &(dyn std::error::Error + 'static)) -> String {
     }
     out
 }
-
-impl From<StorageError> for crate::source::SourceError {
-    fn from(e: StorageError) -> Self {
-        use crate::source::SourceError;
-        let remote = |url: String, reason: String| SourceError::Remote { url, reason };
-        match e {
-            StorageError::Cache { path, what, source } => SourceError::Format {
-                reason: format!("{what}: {source}"),
-                path,
-            },
-            StorageError::Url { url, reason } => remote(url, reason),
-            StorageError::Config { url, reason } => {
-                remote(url, format!("cannot configure the store: {reason}"))
-            }
-            StorageError::NotFound { url, reason } => remote(url, format!("not found ({reason})")),
-            StorageError::Request { url, what, reason } => {
-                remote(url, format!("{what} failed: {reason}"))
-            }
-            StorageError::Runtime(r) => {
-                remote("storage".into(), format!("the storage runtime: {r}"))
-            }
-        }
-    }
-}

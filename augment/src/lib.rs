@@ -10,6 +10,7 @@ mod convert;
 pub mod decode;
 mod error;
 pub mod image;
+mod large;
 mod limits;
 mod pipeline;
 pub mod retain;
@@ -35,6 +36,7 @@ pub fn decoder() -> String {
     return "zune-jpeg".to_string();
 }
 pub use image::{Image, ImageView};
+pub use large::LARGE_PIXELS;
 pub use limits::DEFAULT_MAX_PIXELS;
 pub use pipeline::{Pipeline, Scratch};
 pub use rng::SampleRng;

@@ -196,6 +196,9 @@ impl Pipeline {
         scratch: &mut Scratch,
         out: &mut [u8],
     ) -> Result<(), AugmentError> {
+        // Held until the buffers are settled, so that a large image's are released
+        // before the next large image may start.
+        let _turn = crate::large::large_image_turn(bytes);
         let result = self.decode_and_run(bytes, channels, rng, scratch, out);
         scratch.settle();
         result

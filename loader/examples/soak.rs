@@ -23,6 +23,7 @@ fn rss() -> (u64, u64) {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    stoker_loader::malloc::release_large_blocks();
     let args: Vec<String> = std::env::args().collect();
     let Some(data) = args.get(1) else {
         eprintln!("usage: soak DATA [EPOCHS] [SPEC] [sync|async]");

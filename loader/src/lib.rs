@@ -38,6 +38,7 @@ pub mod durable;
 mod error;
 pub mod gen;
 pub mod gpu_test;
+pub mod malloc;
 pub mod metrics;
 pub mod pipeline;
 pub mod plan;

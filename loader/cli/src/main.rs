@@ -39,6 +39,7 @@ enum Command {
 }
 
 fn main() {
+    stoker_loader::malloc::release_large_blocks();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Gen(a) => gen::run(a),

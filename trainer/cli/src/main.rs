@@ -26,6 +26,7 @@ use data::Data;
 use training::train_and_report;
 
 fn main() {
+    stoker_loader::malloc::release_large_blocks();
     let mut args = Args::parse();
     let cluster = match Launch::detect(args.rank, args.world_size)
         .map_err(anyhow::Error::from)

@@ -75,12 +75,17 @@ pub fn probe(bytes: &[u8]) -> Result<(usize, usize), AugmentError> {
 /// Width and height from the header alone, refusing images of more than `max_pixels`.
 pub fn probe_limited(bytes: &[u8], max_pixels: usize) -> Result<(usize, usize), AugmentError> {
     let (w, h) = match sniff(bytes)? {
-        Format::Jpeg => {
+        Format::Jpeg => contained(|| {
             let mut dec = JpegDecoder::new_with_options(ZCursor::new(bytes), jpeg_options());
             dec.decode_headers().map_err(|e| jpeg_error(bytes, e))?;
             dec.dimensions()
-                .ok_or_else(|| AugmentError::Jpeg("no frame header".into()))?
-        }
+                .ok_or_else(|| AugmentError::Jpeg("no frame header".into()))
+        })
+        .unwrap_or_else(|msg| {
+            Err(AugmentError::Jpeg(format!(
+                "the JPEG decoder (zune-jpeg) failed on this file's header: {msg}"
+            )))
+        })?,
         Format::Png => probe_png(bytes)?,
     };
     check_size(w, h, max_pixels)?;

@@ -54,43 +54,34 @@ fn build(url: &DataUrl, o: &RemoteOptions) -> Result<Arc<dyn ObjectStore>, Stora
     let root = url.root.as_str();
     let timeout = humantime(o.timeout);
     let connect = humantime(o.connect_timeout);
+    // The three cloud builders share one shape but no trait: the environment, the URL,
+    // retries and timeouts, then the explicit settings under their own key type.
+    macro_rules! cloud_store {
+        ($builder:ty, $key:ident) => {{
+            let mut b = <$builder>::from_env()
+                .with_url(root)
+                .with_retry(o.retry_config())
+                .with_config($key::Client(ClientConfigKey::Timeout), &timeout)
+                .with_config($key::Client(ClientConfigKey::ConnectTimeout), &connect);
+            for (k, v) in &o.settings {
+                b = b.with_config($key::from_str(k).map_err(|e| config_err(root, e))?, v);
+            }
+            Arc::new(b.build().map_err(|e| config_err(root, e))?)
+        }};
+    }
     let store: Arc<dyn ObjectStore> = match url.scheme {
         Scheme::File => Arc::new(object_store::local::LocalFileSystem::new()),
         Scheme::S3 => {
-            use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey as K};
-            let mut b = AmazonS3Builder::from_env()
-                .with_url(root)
-                .with_retry(o.retry_config())
-                .with_config(K::Client(ClientConfigKey::Timeout), &timeout)
-                .with_config(K::Client(ClientConfigKey::ConnectTimeout), &connect);
-            for (k, v) in &o.settings {
-                b = b.with_config(K::from_str(k).map_err(|e| config_err(root, e))?, v);
-            }
-            Arc::new(b.build().map_err(|e| config_err(root, e))?)
+            use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+            cloud_store!(AmazonS3Builder, AmazonS3ConfigKey)
         }
         Scheme::Gcs => {
-            use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey as K};
-            let mut b = GoogleCloudStorageBuilder::from_env()
-                .with_url(root)
-                .with_retry(o.retry_config())
-                .with_config(K::Client(ClientConfigKey::Timeout), &timeout)
-                .with_config(K::Client(ClientConfigKey::ConnectTimeout), &connect);
-            for (k, v) in &o.settings {
-                b = b.with_config(K::from_str(k).map_err(|e| config_err(root, e))?, v);
-            }
-            Arc::new(b.build().map_err(|e| config_err(root, e))?)
+            use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+            cloud_store!(GoogleCloudStorageBuilder, GoogleConfigKey)
         }
         Scheme::Azure => {
-            use object_store::azure::{AzureConfigKey as K, MicrosoftAzureBuilder};
-            let mut b = MicrosoftAzureBuilder::from_env()
-                .with_url(root)
-                .with_retry(o.retry_config())
-                .with_config(K::Client(ClientConfigKey::Timeout), &timeout)
-                .with_config(K::Client(ClientConfigKey::ConnectTimeout), &connect);
-            for (k, v) in &o.settings {
-                b = b.with_config(K::from_str(k).map_err(|e| config_err(root, e))?, v);
-            }
-            Arc::new(b.build().map_err(|e| config_err(root, e))?)
+            use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+            cloud_store!(MicrosoftAzureBuilder, AzureConfigKey)
         }
         Scheme::Http => {
             use object_store::http::HttpBuilder;

@@ -409,12 +409,12 @@ impl Source for SlowSource {
 }
 
 #[test]
-fn auto_workers_climb_while_the_consumer_waits_and_keep_the_bytes() {
+fn auto_workers_keep_the_budget_while_the_consumer_waits_and_keep_the_bytes() {
     let spec = "rrc:8,flip";
     let fast: Arc<dyn Source> = Arc::new(RawSource::new(96, 16));
     let reference = digests(fast, config(Mode::Sync, 1, spec), 2);
-    // Reads of 2 ms and io_depth 1: one worker cannot keep up with a consumer that
-    // takes batches as fast as it can, so the tuner adds workers up to the budget.
+    // Reads of 2 ms and io_depth 1: the workers cannot keep up with a consumer that
+    // takes batches as fast as it can, so the tuner keeps the whole budget.
     let slow: Arc<dyn Source> = Arc::new(SlowSource {
         inner: RawSource::new(96, 16),
         delay: Duration::from_millis(2),
@@ -439,20 +439,20 @@ fn auto_workers_climb_while_the_consumer_waits_and_keep_the_bytes() {
     let auto = loader.auto_workers().expect("auto is on");
     assert_eq!(auto.budget, 3);
     assert!(auto.is_frozen(), "frozen after the first epoch");
-    let changes = auto.changes();
-    assert!(
-        !changes.is_empty(),
-        "the consumer waited: workers were added"
+    assert_eq!(
+        auto.workers(),
+        3,
+        "the consumer waited: {:?}",
+        auto.changes()
     );
-    assert!(changes.iter().all(|c| c.workers <= 3));
-    assert!(auto.workers() >= 2, "{changes:?}");
 }
 
 #[test]
-fn auto_workers_stay_at_one_for_a_slow_consumer() {
-    // Fast samples and a consumer that takes 15 ms a batch: the queue is always full,
-    // so the tuner never adds a worker and stays at one.
-    let src: Arc<dyn Source> = Arc::new(RawSource::new(64, 8));
+fn auto_workers_step_down_to_one_for_a_slow_consumer() {
+    // Fast samples and a consumer that takes 15 ms a batch: the queue is full at every
+    // ask, so the tuner gives back a worker a window until one is left (32 batches,
+    // eight windows: enough for three steps down after the first fills the queue).
+    let src: Arc<dyn Source> = Arc::new(RawSource::new(256, 8));
     let mut cfg = config(Mode::Async, 1, "");
     stoker_loader::Workers::Auto.apply(&mut cfg, 4);
     let mut loader = Loader::new(src, cfg).unwrap();
@@ -462,4 +462,6 @@ fn auto_workers_stay_at_one_for_a_slow_consumer() {
     }
     let auto = loader.auto_workers().unwrap();
     assert_eq!(auto.workers(), 1, "{:?}", auto.changes());
+    let steps: Vec<usize> = auto.changes().iter().map(|c| c.workers).collect();
+    assert_eq!(steps, [3, 2, 1], "one worker fewer at a time");
 }

@@ -16,7 +16,11 @@ pub struct Counters {
     pub batches: AtomicU64,
     pub bytes_read: AtomicU64,
     pub read_ns: AtomicU64,
+    /// Reads timed in `read_ns` (for a mean read latency).
+    pub reads: AtomicU64,
     pub work_ns: AtomicU64,
+    /// Samples timed in `work_ns` (for a mean decode time).
+    pub decodes: AtomicU64,
     pub collate_ns: AtomicU64,
     pub wait_ns: AtomicU64,
     pub queue_len_sum: AtomicU64,

@@ -301,6 +301,7 @@ impl PyLoader {
         d.set_item("workers", workers)?;
         if let Some(auto) = self.inner.auto_workers() {
             d.set_item("cpu_budget", auto.budget)?;
+            d.set_item("io_depth", auto.io_depth())?;
         }
         Ok(d)
     }

@@ -187,7 +187,8 @@ impl Running {
         let reader = ReadStage {
             shared: shared.clone(),
             pool: pool.clone(),
-            io_depth: cfg.io_depth,
+            // After a restart, auto's choice so far.
+            io_depth: shared.auto.as_ref().map_or(cfg.io_depth, |a| a.io_depth()),
             last_epoch: cfg.last_epoch,
             work_tx,
             recycle_rx,
@@ -214,7 +215,7 @@ impl Running {
             wake_tx,
             handles,
             workers: Some(workers),
-            tuner: tune::Tuner::new(),
+            tuner: tune::Tuner::new(&shared.counters),
             prefetch: cfg.prefetch,
             next_expected: (epoch, step),
             wait_started: None,
@@ -301,10 +302,13 @@ impl Running {
         };
         if let Some(auto) = self.shared.auto.clone() {
             let wait = t0.elapsed();
-            if let Some(n) = self
-                .tuner
-                .on_batch(&auto, wait, self.queued_at_ask, self.prefetch)
-            {
+            if let Some(n) = self.tuner.on_batch(
+                &auto,
+                &self.shared.counters,
+                wait,
+                self.queued_at_ask,
+                self.prefetch,
+            ) {
                 if let Some(w) = self.workers.as_mut() {
                     w.scale_to(n);
                 }
@@ -342,7 +346,8 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
 }
 
 /// The read stage: walks the plan epoch after epoch, takes a free buffer for each
-/// batch, and reads its samples with `io_depth` reads in flight.
+/// batch, and reads its samples with `io_depth` reads in flight (more when
+/// `workers = auto` raises it).
 struct ReadStage {
     shared: Arc<Shared>,
     pool: Pool,
@@ -356,8 +361,14 @@ struct ReadStage {
 impl ReadStage {
     fn run(self, epoch: u64, step: usize) {
         let counter = AtomicUsize::new(0);
+        // Local sources read on the blocking pool, one thread per read in flight.
+        let most = self
+            .shared
+            .auto
+            .as_ref()
+            .map_or(self.io_depth, |a| a.io_cap());
         let rt = tokio::runtime::Builder::new_current_thread()
-            .max_blocking_threads(self.io_depth)
+            .max_blocking_threads(most)
             .thread_name_fn(move || {
                 format!("stoker-io-{}", counter.fetch_add(1, Ordering::Relaxed))
             })
@@ -373,6 +384,8 @@ impl ReadStage {
 
     async fn dispatch(mut self, mut epoch: u64, mut step: usize) {
         let sem = Arc::new(tokio::sync::Semaphore::new(self.io_depth));
+        // Permits handed to the semaphore so far: io_depth, and what auto added.
+        let mut granted = self.io_depth;
         let mut seq = 0u64;
         let slot = self.shared.slot_bytes();
         let pool = self.pool.clone();
@@ -380,7 +393,8 @@ impl ReadStage {
             if self.last_epoch.is_some_and(|last| epoch > last) {
                 // Returning drops the runtime, which would cancel reads still in
                 // flight: wait until every permit (one per read) is back.
-                let _ = self.wait(sem.acquire_many(self.io_depth as u32)).await;
+                let all = u32::try_from(granted).unwrap_or(u32::MAX);
+                let _ = self.wait(sem.acquire_many(all)).await;
                 return;
             }
             let plan = self.shared.plan(epoch);
@@ -403,6 +417,13 @@ impl ReadStage {
                     indices,
                 });
                 for pos in 0..n {
+                    if let Some(auto) = &self.shared.auto {
+                        let want = auto.io_depth();
+                        if want > granted {
+                            sem.add_permits(want - granted);
+                            granted = want;
+                        }
+                    }
                     let Some(Ok(permit)) = self.wait(sem.clone().acquire_owned()).await else {
                         return;
                     };

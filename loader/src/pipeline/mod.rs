@@ -143,7 +143,10 @@ impl Loader {
             auto: cfg
                 .auto_workers
                 .filter(|_| cfg.mode == Mode::Async)
-                .map(|budget| Arc::new(tune::AutoState::new(budget))),
+                .map(|budget| {
+                    let io_cap = cfg.pool_capacity().saturating_mul(cfg.batch_size);
+                    Arc::new(tune::AutoState::new(budget, cfg.io_depth, io_cap))
+                }),
         });
         Ok(Loader {
             shared,

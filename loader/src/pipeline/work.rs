@@ -40,6 +40,7 @@ impl Shared {
         let t0 = Instant::now();
         let out = catch_unwind(AssertUnwindSafe(|| self.source.read(index, buf)));
         add_time(&self.counters.read_ns, t0.elapsed());
+        self.counters.reads.fetch_add(1, Relaxed);
         if let Some(tr) = &self.trace {
             tr.span("read", t0, Some(serde_json::json!({ "index": index })));
         }
@@ -71,6 +72,7 @@ impl Shared {
         let task = tokio::spawn(self.source.clone().read_async(index, buf));
         let out = task.await;
         add_time(&self.counters.read_ns, t0.elapsed());
+        self.counters.reads.fetch_add(1, Relaxed);
         if let Some(tr) = &self.trace {
             tr.span("read", t0, Some(serde_json::json!({ "index": index })));
         }
@@ -137,6 +139,7 @@ impl Shared {
             }
         }));
         add_time(&self.counters.work_ns, t0.elapsed());
+        self.counters.decodes.fetch_add(1, Relaxed);
         if let Some(tr) = &self.trace {
             tr.span("decode", t0, Some(serde_json::json!({ "index": index })));
         }

@@ -130,6 +130,7 @@ pub struct RunInfo {
 pub struct AutoChoice {
     pub cpu_budget: usize,
     pub workers: usize,
+    pub io_depth: usize,
     pub changes: Vec<stoker_loader::pipeline::tune::AutoChange>,
 }
 

@@ -249,6 +249,7 @@ fn train_once<B: Backend + Clone + 'static>(
         auto_workers: trainer.train.auto_workers().map(|auto| AutoChoice {
             cpu_budget: auto.budget,
             workers: auto.workers(),
+            io_depth: auto.io_depth(),
             changes: auto.changes(),
         }),
         train_data: data.train_path.display().to_string(),

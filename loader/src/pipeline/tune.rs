@@ -340,18 +340,22 @@ mod tests {
 
     #[test]
     fn io_depth_rises_while_the_consumer_waits_on_slow_reads_and_never_past_the_cap() {
-        // Each window: reads of 20 ms, decodes of 1 ms (42 reads wanted in flight), a
-        // consumer that waited, and batches `ms` apart.
-        let window = |t: &mut Tuner, state: &AutoState, counters: &Counters, ms: u64| {
+        // Each window: reads of 20 ms, decodes of 1 ms (42 reads wanted in flight), and
+        // batches `ms` apart, for which the consumer waited all that time (`waited`) or
+        // found the queue full.
+        let window = |t: &mut Tuner, state: &AutoState, c: &Counters, ms: u64, waited: bool| {
             for _ in 0..WINDOW {
-                counters.reads.fetch_add(8, Ordering::Relaxed);
-                counters
-                    .read_ns
-                    .fetch_add(8 * 20_000_000, Ordering::Relaxed);
-                counters.decodes.fetch_add(8, Ordering::Relaxed);
-                counters.work_ns.fetch_add(8 * 1_000_000, Ordering::Relaxed);
+                c.reads.fetch_add(8, Ordering::Relaxed);
+                c.read_ns.fetch_add(8 * 20_000_000, Ordering::Relaxed);
+                c.decodes.fetch_add(8, Ordering::Relaxed);
+                c.work_ns.fetch_add(8 * 1_000_000, Ordering::Relaxed);
                 std::thread::sleep(Duration::from_millis(ms));
-                t.on_batch(state, counters, Duration::from_millis(ms), 0, 2);
+                let (wait, queued) = if waited {
+                    (Duration::from_millis(ms), 0)
+                } else {
+                    (Duration::ZERO, 2)
+                };
+                t.on_batch(state, c, wait, queued, 2);
             }
         };
         let counters = Counters::default();
@@ -361,7 +365,7 @@ mod tests {
         let mut t = Tuner::new(&counters);
         let mut depths = Vec::new();
         for ms in [40, 20, 10, 5] {
-            window(&mut t, &state, &counters, ms);
+            window(&mut t, &state, &counters, ms, true);
             depths.push(state.io_depth());
         }
         assert_eq!(depths, [8, 16, 30, 30], "doubling, capped at 30");
@@ -371,22 +375,14 @@ mod tests {
         let state = AutoState::new(2, 4, 300);
         let mut t = Tuner::new(&counters);
         for ms in [5, 10, 10, 10] {
-            window(&mut t, &state, &counters, ms);
+            window(&mut t, &state, &counters, ms, true);
         }
         assert_eq!(state.io_depth(), 8, "one raise, then settled");
         assert!(state.io_settled());
         // A consumer that never waits changes no depth, whatever the reads cost.
         let state = AutoState::new(2, 4, 300);
         let mut t = Tuner::new(&counters);
-        for _ in 0..WINDOW {
-            counters.reads.fetch_add(8, Ordering::Relaxed);
-            counters
-                .read_ns
-                .fetch_add(8 * 20_000_000, Ordering::Relaxed);
-            counters.decodes.fetch_add(8, Ordering::Relaxed);
-            counters.work_ns.fetch_add(8 * 1_000_000, Ordering::Relaxed);
-            t.on_batch(&state, &counters, Duration::ZERO, 1, 2);
-        }
+        window(&mut t, &state, &counters, 1, false);
         assert_eq!(state.io_depth(), 4);
         assert_eq!(
             AutoState::new(2, 300, 30).io_depth(),

@@ -17,6 +17,16 @@ fn run(spec: &str, img: ImageView<'_>, seed: u64) -> Vec<u8> {
     out
 }
 
+/// `p` on `img` into `out`, seed 0, fresh scratch.
+fn run_into(p: &Pipeline, img: ImageView<'_>, out: &mut [u8]) -> Result<(), AugmentError> {
+    p.run_image(
+        img,
+        &mut SampleRng::from_seed(0),
+        &mut Scratch::default(),
+        out,
+    )
+}
+
 #[test]
 fn output_shapes() {
     let (w, h) = (50, 40);
@@ -48,14 +58,7 @@ fn wrong_output_length_is_an_error() {
     let img = ImageView::new(10, 10, 3, &data).unwrap();
     let p = Pipeline::parse("rrc:8").unwrap();
     let mut out = vec![0u8; 8 * 8 * 3 + 1];
-    let e = p
-        .run_image(
-            img,
-            &mut SampleRng::from_seed(0),
-            &mut Scratch::default(),
-            &mut out,
-        )
-        .unwrap_err();
+    let e = run_into(&p, img, &mut out).unwrap_err();
     assert!(matches!(
         e,
         AugmentError::OutputSize {
@@ -87,27 +90,14 @@ fn a_resize_that_would_make_a_huge_image_is_an_error() {
     let img = ImageView::new(35088, 1, 1, &data).unwrap();
     let mut out = vec![0u8; 224 * 224];
     let p = Pipeline::parse("resize:256,crop:224").unwrap();
-    let e = p
-        .run_image(
-            img,
-            &mut SampleRng::from_seed(0),
-            &mut Scratch::default(),
-            &mut out,
-        )
-        .unwrap_err();
+    let e = run_into(&p, img, &mut out).unwrap_err();
     assert!(
         matches!(&e, AugmentError::Resize(m) if m.contains("8982528x256")),
         "{e}"
     );
     // Fused with a centre crop, the resize makes only the crop: still fine.
     let p = Pipeline::parse("resize:256,center:224").unwrap();
-    p.run_image(
-        img,
-        &mut SampleRng::from_seed(0),
-        &mut Scratch::default(),
-        &mut out,
-    )
-    .unwrap();
+    run_into(&p, img, &mut out).unwrap();
     assert!(out.iter().all(|&v| v == 7));
 }
 

@@ -23,36 +23,30 @@ pub fn hflip_in_place(data: &mut [u8], width: usize, channels: usize) {
     }
 }
 
-/// RGB rows through a copy of the row: each pixel is then one 4-byte load and one
-/// 4-byte store, the fourth byte being overwritten by the next pixel. A byte-wise
-/// swap from both ends was 8% of a whole rrc+flip sample in a profile; this is a
-/// few percent of that.
+/// RGB rows: pixels swapped from both ends as fixed 3-byte arrays, which the compiler
+/// turns into a few moves per pixel. A byte-wise swap with bounds checks was 8% of a
+/// whole rrc+flip sample in a profile; this is a fifth of that, with no allocation.
 fn flip_rgb_rows(data: &mut [u8], width: usize) {
-    let row_len = width * 3;
-    // One spare byte so that the last pixel's 4-byte load stays inside the copy.
-    let mut src = vec![0u8; row_len + 1];
-    for row in data.chunks_exact_mut(row_len) {
-        src[..row_len].copy_from_slice(row);
-        // Output pixel i comes from input pixel width - 1 - i; every pixel but the
-        // last output one is written four bytes wide.
-        for i in 0..width - 1 {
-            let from = (width - 1 - i) * 3;
-            let px: [u8; 4] = src[from..from + 4].try_into().expect("4 bytes");
-            row[i * 3..i * 3 + 4].copy_from_slice(&px);
+    for row in data.chunks_exact_mut(width * 3) {
+        // An odd width leaves the middle pixel where it is.
+        let (left, right) = row.split_at_mut(width / 2 * 3);
+        for (a, b) in left.chunks_exact_mut(3).zip(right.rchunks_exact_mut(3)) {
+            let keep = [a[0], a[1], a[2]];
+            a.copy_from_slice(b);
+            b.copy_from_slice(&keep);
         }
-        row[row_len - 3..].copy_from_slice(&src[..3]);
     }
 }
 
 /// Any channel count: whole pixels swapped from both ends, channel order kept.
 fn flip_rows_generic(data: &mut [u8], width: usize, channels: usize) {
     for row in data.chunks_exact_mut(width * channels) {
-        let (mut a, mut b) = (0, width - 1);
-        while a < b {
-            let (left, right) = row.split_at_mut(b * channels);
-            left[a * channels..(a + 1) * channels].swap_with_slice(&mut right[..channels]);
-            a += 1;
-            b -= 1;
+        let (left, right) = row.split_at_mut(width / 2 * channels);
+        for (a, b) in left
+            .chunks_exact_mut(channels)
+            .zip(right.rchunks_exact_mut(channels))
+        {
+            a.swap_with_slice(b);
         }
     }
 }

@@ -230,17 +230,16 @@ impl Tuner {
             return None;
         }
         let elapsed = self.window_start.elapsed().as_secs_f64();
-        let share = if elapsed > 0.0 {
-            self.waited.as_secs_f64() / elapsed
+        // The share of the window spent waiting, and batches a second.
+        let (share, rate) = if elapsed > 0.0 {
+            (
+                self.waited.as_secs_f64() / elapsed,
+                self.batches as f64 / elapsed,
+            )
         } else {
-            0.0
+            (0.0, 0.0)
         };
         let full = self.queue_always_full;
-        let rate = if elapsed > 0.0 {
-            self.batches as f64 / elapsed
-        } else {
-            0.0
-        };
         let stages = Stages::of(counters);
         let means = stages.means_since(&self.stages);
         let raised_at_rate = self.raised_at_rate;
@@ -280,14 +279,10 @@ impl Tuner {
 /// `decode` seconds, never wait for reads of `read` seconds: the rate they take times
 /// the latency, plus one read per worker of slack.
 pub fn read_depth(workers: usize, read: f64, decode: f64) -> usize {
-    let workers = workers.max(1) as f64;
-    // A decode too fast to time leaves the depth to the cap.
-    let in_flight = workers * read / decode.max(1e-6);
-    if in_flight.is_finite() {
-        (in_flight.ceil() + workers).min(usize::MAX as f64 / 2.0) as usize
-    } else {
-        usize::MAX
-    }
+    let workers = workers.max(1);
+    // A decode too fast to time leaves the depth to the cap; `as` saturates.
+    let in_flight = (workers as f64 * read / decode.max(1e-6)).ceil() as usize;
+    in_flight.saturating_add(workers)
 }
 
 /// The rule, apart from the bookkeeping: more workers while the consumer waits, fewer

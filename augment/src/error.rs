@@ -13,6 +13,8 @@ pub enum AugmentError {
     Jpeg(String),
     #[error("corrupt PNG data: {0}")]
     Png(String),
+    #[error("bad mask: {0}")]
+    Mask(String),
     #[error("image is {width}x{height}, larger than the limit of {limit} pixels")]
     TooLarge {
         width: usize,

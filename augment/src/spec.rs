@@ -19,6 +19,7 @@
 //! | `rrc:SIZE[:scale=0.08-1][:ratio=3/4-4/3]` | `RandomResizedCrop` |
 //! | `flip[:p=0.5]` | `RandomHorizontalFlip(p)` |
 //! | `crop:SIZE[:pad=P]` | `RandomCrop(size, padding=P)` (zero padding) |
+//! | `pad:P` | `Pad(P)` (zero padding on every side) |
 //! | `jitter[:V][:b=B][:c=C][:s=S][:h=H]` | `ColorJitter(B, C, S, H)`; `V` sets b, c and s |
 //! | `gray[:p=P]` | `Grayscale(3)`, or `RandomGrayscale(P)` |
 //! | `erase[:p=0.5][:scale=0.02-0.33][:ratio=0.3-3.3]` | `RandomErasing(value=0)` |
@@ -37,7 +38,7 @@ use crate::transform::erase::Erasing;
 use crate::transform::{ResizeTo, Transform};
 use crate::{Pipeline, SpecError};
 
-const KNOWN: &str = "resize, center, rrc, flip, crop, jitter, gray, erase, cutout";
+const KNOWN: &str = "resize, center, rrc, flip, crop, pad, jitter, gray, erase, cutout";
 /// torchvision's RandomResizedCrop defaults.
 pub const RRC_SCALE: (f64, f64) = (0.08, 1.0);
 pub const RRC_RATIO: (f64, f64) = (3.0 / 4.0, 4.0 / 3.0);
@@ -304,9 +305,16 @@ fn parse_part(text: &str) -> Result<Transform, SpecError> {
             Transform::Cutout { size: w }
         }
         "pad" => {
-            return Err(
-                p.err("unknown transform 'pad': to pad before a random crop write crop:32:pad=4")
-            )
+            p.expect(1, &[])?;
+            let Some(v) = p.positional.first() else {
+                return Err(p.err("'pad' needs a pixel count, e.g. pad:4"));
+            };
+            let n = v
+                .parse::<usize>()
+                .ok()
+                .filter(|&n| (1..=MAX_SIZE).contains(&n))
+                .ok_or_else(|| p.err(format!("'{v}' is not a pixel count from 1 to {MAX_SIZE}")))?;
+            Transform::Pad(n)
         }
         other => {
             return Err(p.err(format!("unknown transform '{other}' (known: {KNOWN})")));
@@ -373,6 +381,7 @@ impl fmt::Display for Transform {
                 }
                 Ok(())
             }
+            Transform::Pad(n) => write!(f, "pad:{n}"),
             Transform::ColorJitter(j) => {
                 f.write_str("jitter")?;
                 for (k, v) in [
@@ -482,6 +491,7 @@ mod tests {
             "resize:64x48,center:30x20",
             "crop:32:pad=4,flip,jitter:b=0.1:h=0.05,gray,erase,cutout:16",
             "erase:p=1:scale=0.1-0.2:ratio=1-2",
+            "pad:4,center:30",
         ] {
             let p = Pipeline::parse(spec).unwrap();
             let again = Pipeline::parse(&p.to_string()).unwrap();
@@ -515,7 +525,9 @@ mod tests {
             ("flip:3", "'flip' takes no argument"),
             ("flip:p=2", "p must be within 0..1"),
             ("flip:p=nan", "not a finite number"),
-            ("crop:32,pad:4", "write crop:32:pad=4"),
+            ("pad", "'pad' needs a pixel count"),
+            ("pad:0", "'0' is not a pixel count from 1"),
+            ("pad:4x4", "'4x4' is not a pixel count"),
             ("crop:32:pad=-1", "pad: '-1' is not a pixel count"),
             ("jitter:h=0.7", "h must be within 0..0.5"),
             ("jitter:b=-1", "b must be a non-negative number"),

@@ -145,6 +145,13 @@ impl Pipeline {
         let Some(lead) = self.lead(w, h, rng) else {
             return Ok(false);
         };
+        if let Some(g) = &mut scratch.geometry {
+            g.reset(w, h);
+            g.push(crate::GeoOp::Resample {
+                keep: lead.keep,
+                to: lead.target,
+            });
+        }
         let (tw, th) = lead.target;
         // The whole pixels that hold the kept part.
         let k = &lead.keep;

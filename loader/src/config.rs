@@ -148,6 +148,14 @@ pub struct LoaderConfig {
     /// The most memory the batch buffers may take together (pool capacity times batch
     /// bytes); `None` means half of the machine's memory (16 GiB where it is unknown).
     pub max_buffer_bytes: Option<usize>,
+    /// The fields batches carry (see [`crate::sample`]): `None` means every field the
+    /// source has. A field left out is not read at all.
+    pub fields: Option<crate::Fields>,
+    /// A box is dropped when less than this share of its area is left inside the
+    /// output after the transforms (0: kept while any area is left).
+    pub min_box_visibility: f32,
+    /// The most boxes (and keypoint instances) kept per sample; `None`: all.
+    pub max_instances: Option<usize>,
 }
 
 impl Default for LoaderConfig {
@@ -173,6 +181,9 @@ impl Default for LoaderConfig {
             trace: None,
             max_pixels: stoker_augment::DEFAULT_MAX_PIXELS,
             max_buffer_bytes: None,
+            fields: None,
+            min_box_visibility: 0.0,
+            max_instances: None,
         }
     }
 }
@@ -241,6 +252,15 @@ impl LoaderConfig {
         }
         if self.max_buffer_bytes == Some(0) {
             return Err(setting("max_buffer_bytes", "must be at least 1".into()));
+        }
+        if !(0.0..=1.0).contains(&self.min_box_visibility) {
+            return Err(setting(
+                "min_box_visibility",
+                format!("must be within 0..1, got {}", self.min_box_visibility),
+            ));
+        }
+        if self.max_instances == Some(0) {
+            return Err(setting("max_instances", "must be at least 1".into()));
         }
         self.sampler().validate().map_err(LoaderError::Config)
     }

@@ -8,7 +8,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use stoker_loader::{Cursor, Next};
 
-use crate::batch::{to_numpy, Pair};
+use crate::batch::to_python;
 use crate::errors::loader_error;
 use crate::loader::PyLoader;
 
@@ -34,7 +34,7 @@ impl EpochIter {
         slf
     }
 
-    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Pair<'py>>> {
+    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let loader = self.loader.bind(py);
         let mut guard = loader.try_borrow_mut().map_err(|_| {
             PyRuntimeError::new_err(
@@ -53,7 +53,8 @@ impl EpochIter {
                 Next::Batch(Ok(batch)) => {
                     this.position = (cursor.epoch(), cursor.next_batch());
                     this.last_batch = Some(Instant::now());
-                    return to_numpy(py, batch).map(Some);
+                    let classes = this.inner.source().classes().len();
+                    return to_python(py, batch, classes).map(Some);
                 }
             }
         }

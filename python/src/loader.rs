@@ -10,7 +10,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyMapping};
 use stoker_augment::Pipeline;
 use stoker_loader::config::{MAX_BATCH_SIZE, MAX_IO_DEPTH, MAX_PREFETCH, MAX_WORKERS};
-use stoker_loader::{source, Cursor, Loader, LoaderConfig, LoaderState, Mode, OnError};
+use stoker_loader::{
+    source, Cursor, Field, Fields, Loader, LoaderConfig, LoaderState, Mode, OnError,
+};
 
 use crate::args::{choice, in_range, Int, IntOrAuto};
 use crate::epoch::EpochIter;
@@ -56,6 +58,11 @@ impl PyLoader {
         split = "train",
         channels = None,
         cpu_budget = None,
+        fields = None,
+        images = None,
+        masks = None,
+        min_box_visibility = 0.0,
+        max_instances = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -76,7 +83,31 @@ impl PyLoader {
         split: &str,
         channels: Option<Int>,
         cpu_budget: Option<Int>,
+        fields: Option<Vec<String>>,
+        images: Option<String>,
+        masks: Option<String>,
+        min_box_visibility: f64,
+        max_instances: Option<Int>,
     ) -> PyResult<Self> {
+        let fields = match fields {
+            None => None,
+            Some(names) => Some(
+                names
+                    .iter()
+                    .map(|n| n.parse::<Field>())
+                    .try_fold(Fields::NONE, |set, f| f.map(|f| set.with(f)))
+                    .map_err(|e| PyValueError::new_err(format!("fields: {e}")))?,
+            ),
+        };
+        if !(0.0..=1.0).contains(&min_box_visibility) {
+            return Err(PyValueError::new_err(format!(
+                "min_box_visibility must be between 0 and 1, got {min_box_visibility}"
+            )));
+        }
+        let max_instances = match max_instances {
+            None => None,
+            Some(m) => Some(in_range("max_instances", m, 1, u32::MAX as i128)? as usize),
+        };
         let mode = match choice("mode", mode, &["sync", "async"])? {
             "sync" => Mode::Sync,
             _ => Mode::Async,
@@ -128,6 +159,9 @@ impl PyLoader {
                 "fail" => OnError::Fail,
                 _ => OnError::Skip,
             },
+            fields,
+            min_box_visibility: min_box_visibility as f32,
+            max_instances,
             ..LoaderConfig::default()
         };
         if cfg.rank >= cfg.world {
@@ -138,8 +172,14 @@ impl PyLoader {
         }
         let train = choice("split", split, &["train", "test"])? == "train";
         let path = data.clone();
+        let options = source::OpenOptions {
+            train,
+            images,
+            masks,
+            ..source::OpenOptions::default()
+        };
         let inner = py.detach(move || {
-            let src = source::open(&path, train).map_err(source_error)?;
+            let src = source::open_with(&path, &options).map_err(source_error)?;
             Loader::new(src, cfg).map_err(loader_error)
         })?;
         Ok(PyLoader {

@@ -21,6 +21,7 @@ use std::time::Instant;
 use stoker_augment::retain::Retention;
 use stoker_augment::Scratch;
 
+use super::fields::FieldScratch;
 use super::{tune, LoaderConfig, Shared};
 use crate::metrics::add_time;
 use crate::pool::{Pool, PooledBuf};
@@ -38,9 +39,14 @@ struct InProgress {
     /// Length of that buffer: every slot written must lie inside it.
     len: usize,
     slot: usize,
+    /// Bytes of one mask, and where the masks start (after every image slot).
+    mask: usize,
+    masks_at: usize,
     buf: Mutex<Option<PooledBuf>>,
     remaining: AtomicUsize,
     errors: Mutex<Vec<(usize, LoaderError)>>,
+    /// The samples' fields, for a loader with fields.
+    outs: Mutex<Vec<(usize, crate::sample::SampleFields)>>,
 }
 
 // SAFETY: `ptr` points into the heap buffer owned by `buf`, which is not touched
@@ -65,6 +71,25 @@ impl InProgress {
         );
         std::slice::from_raw_parts_mut(self.ptr.add(pos * self.slot), self.slot)
     }
+
+    /// The mask slot of `pos` (empty without masks).
+    ///
+    /// # Safety
+    /// As for [`slot_mut`](Self::slot_mut).
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn mask_mut(&self, pos: usize) -> &mut [u8] {
+        let start = pos
+            .checked_mul(self.mask)
+            .and_then(|n| n.checked_add(self.masks_at));
+        let end = start.and_then(|s| s.checked_add(self.mask));
+        assert!(
+            end.is_some_and(|end| end <= self.len),
+            "mask slot {pos} of {} bytes lies outside the {}-byte buffer",
+            self.mask,
+            self.len
+        );
+        std::slice::from_raw_parts_mut(self.ptr.add(self.masks_at + pos * self.mask), self.mask)
+    }
 }
 
 /// One sample read and waiting to be decoded.
@@ -73,6 +98,8 @@ struct WorkItem {
     pos: usize,
     read: Result<RecordKind, LoaderError>,
     bytes: Vec<u8>,
+    /// The sample's fields beyond image and class (empty for classification).
+    ann: crate::Annotation,
 }
 
 /// What the prefetch queue carries: a batch (or its error) and where it belongs.
@@ -411,9 +438,12 @@ impl ReadStage {
                     ptr: buf.as_mut_slice().as_mut_ptr(),
                     len: buf.as_slice().len(),
                     slot,
+                    mask: self.shared.mask_bytes(),
+                    masks_at: self.shared.masks_offset(),
                     buf: Mutex::new(Some(buf)),
                     remaining: AtomicUsize::new(n),
                     errors: Mutex::new(Vec::new()),
+                    outs: Mutex::new(Vec::new()),
                     indices,
                 });
                 for pos in 0..n {
@@ -432,7 +462,8 @@ impl ReadStage {
                         (job.clone(), self.shared.clone(), self.work_tx.clone());
                     tokio::spawn(async move {
                         let index = job.indices[pos];
-                        let (read, bytes) = shared.read_async(index, bytes).await;
+                        let ann = crate::Annotation::default();
+                        let (read, bytes, ann) = shared.read_async(index, bytes, ann).await;
                         // Fails only when the workers are gone (shutdown).
                         let _ = tx
                             .send_async(WorkItem {
@@ -440,6 +471,7 @@ impl ReadStage {
                                 pos,
                                 read,
                                 bytes,
+                                ann,
                             })
                             .await;
                         // Held until the sample is handed on, so that holding every
@@ -477,6 +509,7 @@ fn worker(
     target: &AtomicUsize,
 ) {
     let mut scratch = Scratch::default();
+    let mut fields = FieldScratch::default();
     // Read buffers circulate between the read stage and the workers; one that held an
     // outlier is shrunk before it goes back (see stoker_augment::retain).
     let mut retention = Retention::default();
@@ -489,14 +522,36 @@ fn worker(
             pos,
             read,
             bytes,
+            ann,
         } = item;
         let index = job.indices[pos];
         let res = read.and_then(|kind| {
             // SAFETY: this worker is the only one given (job, pos). The bounds
             // assert's panic becomes an error ending the epoch, not a lost worker.
-            let slot = catch_unwind(AssertUnwindSafe(|| unsafe { job.slot_mut(pos) }))
-                .map_err(|p| LoaderError::from_panic("placing a sample in its batch".into(), p))?;
-            shared.decode(job.epoch, index, kind, &bytes, &mut scratch, slot)
+            let place = |p| LoaderError::from_panic("placing a sample in its batch".into(), p);
+            let slot =
+                catch_unwind(AssertUnwindSafe(|| unsafe { job.slot_mut(pos) })).map_err(place)?;
+            if shared.fields.is_none() {
+                return shared.decode(job.epoch, index, kind, &bytes, &mut scratch, slot);
+            }
+            // SAFETY: as above, for the mask plane.
+            let mask =
+                catch_unwind(AssertUnwindSafe(|| unsafe { job.mask_mut(pos) })).map_err(place)?;
+            let out = shared.decode_sample(
+                job.epoch,
+                index,
+                kind,
+                &bytes,
+                &ann,
+                &mut scratch,
+                &mut fields,
+                slot,
+                mask,
+            )?;
+            if let Ok(mut outs) = job.outs.lock() {
+                outs.push((pos, out));
+            }
+            Ok(())
         });
         if let Err(e) = res {
             if let Ok(mut errs) = job.errors.lock() {
@@ -559,5 +614,10 @@ fn finish_job(shared: &Shared, job: &InProgress) -> Result<Batch, LoaderError> {
         .lock()
         .map(|mut e| std::mem::take(&mut *e))
         .unwrap_or_default();
-    shared.finish(buf, job.epoch, job.step, job.indices.clone(), errors)
+    let outs = job
+        .outs
+        .lock()
+        .map(|mut o| std::mem::take(&mut *o))
+        .unwrap_or_default();
+    shared.finish(buf, job.epoch, job.step, job.indices.clone(), errors, outs)
 }

@@ -15,6 +15,7 @@
 
 mod async_;
 mod cursor;
+mod fields;
 mod sync;
 pub mod tune;
 pub(crate) mod work;
@@ -50,11 +51,27 @@ pub(crate) struct Shared {
     pub trace: Option<Arc<Trace>>,
     /// What `workers = auto` chose, when it is on.
     pub auto: Option<Arc<tune::AutoState>>,
+    /// Fields beyond image and class; `None` for classification, whose samples
+    /// take the path they always took.
+    pub fields: Option<fields::FieldPlan>,
 }
 
 impl Shared {
     pub fn slot_bytes(&self) -> usize {
         self.shape.0 * self.shape.1 * self.shape.2
+    }
+
+    /// Bytes of one sample's mask (0 without masks).
+    pub fn mask_bytes(&self) -> usize {
+        self.fields
+            .as_ref()
+            .and_then(|f| f.mask)
+            .map_or(0, |(h, w)| h * w)
+    }
+
+    /// Where the masks start in a batch buffer: after every image slot.
+    pub fn masks_offset(&self) -> usize {
+        self.batch_size * self.slot_bytes()
     }
 
     pub fn plan(&self, epoch: u64) -> Plan {
@@ -122,7 +139,14 @@ impl Loader {
         let (ow, oh) = cfg.transform.output_size(w, h);
         let c = cfg.channels.or(raw_c).unwrap_or(3);
         let shape = (oh, ow, c);
-        let pool = Pool::new(cfg.pool_capacity(), cfg.batch_bytes(shape)?);
+        let fields = field_plan(source.as_ref(), cfg, (oh, ow))?;
+        // A mask is one more byte per pixel in the same buffer.
+        let with_masks = (
+            oh,
+            ow,
+            c + usize::from(fields.as_ref().is_some_and(|f| f.mask.is_some())),
+        );
+        let pool = Pool::new(cfg.pool_capacity(), cfg.batch_bytes(with_masks)?);
         let trace = match &cfg.trace {
             Some(path) => Some(Arc::new(Trace::create(path).map_err(|e| {
                 LoaderError::Config(format!("trace: cannot create {}: {e}", path.display()))
@@ -147,6 +171,7 @@ impl Loader {
                     let io_cap = cfg.pool_capacity().saturating_mul(cfg.batch_size);
                     Arc::new(tune::AutoState::new(budget, cfg.io_depth, io_cap))
                 }),
+            fields,
         });
         Ok(Loader {
             shared,
@@ -213,6 +238,14 @@ impl Loader {
         self.shared.shape
     }
 
+    /// The fields batches carry: image and class for classification.
+    pub fn fields(&self) -> crate::Fields {
+        self.shared
+            .fields
+            .as_ref()
+            .map_or(crate::Fields::CLASSIFICATION, |f| f.fields)
+    }
+
     /// Totals since the loader was made.
     pub fn metrics(&self) -> Metrics {
         self.shared.counters.snapshot()
@@ -266,6 +299,48 @@ impl Loader {
     pub fn threads(&self) -> usize {
         self.running.as_ref().map_or(0, |r| r.threads())
     }
+}
+
+/// What the loader does with the source's fields beyond image and class: `None` when
+/// batches carry none (classification), else the plan. Asking for a field the source
+/// does not have is an error that lists what it has.
+fn field_plan(
+    source: &dyn Source,
+    cfg: &LoaderConfig,
+    (oh, ow): (usize, usize),
+) -> Result<Option<fields::FieldPlan>, LoaderError> {
+    use crate::sample::{Field, Fields};
+    let has = source.fields();
+    let wanted = match cfg.fields {
+        None => has,
+        Some(want) => {
+            if let Some(missing) = want.iter().find(|f| !has.contains(*f)) {
+                return Err(LoaderError::Config(format!(
+                    "the data set has no field '{missing}' (it has: {has})"
+                )));
+            }
+            want.with(Field::Image)
+        }
+    };
+    if wanted.is_classification() {
+        return Ok(None);
+    }
+    let schema = source.keypoint_schema().cloned().unwrap_or_default();
+    if wanted.contains(Field::Keypoints) && schema.is_empty() {
+        return Err(LoaderError::Config(
+            "the data set has keypoints but does not say how many points an instance has".into(),
+        ));
+    }
+    let fields: Fields = wanted;
+    Ok(Some(fields::FieldPlan {
+        fields,
+        classes: source.classes().len(),
+        schema,
+        min_box_visibility: cfg.min_box_visibility,
+        max_instances: cfg.max_instances,
+        mask: fields.contains(Field::Mask).then_some((oh, ow)),
+        max_pixels: cfg.max_pixels,
+    }))
 }
 
 /// The batches of one epoch, in order. Also reports where it stands, for resume.

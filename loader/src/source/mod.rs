@@ -6,11 +6,14 @@
 
 pub mod cifar;
 pub mod folder;
+pub mod manifest;
 pub mod mnist;
 mod open;
 pub mod packed;
+pub mod place;
 #[cfg(feature = "remote")]
 pub mod remote_folder;
+pub mod segpairs;
 pub mod tar;
 
 use std::future::Future;
@@ -19,12 +22,21 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use crate::sample::{Annotation, Fields, KeypointSchema};
+
 pub use cifar::Cifar10;
 pub use folder::ImageFolder;
+pub use manifest::Manifest;
 pub use mnist::Mnist;
 pub use open::{is_url, open, open_url, open_with, OpenOptions, DEFAULT_CACHE_BYTES};
 pub use packed::{PackedReader, PackedWriter};
+pub use segpairs::SegPairs;
 pub use tar::TarSource;
+
+/// What [`Source::read_sample_async`] yields: the read's outcome, the buffer and the
+/// annotation back.
+pub type SampleFuture =
+    Pin<Box<dyn Future<Output = (Result<RecordKind, SourceError>, Vec<u8>, Annotation)> + Send>>;
 
 /// What [`Source::read_async`] yields: the read's outcome and the buffer back.
 pub type ReadFuture =
@@ -72,6 +84,61 @@ pub trait Source: Send + Sync + 'static {
     /// by shard (see [`Sampler`](crate::Sampler)). `None`: no shards.
     fn shards(&self) -> Option<&[Range<usize>]> {
         None
+    }
+
+    /// The fields this source's samples carry: image and class unless it says more.
+    fn fields(&self) -> Fields {
+        Fields::CLASSIFICATION
+    }
+
+    /// The points of a keypoint instance, when samples carry keypoints.
+    fn keypoint_schema(&self) -> Option<&KeypointSchema> {
+        None
+    }
+
+    /// Reads sample `index`: its image bytes into `buf`, as [`read`](Self::read) does,
+    /// and those of its `wanted` fields beyond image and class into `ann` (cleared
+    /// first), in the coordinates of the image before any transform. The loader calls
+    /// it only when it wants such a field; sources with fields override it.
+    fn read_sample(
+        &self,
+        index: usize,
+        wanted: Fields,
+        buf: &mut Vec<u8>,
+        ann: &mut Annotation,
+    ) -> Result<RecordKind, SourceError> {
+        let _ = wanted;
+        ann.clear();
+        self.read(index, buf)
+    }
+
+    /// [`read_sample`](Self::read_sample) as a future (see
+    /// [`read_async`](Self::read_async)); by default on tokio's blocking pool.
+    fn read_sample_async(
+        self: Arc<Self>,
+        index: usize,
+        wanted: Fields,
+        mut buf: Vec<u8>,
+        mut ann: Annotation,
+    ) -> SampleFuture {
+        Box::pin(async move {
+            let task = tokio::task::spawn_blocking(move || {
+                let r = self.read_sample(index, wanted, &mut buf, &mut ann);
+                (r, buf, ann)
+            });
+            match task.await {
+                Ok(out) => out,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(e) => (
+                    Err(SourceError::Record {
+                        what: format!("sample {index}"),
+                        reason: format!("the read task was cancelled: {e}"),
+                    }),
+                    Vec::new(),
+                    Annotation::default(),
+                ),
+            }
+        })
     }
 
     /// [`read`](Self::read) as a future, for the async read stage, which keeps

@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::manifest::{is_manifest_name, Manifest};
+use super::segpairs::{is_pairs_dir, SegPairs};
 use super::{
     mnist, packed, tar, Cifar10, ImageFolder, Mnist, PackedReader, Source, SourceError, TarSource,
 };
@@ -43,6 +45,12 @@ pub struct OpenOptions {
     /// Timeouts, retries and store settings for URLs.
     #[cfg(feature = "remote")]
     pub remote: crate::storage::RemoteOptions,
+    /// The folder of masks (a path or URL) that pairs with the images of the data
+    /// argument by stem (segmentation pairs).
+    pub masks: Option<String>,
+    /// The folder of images (a path or URL) that a COCO annotation file's
+    /// `file_name`s are relative to; required for COCO, ignored elsewhere.
+    pub images: Option<String>,
 }
 
 impl Default for OpenOptions {
@@ -54,6 +62,8 @@ impl Default for OpenOptions {
             cache_bytes: DEFAULT_CACHE_BYTES,
             #[cfg(feature = "remote")]
             remote: crate::storage::RemoteOptions::default(),
+            masks: None,
+            images: None,
         }
     }
 }
@@ -80,7 +90,14 @@ pub fn open(path: &Path, train: bool) -> Result<Arc<dyn Source>, SourceError> {
 /// with the packed magic, MNIST when it is an IDX file (plain or gzipped), CIFAR-10 when
 /// it is a `.bin` batch.
 pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Source>, SourceError> {
+    if let Some(masks) = &options.masks {
+        let images = path.to_string_lossy();
+        return Ok(Arc::new(SegPairs::open(&images, masks, options)?));
+    }
     if let Some(text) = path.to_str() {
+        if is_manifest_name(text) {
+            return Ok(Arc::new(Manifest::open(text, options)?));
+        }
         if is_url(text) {
             return open_url(text, options);
         }
@@ -99,6 +116,14 @@ pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Source>, 
         Err(e) => return Err(SourceError::io(path, e)),
     };
     if meta.is_dir() {
+        if is_pairs_dir(path) {
+            let (images, masks) = (path.join("images"), path.join("masks"));
+            return Ok(Arc::new(SegPairs::open(
+                &images.to_string_lossy(),
+                &masks.to_string_lossy(),
+                options,
+            )?));
+        }
         if Mnist::detect(path) {
             return Ok(Arc::new(Mnist::open_dir(path, train)?));
         }

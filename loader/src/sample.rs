@@ -284,7 +284,7 @@ impl Annotation {
         }
         if !self.keypoints.is_empty() {
             let per = keypoints_per_instance * 3;
-            if per == 0 || self.keypoints.len() % per != 0 {
+            if per == 0 || !self.keypoints.len().is_multiple_of(per) {
                 return Err(format!(
                     "{} keypoint values are not whole instances of {keypoints_per_instance} \
                      (x, y, visibility) points",
@@ -438,13 +438,7 @@ pub fn collate(
         let per = keypoints_per_instance * 3;
         let counts: Vec<usize> = samples
             .iter()
-            .map(|s| {
-                if per == 0 {
-                    0
-                } else {
-                    (s.keypoints.len() / per).min(cap)
-                }
-            })
+            .map(|s| s.keypoints.len().checked_div(per).unwrap_or(0).min(cap))
             .collect();
         let m = counts.iter().copied().max().unwrap_or(0);
         let k = &mut out.keypoints;

@@ -262,6 +262,9 @@ impl Coco {
             .annotations
             .iter()
             .any(|a| a.segmentation.as_ref().is_some_and(|s| !s.is_empty()));
+        if images_info.is_empty() {
+            return Err(bad("the \"images\" list is empty".into()));
+        }
         let masks = has_segments && classes.len() <= MAX_MASK_CLASSES;
         let mut fields = Fields::of(&[Field::Image]);
         if !file.annotations.is_empty() {

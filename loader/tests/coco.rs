@@ -328,8 +328,11 @@ fn a_detection_file_without_segmentations_has_no_mask_field() {
 
 const NAMES: [&str; 5] = ["nose", "left_eye", "right_eye", "left_ear", "right_ear"];
 
+/// A person's COCO bbox `[x, y, w, h]` and its points `(x, y, v)`.
+type Person = ([f32; 4], Vec<[f32; 3]>);
+
 /// A person: its box and 5 points (the right ear not labelled).
-fn person(x: f32, y: f32) -> ([f32; 4], Vec<[f32; 3]>) {
+fn person(x: f32, y: f32) -> Person {
     (
         [x, y, 20.0, 30.0],
         vec![
@@ -344,7 +347,7 @@ fn person(x: f32, y: f32) -> ([f32; 4], Vec<[f32; 3]>) {
 
 /// person_keypoints: image 1 (64x48) with persons at (10, 5) and (0, 0) and a crowd,
 /// image 2 (96x72) with one at (40, 20). Returns the file and each image's persons.
-fn keypoint_set(dir: &Path) -> (PathBuf, Vec<Vec<([f32; 4], Vec<[f32; 3]>)>>) {
+fn keypoint_set(dir: &Path) -> (PathBuf, Vec<Vec<Person>>) {
     write_image(&dir.join("img/p1.png"), 64, 48);
     write_image(&dir.join("img/p2.png"), 96, 72);
     let persons = vec![

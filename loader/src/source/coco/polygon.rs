@@ -6,7 +6,7 @@
 /// Checks one polygon `[x0, y0, x1, y1, ...]`: whole points, at least 3 of them,
 /// every coordinate finite.
 pub fn check(xy: &[f32]) -> Result<(), String> {
-    if xy.len() % 2 != 0 {
+    if !xy.len().is_multiple_of(2) {
         return Err(format!(
             "a polygon has {} coordinates, not whole (x, y) points",
             xy.len()
@@ -157,7 +157,7 @@ mod tests {
         let out = fill(&star, w, h);
         assert_eq!(out[20 * w + 20], 0, "the centre is crossed twice");
         assert_eq!(out, brute(&star, w, h));
-        assert!(out.iter().any(|&v| v == 1));
+        assert!(out.contains(&1));
     }
 
     #[test]

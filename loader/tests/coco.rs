@@ -705,7 +705,7 @@ fn files_that_cannot_be_opened_say_why() {
     }
     // Without images=: the argument that is missing.
     let e = open_err(&json, None);
-    assert!(e.contains("needs `images=`"), "{e}");
+    assert!(e.contains("`images=` in Python, `--images DIR`"), "{e}");
     let e = open_err(&d.join("nothing.json"), Some(&img));
     assert!(
         e.contains("nothing.json") && e.contains("no such file"),

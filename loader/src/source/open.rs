@@ -99,8 +99,8 @@ pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Source>, 
         let Some(images) = &options.images else {
             return Err(SourceError::format(
                 path,
-                "a COCO annotation file needs `images=` (the folder, a path or URL, that its \
-                 file_names are relative to)",
+                "a COCO annotation file needs the folder (a path or URL) that its file_names \
+                 are relative to: `images=` in Python, `--images DIR` for stoker-load",
             ));
         };
         return Ok(Arc::new(Coco::open(text, images, options)?));

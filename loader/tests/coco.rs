@@ -324,6 +324,24 @@ fn a_detection_file_without_segmentations_has_no_mask_field() {
     let src = open_coco(&info, &dir.path().join("img"));
     assert_eq!(src.fields(), Fields::of(&[Field::Image]));
     assert_eq!(batches(src, config(Mode::Sync, 1, "")).len(), 1);
+    // Class + 1 of 300 categories does not fit in a byte: no mask, boxes still.
+    let many = dir.path().join("lvis_like.json");
+    let categories: Vec<Value> = (1..=300)
+        .map(|i| json!({"id": i, "name": format!("c{i}")}))
+        .collect();
+    write_coco(
+        &many,
+        &json!({
+            "images": [{"id": 1, "file_name": "a.png", "width": 32, "height": 32}],
+            "categories": categories,
+            "annotations": [{"id": 1, "image_id": 1, "category_id": 300, "bbox": [1, 2, 3, 4],
+                             "segmentation": [[1, 2, 4, 2, 4, 6]]}],
+        }),
+    );
+    let src = open_coco(&many, &dir.path().join("img"));
+    assert_eq!(src.fields(), Fields::of(&[Field::Image, Field::Boxes]));
+    let b = &batches(src, config(Mode::Sync, 1, ""))[0];
+    assert_eq!(b.fields.as_ref().unwrap().boxes_of(0).1, [299]);
 }
 
 const NAMES: [&str; 5] = ["nose", "left_eye", "right_eye", "left_ear", "right_ear"];
@@ -526,7 +544,8 @@ fn bad_case(dir: &Path, image: Value, anns: Vec<Value>, want: &str) {
     write_coco(
         &json,
         &json!({"images": images, "annotations": annotations,
-                "categories": [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]}),
+                "categories": [{"id": 1, "name": "a"},
+                               {"id": 2, "name": "b", "keypoints": ["left_x", "right_x"]}]}),
     );
     for mode in [Mode::Sync, Mode::Async] {
         let mut loader =
@@ -621,6 +640,11 @@ fn bad_annotations_name_the_file_image_and_annotation_or_are_skipped() {
             "has a negative width or height",
         ),
         (image.clone(), ann(json!({"bbox": null})), "annotation 40: no bbox"),
+        (
+            image.clone(),
+            ann(json!({"category_id": 2, "keypoints": [1, 1, 2, 3, 3]})),
+            "annotation 40: 5 keypoint values, not 2 (x, y, visibility) points",
+        ),
         (
             image.clone(),
             ann(json!({"segmentation": [[1, 1, 5, "NaN", 5, 5]]})),

@@ -84,7 +84,8 @@ impl PyLoader {
         channels: Option<Int>,
         cpu_budget: Option<Int>,
         fields: Option<Vec<String>>,
-        images: Option<String>,
+        // A path or a URL: a `pathlib.Path` works as well as a str.
+        images: Option<PathBuf>,
         masks: Option<String>,
         min_box_visibility: f64,
         max_instances: Option<Int>,
@@ -174,7 +175,7 @@ impl PyLoader {
         let path = data.clone();
         let options = source::OpenOptions {
             train,
-            images,
+            images: images.map(|p| p.to_string_lossy().into_owned()),
             masks,
             ..source::OpenOptions::default()
         };

@@ -5,6 +5,7 @@
 //! PNG) go to the augment stage, raw records carry their pixel shape.
 
 pub mod cifar;
+pub mod coco;
 pub mod folder;
 pub mod manifest;
 pub mod mnist;
@@ -25,6 +26,7 @@ use std::sync::Arc;
 use crate::sample::{Annotation, Fields, KeypointSchema};
 
 pub use cifar::Cifar10;
+pub use coco::Coco;
 pub use folder::ImageFolder;
 pub use manifest::Manifest;
 pub use mnist::Mnist;

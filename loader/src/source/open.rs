@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::coco::{is_coco_name, Coco};
 use super::manifest::{is_manifest_name, Manifest};
 use super::segpairs::{is_pairs_dir, SegPairs};
 use super::{
@@ -89,7 +90,21 @@ pub fn open(path: &Path, train: bool) -> Result<Arc<dyn Source>, SourceError> {
 /// inside `cifar-10-batches-bin/`), else an ImageFolder. A file is packed when it starts
 /// with the packed magic, MNIST when it is an IDX file (plain or gzipped), CIFAR-10 when
 /// it is a `.bin` batch.
+///
+/// A path or URL ending in `.json` is a COCO annotation file, whose images are in the
+/// folder `options.images` (required); one ending in `.jsonl` or `.ndjson` is a
+/// JSON-lines manifest; `options.masks` pairs the images under `path` with masks.
 pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Source>, SourceError> {
+    if let Some(text) = path.to_str().filter(|t| is_coco_name(t)) {
+        let Some(images) = &options.images else {
+            return Err(SourceError::format(
+                path,
+                "a COCO annotation file needs the folder (a path or URL) that its file_names \
+                 are relative to: `images=` in Python, `--images DIR` for stoker-load",
+            ));
+        };
+        return Ok(Arc::new(Coco::open(text, images, options)?));
+    }
     if let Some(masks) = &options.masks {
         let images = path.to_string_lossy();
         return Ok(Arc::new(SegPairs::open(&images, masks, options)?));

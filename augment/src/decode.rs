@@ -28,6 +28,7 @@ pub use crate::limits::DEFAULT_MAX_PIXELS;
 pub enum Format {
     Jpeg,
     Png,
+    WebP,
 }
 
 const PNG_MAGIC: [u8; 8] = [0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1a, b'\n'];
@@ -42,6 +43,9 @@ pub fn sniff(bytes: &[u8]) -> Result<Format, AugmentError> {
     }
     if bytes.starts_with(&PNG_MAGIC) {
         return Ok(Format::Png);
+    }
+    if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
+        return Ok(Format::WebP);
     }
     Err(AugmentError::UnknownFormat {
         head: describe_head(bytes),
@@ -87,6 +91,7 @@ pub fn probe_limited(bytes: &[u8], max_pixels: usize) -> Result<(usize, usize), 
             )))
         })?,
         Format::Png => probe_png(bytes)?,
+        Format::WebP => probe_webp(bytes)?,
     };
     check_size(w, h, max_pixels)?;
     Ok((w, h))
@@ -147,6 +152,7 @@ pub(crate) fn decode_into_with(
             None => decode_jpeg_native(bytes, &mut out.data, max_pixels)?,
         },
         Format::Png => decode_png_native(bytes, &mut out.data, max_pixels)?,
+        Format::WebP => decode_webp_native(bytes, &mut out.data, max_pixels)?,
     };
     convert_in_place(&mut out.data, w * h, src, channels);
     out.width = w;
@@ -309,6 +315,45 @@ fn decode_png_native(
     Ok((w, h, native))
 }
 
+fn webp_decoder(
+    bytes: &[u8],
+) -> Result<image::codecs::webp::WebPDecoder<Cursor<&[u8]>>, AugmentError> {
+    image::codecs::webp::WebPDecoder::new(Cursor::new(bytes))
+        .map_err(|e| AugmentError::WebP(e.to_string()))
+}
+
+fn probe_webp(bytes: &[u8]) -> Result<(usize, usize), AugmentError> {
+    let (w, h) = webp_decoder(bytes)?.dimensions();
+    Ok((w as usize, h as usize))
+}
+
+/// WebP through the `image` crate's pure-Rust decoder: RGB, or RGBA when the file has
+/// alpha (then converted like a PNG's).
+fn decode_webp_native(
+    bytes: &[u8],
+    buf: &mut Vec<u8>,
+    max_pixels: usize,
+) -> Result<(usize, usize, Native), AugmentError> {
+    let dec = webp_decoder(bytes)?;
+    let (w, h) = dec.dimensions();
+    let (w, h) = (w as usize, h as usize);
+    check_size(w, h, max_pixels)?;
+    let native = match dec.color_type() {
+        ColorType::Rgb8 => Native::Rgb8,
+        ColorType::Rgba8 => Native::Rgba8,
+        other => {
+            return Err(AugmentError::WebP(format!(
+                "unsupported colour type {other:?}"
+            )))
+        }
+    };
+    let len = w * h * native.bytes_per_pixel();
+    buf.resize(len, 0);
+    dec.read_image(buf)
+        .map_err(|e| AugmentError::WebP(e.to_string()))?;
+    Ok((w, h, native))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -317,7 +362,7 @@ mod tests {
     fn sniff_names_what_it_saw() {
         assert!(matches!(sniff(b""), Err(AugmentError::Empty)));
         let e = sniff(b"<!DOCTYPE html>").unwrap_err().to_string();
-        assert!(e.contains("not a JPEG or PNG"), "{e}");
+        assert!(e.contains("not a JPEG, PNG or WebP"), "{e}");
         assert!(e.contains("<!DOCTYP"), "{e}");
     }
 }

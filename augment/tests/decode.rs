@@ -29,6 +29,34 @@ fn jpeg_round_trips_shape_and_pixels() {
 }
 
 #[test]
+fn lossless_webp_round_trips_exactly_and_cut_files_are_errors() {
+    let (w, h) = (29, 13);
+    let src = gradient(w, h);
+    let mut bytes = Vec::new();
+    image::codecs::webp::WebPEncoder::new_lossless(&mut bytes)
+        .encode(&src, w as u32, h as u32, ExtendedColorType::Rgb8)
+        .unwrap();
+    assert_eq!(decode::probe(&bytes).unwrap(), (w, h));
+    let img = decode::decode(&bytes, 3).unwrap();
+    assert_eq!((img.width, img.height), (w, h));
+    assert_eq!(img.data, src);
+    // Through a pipeline too (the loader's path).
+    let p = Pipeline::parse("center:8").unwrap();
+    let mut out = vec![0u8; 8 * 8 * 3];
+    p.run_encoded(
+        &bytes,
+        3,
+        &mut SampleRng::new(0, 0, 0),
+        &mut Scratch::default(),
+        &mut out,
+    )
+    .unwrap();
+    let cut = &bytes[..bytes.len() - 10];
+    let e = decode::decode(cut, 3).unwrap_err();
+    assert!(matches!(e, AugmentError::WebP(_)), "{e}");
+}
+
+#[test]
 fn png_round_trips_exactly() {
     let (w, h) = (31, 17);
     let src = gradient(w, h);
@@ -160,7 +188,7 @@ fn bad_inputs_say_what_is_wrong() {
     assert_eq!(msg(b""), "empty input (0 bytes)");
     let m = msg(b"hello, this is a text file\n");
     assert!(
-        m.starts_with("not a JPEG or PNG file (starts with 68 65 6c"),
+        m.starts_with("not a JPEG, PNG or WebP file (starts with 68 65 6c"),
         "{m}"
     );
     assert!(m.contains("hello, t"), "{m}");

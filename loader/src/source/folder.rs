@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use super::{RecordKind, Source, SourceError};
 
 /// File extensions counted as images (compared case-insensitively).
-pub const IMAGE_EXTENSIONS: [&str; 3] = ["jpg", "jpeg", "png"];
+pub const IMAGE_EXTENSIONS: [&str; 4] = ["jpg", "jpeg", "png", "webp"];
 
 /// A directory of encoded images, one sub-folder per class.
 #[derive(Debug)]
@@ -120,7 +120,7 @@ impl ImageFolder {
             return Err(SourceError::format(
                 root,
                 format!(
-                    "{} of {} classes have no images (.jpg, .jpeg, .png): {}",
+                    "{} of {} classes have no images (.jpg, .jpeg, .png, .webp): {}",
                     empty.len(),
                     classes.len(),
                     empty.join(", ")

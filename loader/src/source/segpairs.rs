@@ -59,7 +59,7 @@ impl SegPairs {
         if samples.is_empty() {
             return Err(SourceError::format(
                 images,
-                "no images (.jpg, .jpeg, .png) to pair with masks",
+                "no images (.jpg, .jpeg, .png, .webp) to pair with masks",
             ));
         }
         if samples.iter().all(|(_, m)| m.is_none()) {

@@ -147,10 +147,23 @@ pub(crate) fn decode_into_with(
 ) -> Result<(), AugmentError> {
     check_channels(channels)?;
     let (w, h, src) = match sniff(bytes)? {
-        Format::Jpeg => match turbo_full(bytes, &mut out.data, turbo, max_pixels) {
-            Some((w, h)) => (w, h, Native::Rgb8),
-            None => decode_jpeg_native(bytes, &mut out.data, max_pixels)?,
-        },
+        Format::Jpeg => {
+            // A cut file is refused whatever a decoder would make of it (zune-jpeg can
+            // pad a short scan without an error, even in strict mode).
+            if !ends_with_eoi(bytes) && !reaches_eoi(bytes) {
+                return Err(AugmentError::TruncatedJpeg {
+                    len: bytes.len(),
+                    reason: "the data ends before the end-of-image marker".into(),
+                });
+            }
+            match turbo_full(bytes, &mut out.data, turbo, max_pixels) {
+                Some(r) => {
+                    let (w, h) = r?;
+                    (w, h, Native::Rgb8)
+                }
+                None => decode_jpeg_native(bytes, &mut out.data, max_pixels)?,
+            }
+        }
         Format::Png => decode_png_native(bytes, &mut out.data, max_pixels)?,
         Format::WebP => decode_webp_native(bytes, &mut out.data, max_pixels)?,
     };
@@ -169,7 +182,7 @@ fn turbo_full(
     buf: &mut Vec<u8>,
     on: bool,
     max_pixels: usize,
-) -> Option<(usize, usize)> {
+) -> Option<Result<(usize, usize), AugmentError>> {
     if !on || !ends_with_eoi(bytes) {
         return None;
     }
@@ -177,7 +190,12 @@ fn turbo_full(
 }
 
 #[cfg(not(stoker_turbo))]
-fn turbo_full(_: &[u8], _: &mut Vec<u8>, _: bool, _: usize) -> Option<(usize, usize)> {
+fn turbo_full(
+    _: &[u8],
+    _: &mut Vec<u8>,
+    _: bool,
+    _: usize,
+) -> Option<Result<(usize, usize), AugmentError>> {
     None
 }
 
@@ -197,6 +215,61 @@ pub(crate) fn ends_with_eoi(bytes: &[u8]) -> bool {
         end -= 1;
     }
     end >= 2 && bytes[end - 2] == 0xff && bytes[end - 1] == 0xd9
+}
+
+/// Whether the JPEG's scans reach an end-of-image marker: the marker segments are
+/// walked and each scan's entropy-coded data skipped (up to the next marker that is
+/// neither a stuffed 0xFF00 nor a restart marker). False for a file cut anywhere
+/// before its EOI, whatever follows; true for a complete file with other data after
+/// its EOI (which [`ends_with_eoi`] alone would call cut). Only looked at when a file
+/// does not end with EOI, so complete files cost nothing.
+pub(crate) fn reaches_eoi(bytes: &[u8]) -> bool {
+    let mut at = 2; // past SOI
+    loop {
+        if bytes.get(at) != Some(&0xFF) {
+            return false;
+        }
+        while bytes.get(at) == Some(&0xFF) {
+            at += 1;
+        }
+        let Some(&code) = bytes.get(at) else {
+            return false;
+        };
+        at += 1;
+        match code {
+            0xD9 => return true,
+            // Markers without a segment: TEM and the restart markers.
+            0x01 | 0xD0..=0xD7 => continue,
+            _ => {}
+        }
+        let (Some(&hi), Some(&lo)) = (bytes.get(at), bytes.get(at + 1)) else {
+            return false;
+        };
+        let len = usize::from(u16::from_be_bytes([hi, lo]));
+        if len < 2 {
+            return false;
+        }
+        at += len;
+        if code != 0xDA {
+            continue;
+        }
+        // A scan's data: runs to the next real marker.
+        loop {
+            let Some(k) = bytes
+                .get(at..)
+                .and_then(|rest| rest.iter().position(|&b| b == 0xFF))
+            else {
+                return false;
+            };
+            at += k;
+            match bytes.get(at + 1) {
+                None => return false,
+                Some(0x00 | 0xD0..=0xD7) => at += 2,
+                Some(0xFF) => at += 1,
+                Some(_) => break,
+            }
+        }
+    }
 }
 
 fn jpeg_error(bytes: &[u8], e: zune_jpeg::errors::DecodeErrors) -> AugmentError {

@@ -54,6 +54,8 @@ pub(crate) struct Shared {
     /// Fields beyond image and class; `None` for classification, whose samples
     /// take the path they always took.
     pub fields: Option<fields::FieldPlan>,
+    /// The source's fingerprint (for states), computed when first asked for.
+    pub fingerprint: std::sync::OnceLock<u64>,
 }
 
 impl Shared {
@@ -94,6 +96,9 @@ pub struct Loader {
     sync: sync::SyncState,
     running: Option<async_::Running>,
     starts: usize,
+    /// The process that made the pipeline and pool: a forked child has their memory
+    /// but not their threads (see `Loader::after_fork`).
+    pid: u32,
 }
 
 impl Loader {
@@ -172,6 +177,7 @@ impl Loader {
                     Arc::new(tune::AutoState::new(budget, cfg.io_depth, io_cap))
                 }),
             fields,
+            fingerprint: std::sync::OnceLock::new(),
         });
         Ok(Loader {
             shared,
@@ -180,6 +186,7 @@ impl Loader {
             sync: sync::SyncState::default(),
             running: None,
             starts: 0,
+            pid: std::process::id(),
         })
     }
 
@@ -212,7 +219,16 @@ impl Loader {
             samples: self.shared.source.len(),
             rank: self.config.rank,
             world: self.config.world,
+            fingerprint: Some(self.fingerprint()),
         }
+    }
+
+    /// The source's fingerprint ([`crate::state::fingerprint`]), which states carry.
+    pub fn fingerprint(&self) -> u64 {
+        *self
+            .shared
+            .fingerprint
+            .get_or_init(|| crate::state::fingerprint(self.shared.source.as_ref()))
     }
 
     pub fn config(&self) -> &LoaderConfig {
@@ -297,7 +313,28 @@ impl Loader {
 
     /// Number of live pipeline threads (0 in sync mode or before the first epoch).
     pub fn threads(&self) -> usize {
+        if self.pid != std::process::id() {
+            // A forked child: the pipeline's threads stayed in the parent.
+            return 0;
+        }
         self.running.as_ref().map_or(0, |r| r.threads())
+    }
+
+    /// In a process forked from the one that ran this loader, the pipeline's threads
+    /// did not come along (fork copies only the calling thread), and any lock they
+    /// held stays held: the dead pipeline is forgotten without being joined, and a
+    /// fresh buffer pool replaces the old one (whose buffers the dead threads hold).
+    /// The next batch then starts a new pipeline in this process, at the same place.
+    fn after_fork(&mut self) {
+        let pid = std::process::id();
+        if pid == self.pid {
+            return;
+        }
+        self.pid = pid;
+        // Running's drop sees the other pid and leaks instead of joining.
+        self.running = None;
+        self.pool = Pool::new(self.pool.capacity(), self.pool.buf_bytes());
+        self.sync = sync::SyncState::default();
     }
 }
 
@@ -384,6 +421,11 @@ impl Iterator for Epoch<'_> {
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         let n = self.cursor.remaining();
-        (n, Some(n))
+        // Under skip, a batch whose samples were all skipped is left out.
+        let least = match self.loader.config.on_error {
+            OnError::Skip => 0,
+            OnError::Fail => n,
+        };
+        (least, Some(n))
     }
 }

@@ -175,7 +175,8 @@ impl Source for ImageFolder {
             what: format!("{} sample {index}", self.root.display()),
             reason: format!("index out of range (the folder holds {})", self.files.len()),
         })?;
-        let mut file = fs::File::open(path).map_err(|e| SourceError::io(path, e))?;
+        // A file swapped for a FIFO since the scan must not block the worker.
+        let mut file = super::open_regular(path)?;
         // read_to_end reserves from the file's size and only grows `buf` when the
         // file is larger than its capacity, so a recycled buffer is not reallocated.
         file.read_to_end(buf)

@@ -40,6 +40,37 @@ pub use tar::TarSource;
 pub type SampleFuture =
     Pin<Box<dyn Future<Output = (Result<RecordKind, SourceError>, Vec<u8>, Annotation)> + Send>>;
 
+/// The most classes a data set may have (labels are below it). Where the class count
+/// comes from label values (tar shards without a class table) it bounds the class list
+/// a stray label could otherwise make enormous (a `.cls` of 4294967294).
+pub use crate::sample::MAX_CLASSES;
+
+/// Opens `path` for reading if it is a regular file. Anything else is an error saying
+/// what it is: a FIFO would block the open (and the loader) until something writes to
+/// it, and a device is not a data set. The open itself does not block (`O_NONBLOCK`,
+/// which regular files ignore).
+pub fn open_regular(path: &std::path::Path) -> Result<std::fs::File, SourceError> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = opts.open(path).map_err(|e| SourceError::io(path, e))?;
+    let meta = file.metadata().map_err(|e| SourceError::io(path, e))?;
+    if !meta.is_file() {
+        return Err(SourceError::format(
+            path,
+            format!(
+                "{}, not a regular file: give a file or a folder of data",
+                crate::durable::node_kind(&meta)
+            ),
+        ));
+    }
+    Ok(file)
+}
+
 /// What [`Source::read_async`] yields: the read's outcome and the buffer back.
 pub type ReadFuture =
     Pin<Box<dyn Future<Output = (Result<RecordKind, SourceError>, Vec<u8>)> + Send>>;
@@ -234,6 +265,14 @@ impl From<crate::storage::StorageError> for SourceError {
             StorageError::NotFound { url, reason } => remote(url, format!("not found ({reason})")),
             StorageError::Request { url, what, reason } => {
                 remote(url, format!("{what} failed: {reason}"))
+            }
+            e @ StorageError::Changed { .. } => {
+                // The message starts with the URL, as every storage error's does.
+                let url = e.url().unwrap_or_default().to_string();
+                let text = e.to_string();
+                let reason = text.strip_prefix(url.as_str()).unwrap_or(&text);
+                let reason = reason.trim_start_matches(": ").to_string();
+                remote(url, reason)
             }
             StorageError::Runtime(r) => {
                 remote("storage".into(), format!("the storage runtime: {r}"))

@@ -146,10 +146,22 @@ pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Source>, 
             return Ok(Arc::new(Cifar10::open_dir(path, train)?));
         }
         if let Some(shards) = tar::shards_in(path)? {
+            tar::check_manifest(path, &shards)?;
             let what = path.display().to_string();
             return Ok(Arc::new(TarSource::open_local(&shards, &what)?));
         }
         return Ok(Arc::new(ImageFolder::open(path)?));
+    }
+    if !meta.is_file() {
+        // A FIFO, socket or device: its size says nothing, and opening a FIFO would
+        // wait for a writer.
+        return Err(SourceError::format(
+            path,
+            format!(
+                "{}, not a regular file: give a file or a folder of data",
+                crate::durable::node_kind(&meta)
+            ),
+        ));
     }
     if meta.len() == 0 {
         return Err(SourceError::format(path, "empty file"));
@@ -157,7 +169,7 @@ pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Source>, 
     let mut head = [0u8; 8];
     let n = {
         use std::io::Read;
-        let file = std::fs::File::open(path).map_err(|e| SourceError::io(path, e))?;
+        let file = super::open_regular(path)?;
         let mut n = 0;
         // `take` + read_to_end would allocate; a short loop fills the fixed array.
         let mut file = file.take(head.len() as u64);
@@ -301,6 +313,7 @@ pub fn open_url(url: &str, options: &OpenOptions) -> Result<Arc<dyn Source>, Sou
         .cloned()
         .collect();
     if !shards.is_empty() {
+        tar::check_remote_manifest(&bucket.url_of(&prefix), &prefix, &objects, &shards)?;
         return Ok(Arc::new(TarSource::open_remote(shards, url, cache)?));
     }
     let listing_url = bucket.url_of(&prefix);

@@ -455,7 +455,8 @@ fn spec() -> Vec<Seed> {
             true,
         ),
         ("none", "none", true),
-        ("bad-pad", "pad:4", false),
+        ("pad", "pad:4,center:30", true),
+        ("bad-pad", "pad:0", false),
         ("bad-zero-size", "rrc:0", false),
         ("bad-commas", "flip:p=2,,", false),
     ]

@@ -11,8 +11,10 @@ use fast_image_resize::Resizer;
 use crate::decode;
 use crate::limits::DEFAULT_MAX_PIXELS;
 use crate::retain::Retention;
+use crate::transform::blur::gaussian_blur;
 use crate::transform::crop::{center_offset, copy_window, random_offset, rrc_box};
 use crate::transform::erase::{cutout_box, fill_zero};
+use crate::transform::policy::warp_in_place;
 use crate::transform::resize::{resample, target_size, Rect, SoftBox};
 use crate::transform::{color, flip, Transform};
 use crate::{AugmentError, Image, ImageView, SampleRng};
@@ -42,6 +44,10 @@ pub struct Scratch {
     pub(crate) a: Vec<u8>,
     pub(crate) b: Vec<u8>,
     pub(crate) resizer: Resizer,
+    /// A copy of the image for the steps that read their input while writing it
+    /// (warps, sharpness), and float rows for the blur.
+    pub(crate) tmp: Vec<u8>,
+    pub(crate) ftmp: Vec<f32>,
     /// What recent samples needed, so an outlier's buffers are released.
     retention: Retention,
     /// Set to keep the zune-jpeg path even with the `turbo` feature (for comparisons).
@@ -74,6 +80,10 @@ impl Scratch {
         self.retention.trim(&mut self.decoded.data);
         self.retention.trim(&mut self.a);
         self.retention.trim(&mut self.b);
+        self.retention.trim(&mut self.tmp);
+        if self.retention.too_big(self.ftmp.capacity() * 4) {
+            self.ftmp = Vec::new();
+        }
         if self
             .retention
             .too_big(self.resizer.size_of_internal_buffers())
@@ -94,6 +104,8 @@ impl Scratch {
         self.decoded.data.capacity()
             + self.a.capacity()
             + self.b.capacity()
+            + self.tmp.capacity()
+            + self.ftmp.capacity() * 4
             + self.resizer.size_of_internal_buffers()
     }
 }
@@ -346,7 +358,14 @@ impl Pipeline {
     ) -> Result<(), AugmentError> {
         let ts = &self.transforms;
         let last_geo = ts.iter().rposition(Transform::is_geometric);
-        let Scratch { a, b, resizer, .. } = scratch;
+        let Scratch {
+            a,
+            b,
+            resizer,
+            tmp,
+            ftmp,
+            ..
+        } = scratch;
         let c = src.channels;
         let (mut w, mut h) = (src.width, src.height);
         while k < ts.len() {
@@ -388,7 +407,7 @@ impl Pipeline {
                     Loc::B => b,
                     _ => out,
                 };
-                pointwise_step(&ts[k], data, w, h, c, rng);
+                pointwise_step(&ts[k], data, w, h, c, rng, tmp, ftmp);
                 k += 1;
             }
         }
@@ -469,6 +488,9 @@ fn resize_step(
     }
 }
 
+/// A step that keeps the image size, in place. Warps, sharpness and blur read a copy
+/// of their input from `tmp` (`ftmp` holds the blur's float rows).
+#[allow(clippy::too_many_arguments)]
 fn pointwise_step(
     t: &Transform,
     data: &mut [u8],
@@ -476,6 +498,8 @@ fn pointwise_step(
     h: usize,
     c: usize,
     rng: &mut SampleRng,
+    tmp: &mut Vec<u8>,
+    ftmp: &mut Vec<f32>,
 ) {
     match t {
         Transform::HorizontalFlip { p } => flip::random_hflip(rng, *p, data, w, c),
@@ -492,6 +516,19 @@ fn pointwise_step(
         Transform::Cutout { size } => {
             let r = cutout_box(rng, w, h, *size);
             fill_zero(data, w, c, r);
+        }
+        Transform::Adjust(a) => a.apply(data, w, h, c, tmp),
+        Transform::Rotate { .. } | Transform::Affine { .. } => {
+            if let Some(warp) = t.warp() {
+                warp_in_place(&warp, data, w, h, c, tmp);
+            }
+        }
+        Transform::Blur(bl) => {
+            let sigma = bl.draw(rng);
+            gaussian_blur(data, w, h, c, bl.kernel, sigma, ftmp);
+        }
+        Transform::Policy(p) => {
+            p.apply(rng, data, w, h, c, tmp);
         }
         _ => {}
     }

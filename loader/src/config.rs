@@ -148,6 +148,9 @@ pub struct LoaderConfig {
     /// The most memory the batch buffers may take together (pool capacity times batch
     /// bytes); `None` means half of the machine's memory (16 GiB where it is unknown).
     pub max_buffer_bytes: Option<usize>,
+    /// MixUp and/or CutMix on each finished batch, with soft labels (see
+    /// [`crate::mix`]); `None` leaves batches as they are.
+    pub mix: Option<crate::Mix>,
 }
 
 impl Default for LoaderConfig {
@@ -173,6 +176,7 @@ impl Default for LoaderConfig {
             trace: None,
             max_pixels: stoker_augment::DEFAULT_MAX_PIXELS,
             max_buffer_bytes: None,
+            mix: None,
         }
     }
 }

@@ -3,9 +3,10 @@
 //! The buffer goes back to the pool when the array and every view of it are gone.
 
 use numpy::ndarray::ArrayView4;
-use numpy::{PyArray1, PyArray4};
+use numpy::{PyArray1, PyArray4, PyArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use stoker_loader::{Batch, Images};
 
 /// The owner of one batch's pooled image buffer (the `base` of the images array).
@@ -42,6 +43,39 @@ impl BatchBuffer {
 /// The (images, labels) pair handed to Python: images u8 (N, H, W, C) borrowing the
 /// batch buffer, labels int64 (N,).
 pub type Pair<'py> = (Bound<'py, PyArray4<u8>>, Bound<'py, PyArray1<i64>>);
+
+/// A batch as Python gets it: the (images, labels) pair, or, when the batch carries
+/// soft labels (MixUp/CutMix), a dict (see [`batch_dict`]).
+pub fn to_python(py: Python<'_>, mut batch: Batch) -> PyResult<Bound<'_, PyAny>> {
+    let soft = batch.soft_labels.take();
+    let n = batch.len();
+    let (images, labels) = to_numpy(py, batch)?;
+    match soft {
+        None => Ok((images, labels).into_pyobject(py)?.into_any()),
+        Some(soft) => {
+            let classes = soft.len() / n.max(1);
+            let soft = PyArray1::from_vec(py, soft).reshape([n, classes])?;
+            Ok(batch_dict(py, images, labels, [("soft_labels", soft.into_any())])?.into_any())
+        }
+    }
+}
+
+/// The dict form of a batch: `image` (u8 N, H, W, C), `label` (int64 N), then the
+/// extra fields in order (e.g. `soft_labels`, float32 (N, classes)).
+pub fn batch_dict<'py, const K: usize>(
+    py: Python<'py>,
+    images: Bound<'py, PyArray4<u8>>,
+    labels: Bound<'py, PyArray1<i64>>,
+    extra: [(&str, Bound<'py, PyAny>); K],
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("image", images)?;
+    d.set_item("label", labels)?;
+    for (k, v) in extra {
+        d.set_item(k, v)?;
+    }
+    Ok(d)
+}
 
 pub fn to_numpy(py: Python<'_>, batch: Batch) -> PyResult<Pair<'_>> {
     let shape = batch.shape();

@@ -8,14 +8,15 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use stoker_loader::{Cursor, Next};
 
-use crate::batch::{to_numpy, Pair};
+use crate::batch::to_python;
 use crate::errors::loader_error;
 use crate::loader::PyLoader;
 
 /// How long one wait lasts before Python gets to run its signal handlers.
 const POLL: Duration = Duration::from_millis(50);
 
-/// The batches of one epoch of a `stoker.Loader`, as (images, labels) pairs.
+/// The batches of one epoch of a `stoker.Loader`, as (images, labels) pairs, or as
+/// dicts with `image`, `label` and `soft_labels` when MixUp/CutMix is on.
 #[pyclass(module = "stoker", name = "EpochIterator")]
 pub struct EpochIter {
     loader: Py<PyLoader>,
@@ -34,7 +35,7 @@ impl EpochIter {
         slf
     }
 
-    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Pair<'py>>> {
+    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let loader = self.loader.bind(py);
         let mut guard = loader.try_borrow_mut().map_err(|_| {
             PyRuntimeError::new_err(
@@ -53,7 +54,7 @@ impl EpochIter {
                 Next::Batch(Ok(batch)) => {
                     this.position = (cursor.epoch(), cursor.next_batch());
                     this.last_batch = Some(Instant::now());
-                    return to_numpy(py, batch).map(Some);
+                    return to_python(py, batch).map(Some);
                 }
             }
         }

@@ -50,6 +50,8 @@ pub(crate) struct Shared {
     pub trace: Option<Arc<Trace>>,
     /// What `workers = auto` chose, when it is on.
     pub auto: Option<Arc<tune::AutoState>>,
+    /// MixUp/CutMix, and the class count of the soft labels.
+    pub mix: Option<(crate::Mix, usize)>,
 }
 
 impl Shared {
@@ -123,6 +125,19 @@ impl Loader {
         let c = cfg.channels.or(raw_c).unwrap_or(3);
         let shape = (oh, ow, c);
         let pool = Pool::new(cfg.pool_capacity(), cfg.batch_bytes(shape)?);
+        let mix = match cfg.mix {
+            None => None,
+            Some(m) => match source.classes().len() {
+                0 | 1 => {
+                    return Err(LoaderError::Config(format!(
+                        "mix '{m}': soft labels need at least 2 classes, and this data set \
+                         has {}",
+                        source.classes().len()
+                    )))
+                }
+                k => Some((m, k)),
+            },
+        };
         let trace = match &cfg.trace {
             Some(path) => Some(Arc::new(Trace::create(path).map_err(|e| {
                 LoaderError::Config(format!("trace: cannot create {}: {e}", path.display()))
@@ -147,6 +162,7 @@ impl Loader {
                     let io_cap = cfg.pool_capacity().saturating_mul(cfg.batch_size);
                     Arc::new(tune::AutoState::new(budget, cfg.io_depth, io_cap))
                 }),
+            mix,
         });
         Ok(Loader {
             shared,

@@ -447,7 +447,9 @@ fn soft_labels_and_label_smoothing_reach_the_gradient() {
     assert!((smooth_loss - want).abs() < 1e-5, "{smooth_loss} vs {want}");
     // Wrong sizes and settings are errors, not panics.
     let mut m = Model::new(&b, cfg()).unwrap();
-    assert!(m.forward_backward_mixed(&x, &y, Some(&mixed[1..]), n).is_err());
+    assert!(m
+        .forward_backward_mixed(&x, &y, Some(&mixed[1..]), n)
+        .is_err());
     assert!(Model::new(&b, cfg().label_smoothing(1.0)).is_err());
     assert!(Model::new(&b, cfg().label_smoothing(f32::NAN)).is_err());
 }

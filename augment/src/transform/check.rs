@@ -10,6 +10,11 @@ use crate::SpecError;
 /// The largest size (side, crop, pad) a transform may ask for.
 pub(crate) const MAX_SIZE: usize = 65536;
 
+/// Whether `v` is a number within `-limit..=limit` (false for NaN).
+fn within(v: f64, limit: f64) -> bool {
+    v.abs() <= limit
+}
+
 /// Check a transform's parameters (for transforms built in code).
 pub fn validate(t: &Transform) -> Result<(), SpecError> {
     validate_as(t, &t.to_string())
@@ -101,7 +106,7 @@ pub(crate) fn validate_as(t: &Transform, part: &str) -> Result<(), SpecError> {
             }
             _ => Ok(()),
         },
-        Transform::Rotate { degrees, .. } if !(degrees.abs() <= 360.0) => err(format!(
+        Transform::Rotate { degrees, .. } if !within(degrees, 360.0) => err(format!(
             "angle must be within -360..=360 degrees, got {degrees}"
         )),
         Transform::Affine {
@@ -110,17 +115,17 @@ pub(crate) fn validate_as(t: &Transform, part: &str) -> Result<(), SpecError> {
             shear,
             ..
         } => {
-            if !(degrees.abs() <= 360.0) {
+            if !within(degrees, 360.0) {
                 return err(format!("deg must be within -360..=360, got {degrees}"));
             }
             for (name, t) in [("tx", translate.0), ("ty", translate.1)] {
-                if !(t.abs() <= MAX_SIZE as f64) {
+                if !within(t, MAX_SIZE as f64) {
                     return err(format!(
                         "{name} must be within -{MAX_SIZE}..={MAX_SIZE} pixels, got {t}"
                     ));
                 }
             }
-            if !(shear.abs() < 90.0) {
+            if !(within(shear, 90.0) && shear.abs() != 90.0) {
                 return err(format!(
                     "shear must be strictly between -90 and 90 degrees, got {shear}"
                 ));

@@ -166,9 +166,18 @@ pub fn settings_fingerprint(a: &Args) -> u64 {
         a.resume.is_some()
     );
     // Appended only when set, so that runs without them keep their fingerprint.
-    let text = match (a.mixup, a.cutmix, a.mix_prob, a.label_smoothing) {
-        (None, None, None, e) if e == 0.0 => text,
-        (m, c, p, e) => format!("{text} {m:?} {c:?} {p:?} {}", e.to_bits()),
+    let plain =
+        a.mixup.is_none() && a.cutmix.is_none() && a.mix_prob.is_none() && a.label_smoothing == 0.0;
+    let text = if plain {
+        text
+    } else {
+        format!(
+            "{text} {:?} {:?} {:?} {}",
+            a.mixup,
+            a.cutmix,
+            a.mix_prob,
+            a.label_smoothing.to_bits()
+        )
     };
     xxhash_rust::xxh3::xxh3_64(text.as_bytes())
 }

@@ -1,8 +1,9 @@
 //! Running a list of transforms over one image, straight into the caller's buffer.
 //!
 //! Size-changing steps ping-pong between two scratch buffers and the last of them
-//! writes into the output; in-place steps (flip, colour, erasing) work on whichever
-//! buffer holds the image at that point. A Resize directly followed by a CenterCrop
+//! writes into the output; in-place steps (flip, colour, erasing, and the same-size
+//! warps, blur, sharpness and policies, which read a copy kept in `Scratch::tmp`) work
+//! on whichever buffer holds the image at that point. A Resize directly followed by a CenterCrop
 //! that fits is computed as one resample of only the kept pixels. Once the scratch
 //! buffers have grown to the largest image seen, a run allocates nothing for pixels.
 

@@ -42,6 +42,7 @@ typedef struct stoker_jpeg {
   struct jpeg_progress_mgr progress;
   jmp_buf jump;
   int active; /* a decompression is in progress and must be aborted */
+  long short_data; /* warnings that the entropy-coded data ended early */
   char message[JMSG_LENGTH_MAX + 32];
 } stoker_jpeg;
 
@@ -51,11 +52,15 @@ static void stoker_error_exit(j_common_ptr cinfo) {
   longjmp(s->jump, 1);
 }
 
-/* Warnings (corrupt but decodable data) are accepted, as libjpeg does by default;
- * trace messages are dropped. Nothing is printed. */
+/* Warnings (corrupt but decodable data) are counted, and those that say the data of
+ * a scan ended early (a cut file: the rest of the image would be filled in grey) are
+ * counted apart; the caller decides. Trace messages are dropped. Nothing is printed. */
 static void stoker_emit_message(j_common_ptr cinfo, int msg_level) {
   if (msg_level < 0) {
     cinfo->err->num_warnings++;
+    if (cinfo->err->msg_code == JWRN_HIT_MARKER || cinfo->err->msg_code == JWRN_JPEG_EOF) {
+      ((stoker_jpeg *)cinfo->client_data)->short_data++;
+    }
   }
 }
 
@@ -70,6 +75,8 @@ static void stoker_progress(j_common_ptr cinfo) {
 }
 
 long stoker_jpeg_warnings(const stoker_jpeg *s) { return s->err.num_warnings; }
+
+long stoker_jpeg_short_data(const stoker_jpeg *s) { return s->short_data; }
 
 const char *stoker_jpeg_message(const stoker_jpeg *s) { return s->message; }
 
@@ -132,6 +139,7 @@ static NOINLINE int header_body(stoker_jpeg *s, const uint8_t *data, size_t len,
                        uint32_t *width, uint32_t *height) {
   s->active = 1;
   s->err.num_warnings = 0;
+  s->short_data = 0;
   jpeg_mem_src(&s->cinfo, data, (unsigned long)len);
   jpeg_read_header(&s->cinfo, TRUE);
   switch (s->cinfo.jpeg_color_space) {

@@ -28,6 +28,7 @@ pub use crate::limits::DEFAULT_MAX_PIXELS;
 pub enum Format {
     Jpeg,
     Png,
+    WebP,
 }
 
 const PNG_MAGIC: [u8; 8] = [0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1a, b'\n'];
@@ -42,6 +43,9 @@ pub fn sniff(bytes: &[u8]) -> Result<Format, AugmentError> {
     }
     if bytes.starts_with(&PNG_MAGIC) {
         return Ok(Format::Png);
+    }
+    if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
+        return Ok(Format::WebP);
     }
     Err(AugmentError::UnknownFormat {
         head: describe_head(bytes),
@@ -87,6 +91,7 @@ pub fn probe_limited(bytes: &[u8], max_pixels: usize) -> Result<(usize, usize), 
             )))
         })?,
         Format::Png => probe_png(bytes)?,
+        Format::WebP => probe_webp(bytes)?,
     };
     check_size(w, h, max_pixels)?;
     Ok((w, h))
@@ -142,11 +147,25 @@ pub(crate) fn decode_into_with(
 ) -> Result<(), AugmentError> {
     check_channels(channels)?;
     let (w, h, src) = match sniff(bytes)? {
-        Format::Jpeg => match turbo_full(bytes, &mut out.data, turbo, max_pixels) {
-            Some((w, h)) => (w, h, Native::Rgb8),
-            None => decode_jpeg_native(bytes, &mut out.data, max_pixels)?,
-        },
+        Format::Jpeg => {
+            // A cut file is refused whatever a decoder would make of it (zune-jpeg can
+            // pad a short scan without an error, even in strict mode).
+            if !ends_with_eoi(bytes) && !reaches_eoi(bytes) {
+                return Err(AugmentError::TruncatedJpeg {
+                    len: bytes.len(),
+                    reason: "the data ends before the end-of-image marker".into(),
+                });
+            }
+            match turbo_full(bytes, &mut out.data, turbo, max_pixels) {
+                Some(r) => {
+                    let (w, h) = r?;
+                    (w, h, Native::Rgb8)
+                }
+                None => decode_jpeg_native(bytes, &mut out.data, max_pixels)?,
+            }
+        }
         Format::Png => decode_png_native(bytes, &mut out.data, max_pixels)?,
+        Format::WebP => decode_webp_native(bytes, &mut out.data, max_pixels)?,
     };
     convert_in_place(&mut out.data, w * h, src, channels);
     out.width = w;
@@ -163,7 +182,7 @@ fn turbo_full(
     buf: &mut Vec<u8>,
     on: bool,
     max_pixels: usize,
-) -> Option<(usize, usize)> {
+) -> Option<Result<(usize, usize), AugmentError>> {
     if !on || !ends_with_eoi(bytes) {
         return None;
     }
@@ -171,7 +190,12 @@ fn turbo_full(
 }
 
 #[cfg(not(stoker_turbo))]
-fn turbo_full(_: &[u8], _: &mut Vec<u8>, _: bool, _: usize) -> Option<(usize, usize)> {
+fn turbo_full(
+    _: &[u8],
+    _: &mut Vec<u8>,
+    _: bool,
+    _: usize,
+) -> Option<Result<(usize, usize), AugmentError>> {
     None
 }
 
@@ -191,6 +215,61 @@ pub(crate) fn ends_with_eoi(bytes: &[u8]) -> bool {
         end -= 1;
     }
     end >= 2 && bytes[end - 2] == 0xff && bytes[end - 1] == 0xd9
+}
+
+/// Whether the JPEG's scans reach an end-of-image marker: the marker segments are
+/// walked and each scan's entropy-coded data skipped (up to the next marker that is
+/// neither a stuffed 0xFF00 nor a restart marker). False for a file cut anywhere
+/// before its EOI, whatever follows; true for a complete file with other data after
+/// its EOI (which [`ends_with_eoi`] alone would call cut). Only looked at when a file
+/// does not end with EOI, so complete files cost nothing.
+pub(crate) fn reaches_eoi(bytes: &[u8]) -> bool {
+    let mut at = 2; // past SOI
+    loop {
+        if bytes.get(at) != Some(&0xFF) {
+            return false;
+        }
+        while bytes.get(at) == Some(&0xFF) {
+            at += 1;
+        }
+        let Some(&code) = bytes.get(at) else {
+            return false;
+        };
+        at += 1;
+        match code {
+            0xD9 => return true,
+            // Markers without a segment: TEM and the restart markers.
+            0x01 | 0xD0..=0xD7 => continue,
+            _ => {}
+        }
+        let (Some(&hi), Some(&lo)) = (bytes.get(at), bytes.get(at + 1)) else {
+            return false;
+        };
+        let len = usize::from(u16::from_be_bytes([hi, lo]));
+        if len < 2 {
+            return false;
+        }
+        at += len;
+        if code != 0xDA {
+            continue;
+        }
+        // A scan's data: runs to the next real marker.
+        loop {
+            let Some(k) = bytes
+                .get(at..)
+                .and_then(|rest| rest.iter().position(|&b| b == 0xFF))
+            else {
+                return false;
+            };
+            at += k;
+            match bytes.get(at + 1) {
+                None => return false,
+                Some(0x00 | 0xD0..=0xD7) => at += 2,
+                Some(0xFF) => at += 1,
+                Some(_) => break,
+            }
+        }
+    }
 }
 
 fn jpeg_error(bytes: &[u8], e: zune_jpeg::errors::DecodeErrors) -> AugmentError {
@@ -309,6 +388,45 @@ fn decode_png_native(
     Ok((w, h, native))
 }
 
+fn webp_decoder(
+    bytes: &[u8],
+) -> Result<image::codecs::webp::WebPDecoder<Cursor<&[u8]>>, AugmentError> {
+    image::codecs::webp::WebPDecoder::new(Cursor::new(bytes))
+        .map_err(|e| AugmentError::WebP(e.to_string()))
+}
+
+fn probe_webp(bytes: &[u8]) -> Result<(usize, usize), AugmentError> {
+    let (w, h) = webp_decoder(bytes)?.dimensions();
+    Ok((w as usize, h as usize))
+}
+
+/// WebP through the `image` crate's pure-Rust decoder: RGB, or RGBA when the file has
+/// alpha (then converted like a PNG's).
+fn decode_webp_native(
+    bytes: &[u8],
+    buf: &mut Vec<u8>,
+    max_pixels: usize,
+) -> Result<(usize, usize, Native), AugmentError> {
+    let dec = webp_decoder(bytes)?;
+    let (w, h) = dec.dimensions();
+    let (w, h) = (w as usize, h as usize);
+    check_size(w, h, max_pixels)?;
+    let native = match dec.color_type() {
+        ColorType::Rgb8 => Native::Rgb8,
+        ColorType::Rgba8 => Native::Rgba8,
+        other => {
+            return Err(AugmentError::WebP(format!(
+                "unsupported colour type {other:?}"
+            )))
+        }
+    };
+    let len = w * h * native.bytes_per_pixel();
+    buf.resize(len, 0);
+    dec.read_image(buf)
+        .map_err(|e| AugmentError::WebP(e.to_string()))?;
+    Ok((w, h, native))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -317,7 +435,7 @@ mod tests {
     fn sniff_names_what_it_saw() {
         assert!(matches!(sniff(b""), Err(AugmentError::Empty)));
         let e = sniff(b"<!DOCTYPE html>").unwrap_err().to_string();
-        assert!(e.contains("not a JPEG or PNG"), "{e}");
+        assert!(e.contains("not a JPEG, PNG or WebP"), "{e}");
         assert!(e.contains("<!DOCTYP"), "{e}");
     }
 }

@@ -5,7 +5,7 @@
 pub enum AugmentError {
     #[error("empty input (0 bytes)")]
     Empty,
-    #[error("not a JPEG or PNG file (starts with {head})")]
+    #[error("not a JPEG, PNG or WebP file (starts with {head})")]
     UnknownFormat { head: String },
     #[error("truncated JPEG data ({len} bytes, no end-of-image marker): {reason}")]
     TruncatedJpeg { len: usize, reason: String },
@@ -13,6 +13,10 @@ pub enum AugmentError {
     Jpeg(String),
     #[error("corrupt PNG data: {0}")]
     Png(String),
+    #[error("corrupt WebP data: {0}")]
+    WebP(String),
+    #[error("bad mask: {0}")]
+    Mask(String),
     #[error("image is {width}x{height}, larger than the limit of {limit} pixels")]
     TooLarge {
         width: usize,

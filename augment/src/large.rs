@@ -1,7 +1,8 @@
 //! Large images take turns: one at a time in the process, so that peak memory is set
 //! by the largest image and not by how often large ones coincide across workers.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 use crate::decode::{self, Format};
 
@@ -16,20 +17,51 @@ pub const LARGE_PIXELS: usize = 1 << 24;
 /// costs at least a few bits), so its markers are not scanned at all.
 const LARGE_JPEG_BYTES: usize = 64 << 10;
 
-static LARGE_IMAGE: Mutex<()> = Mutex::new(());
+/// The process holding the turn, 0 when it is free. A PID rather than a lock: a fork
+/// copies a held lock into the child, where no thread would ever release it; a turn
+/// held by another process is such an orphan, and is ignored.
+static LARGE_IMAGE: AtomicU32 = AtomicU32::new(0);
+
+/// The large-image turn, given back when dropped.
+#[derive(Debug)]
+pub(crate) struct Turn(&'static AtomicU32);
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        self.0.store(0, Ordering::Release);
+    }
+}
+
+/// Waits for the turn kept in `cell`: `None` when it is held by a thread that is not
+/// in this process (the process is a fork of the one that took it), which then never
+/// ends.
+fn take_turn(cell: &'static AtomicU32) -> Option<Turn> {
+    let me = std::process::id();
+    loop {
+        match cell.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => return Some(Turn(cell)),
+            Err(holder) if holder != me => return None,
+            // Large images take tens of milliseconds: a short sleep costs nothing.
+            Err(_) => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+}
 
 /// Holds the process's large-image turn while the sample in `bytes` is processed, when
 /// its header says it is larger than [`LARGE_PIXELS`]. A header that cannot be read
 /// takes no turn: the decode reports it.
-pub(crate) fn large_image_turn(bytes: &[u8]) -> Option<MutexGuard<'static, ()>> {
+pub(crate) fn large_image_turn(bytes: &[u8]) -> Option<Turn> {
     let (w, h) = match decode::sniff(bytes) {
         Ok(Format::Png) => decode::probe_limited(bytes, usize::MAX).ok()?,
         Ok(Format::Jpeg) if bytes.len() >= LARGE_JPEG_BYTES => jpeg_frame_size(bytes)?,
         _ => return None,
     };
-    // A panic while the turn was held poisons nothing we rely on: the lock guards no data.
-    (w.saturating_mul(h) > LARGE_PIXELS)
-        .then(|| LARGE_IMAGE.lock().unwrap_or_else(|e| e.into_inner()))
+    // A panic while the turn is held gives it back as the guard unwinds.
+    if w.saturating_mul(h) > LARGE_PIXELS {
+        take_turn(&LARGE_IMAGE)
+    } else {
+        None
+    }
 }
 
 /// Width and height from a JPEG's frame header, found by walking the marker segments
@@ -94,9 +126,33 @@ mod tests {
         );
         assert!(large_image_turn(b"not an image").is_none());
         let turn = large_image_turn(&png_header(8000, 6000)).expect("48 MP takes a turn");
-        assert!(LARGE_IMAGE.try_lock().is_err(), "only one turn at a time");
+        let waiter = std::thread::spawn(|| {
+            let t0 = std::time::Instant::now();
+            let second = large_image_turn(&png_header(8000, 6000));
+            (second.is_some(), t0.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(50));
         drop(turn);
+        let (got, waited) = waiter.join().unwrap();
+        assert!(got, "the second image gets the turn once it is free");
+        assert!(
+            waited >= Duration::from_millis(40),
+            "only one turn at a time"
+        );
         assert!(large_image_turn(&png_header(8000, 6000)).is_some());
+    }
+
+    #[test]
+    fn a_turn_orphaned_by_a_fork_is_ignored() {
+        // As a forked child sees a turn its parent's thread held at the fork: held by
+        // another process, so it is not waited for.
+        static CELL: AtomicU32 = AtomicU32::new(0);
+        let turn = take_turn(&CELL).expect("free");
+        assert_eq!(CELL.load(Ordering::Relaxed), std::process::id());
+        drop(turn);
+        assert_eq!(CELL.load(Ordering::Relaxed), 0);
+        CELL.store(std::process::id() + 1, Ordering::Relaxed);
+        assert!(take_turn(&CELL).is_none());
     }
 
     #[test]

@@ -9,9 +9,11 @@ mod contain;
 mod convert;
 pub mod decode;
 mod error;
+pub mod geometry;
 pub mod image;
 mod large;
 mod limits;
+pub mod mask;
 mod pipeline;
 pub mod retain;
 pub mod rng;
@@ -35,6 +37,7 @@ pub fn decoder() -> String {
     #[cfg(not(stoker_turbo))]
     return "zune-jpeg".to_string();
 }
+pub use geometry::{GeoOp, Geometry};
 pub use image::{Image, ImageView};
 pub use large::LARGE_PIXELS;
 pub use limits::DEFAULT_MAX_PIXELS;

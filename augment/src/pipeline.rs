@@ -10,6 +10,7 @@
 use fast_image_resize::Resizer;
 
 use crate::decode;
+use crate::geometry::{GeoOp, Geometry};
 use crate::limits::DEFAULT_MAX_PIXELS;
 use crate::retain::Retention;
 use crate::transform::blur::gaussian_blur;
@@ -51,6 +52,9 @@ pub struct Scratch {
     pub(crate) ftmp: Vec<f32>,
     /// What recent samples needed, so an outlier's buffers are released.
     retention: Retention,
+    /// The geometric steps of the last sample, when asked for (fields that follow
+    /// the image: boxes, masks, keypoints).
+    pub(crate) geometry: Option<Geometry>,
     /// Set to keep the zune-jpeg path even with the `turbo` feature (for comparisons).
     #[cfg(stoker_turbo)]
     pub(crate) turbo_off: bool,
@@ -71,6 +75,17 @@ impl Scratch {
         }
         #[cfg(not(stoker_turbo))]
         let _ = on;
+    }
+
+    /// Record, from the next run on, the geometric steps each sample goes through
+    /// (see [`crate::geometry`]); off by default, which costs nothing.
+    pub fn record_geometry(&mut self, on: bool) {
+        self.geometry = on.then(Geometry::default);
+    }
+
+    /// The geometric steps of the last run, when recording is on.
+    pub fn geometry(&self) -> Option<&Geometry> {
+        self.geometry.as_ref()
     }
 
     /// Note what this sample needed and release buffers far larger than recent
@@ -291,6 +306,9 @@ impl Pipeline {
             return Err(AugmentError::Channels(c));
         }
         self.check_out(w, h, c, out.len())?;
+        if let Some(g) = &mut scratch.geometry {
+            g.reset(w, h);
+        }
         self.execute(0, Loc::Input, img, rng, scratch, out)
     }
 
@@ -365,6 +383,7 @@ impl Pipeline {
             resizer,
             tmp,
             ftmp,
+            geometry,
             ..
         } = scratch;
         let c = src.channels;
@@ -388,7 +407,10 @@ impl Pipeline {
                     channels: c,
                     data: s,
                 };
-                resize_step(&ts[k], fused, view, d, rng, resizer)?;
+                let op = resize_step(&ts[k], fused, view, d, rng, resizer)?;
+                if let Some(g) = geometry {
+                    g.push(op);
+                }
                 (cur, w, h, k) = (to, nw, nh, end + 1);
             } else {
                 if cur == Loc::Input {
@@ -408,7 +430,7 @@ impl Pipeline {
                     Loc::B => b,
                     _ => out,
                 };
-                pointwise_step(&ts[k], data, w, h, c, rng, tmp, ftmp);
+                pointwise_step(&ts[k], data, w, h, c, rng, tmp, ftmp, geometry.as_mut());
                 k += 1;
             }
         }
@@ -440,6 +462,7 @@ pub(crate) fn fused_crop_box(
     }
 }
 
+/// Runs one size-changing step and says what it did to the geometry.
 fn resize_step(
     t: &Transform,
     fused_crop: Option<(usize, usize)>,
@@ -447,30 +470,46 @@ fn resize_step(
     dst: &mut [u8],
     rng: &mut SampleRng,
     resizer: &mut Resizer,
-) -> Result<(), AugmentError> {
+) -> Result<GeoOp, AugmentError> {
     let (w, h) = (src.width, src.height);
     let full = Rect::full(w, h);
-    match *t {
+    let whole = SoftBox {
+        left: 0.0,
+        top: 0.0,
+        width: w as f64,
+        height: h as f64,
+    };
+    let window = |left: i64, top: i64, to: (usize, usize), dst: &mut [u8]| {
+        copy_window(src, left, top, dst, to.0);
+        GeoOp::Window { left, top, to }
+    };
+    Ok(match *t {
         Transform::Resize(to) => {
             let (rw, rh) = target_size(to, w, h);
             match fused_crop {
-                None => resample(resizer, src, full, None, dst, rw, rh),
+                None => {
+                    resample(resizer, src, full, None, dst, rw, rh)?;
+                    GeoOp::Resample {
+                        keep: whole,
+                        to: (rw, rh),
+                    }
+                }
                 Some((cw, ch)) => {
                     let soft = fused_crop_box(w, h, (rw, rh), (cw, ch));
-                    resample(resizer, src, full, Some(soft), dst, cw, ch)
+                    resample(resizer, src, full, Some(soft), dst, cw, ch)?;
+                    GeoOp::Resample {
+                        keep: soft,
+                        to: (cw, ch),
+                    }
                 }
             }
         }
-        Transform::CenterCrop { width, height } => {
-            copy_window(
-                src,
-                center_offset(w, width),
-                center_offset(h, height),
-                dst,
-                width,
-            );
-            Ok(())
-        }
+        Transform::CenterCrop { width, height } => window(
+            center_offset(w, width),
+            center_offset(h, height),
+            (width, height),
+            dst,
+        ),
         Transform::RandomResizedCrop {
             width,
             height,
@@ -478,19 +517,33 @@ fn resize_step(
             ratio,
         } => {
             let r = rrc_box(rng, w, h, scale, ratio);
-            resample(resizer, src, r, None, dst, width, height)
+            resample(resizer, src, r, None, dst, width, height)?;
+            GeoOp::Resample {
+                keep: SoftBox::from(r),
+                to: (width, height),
+            }
         }
         Transform::RandomCrop { width, height, pad } => {
             let (left, top) = random_offset(rng, w, h, width, height, pad);
-            copy_window(src, left, top, dst, width);
-            Ok(())
+            window(left, top, (width, height), dst)
         }
-        _ => Ok(()),
-    }
+        Transform::Pad(p) => {
+            let p = p as i64;
+            window(-p, -p, t.output_size(w, h), dst)
+        }
+        Transform::HorizontalFlip { .. }
+        | Transform::ColorJitter(_)
+        | Transform::Grayscale { .. }
+        | Transform::RandomErasing(_)
+        | Transform::Cutout { .. } => {
+            unreachable!("`{t}` is not a size-changing step")
+        }
+    })
 }
 
 /// A step that keeps the image size, in place. Warps, sharpness and blur read a copy
-/// of their input from `tmp` (`ftmp` holds the blur's float rows).
+/// of their input from `tmp` (`ftmp` holds the blur's float rows). What it does to the
+/// geometry (a flip, a warp, an erased rectangle) goes to `geometry` when it is kept.
 #[allow(clippy::too_many_arguments)]
 fn pointwise_step(
     t: &Transform,
@@ -501,36 +554,86 @@ fn pointwise_step(
     rng: &mut SampleRng,
     tmp: &mut Vec<u8>,
     ftmp: &mut Vec<f32>,
+    geometry: Option<&mut Geometry>,
 ) {
+    if let Transform::Policy(p) = t {
+        let drawn = p.apply(rng, data, w, h, c, tmp);
+        if let Some(g) = geometry {
+            // Each warp the policy drew moves the fields, in order, as it moved the
+            // image (a mask goes through the same nearest-neighbour steps).
+            for op in drawn.ops() {
+                if let crate::transform::policy::Op::Warp(a) = op {
+                    g.push(warp_op(a, w, h));
+                }
+            }
+        }
+        return;
+    }
+    let op = pointwise_op(t, data, w, h, c, rng, tmp, ftmp, geometry.is_some());
+    if let (Some(g), Some(op)) = (geometry, op) {
+        g.push(op);
+    }
+}
+
+/// [`pointwise_step`]'s work for one step that is not a policy; what it did to the
+/// geometry when `record`.
+#[allow(clippy::too_many_arguments)]
+fn pointwise_op(
+    t: &Transform,
+    data: &mut [u8],
+    w: usize,
+    h: usize,
+    c: usize,
+    rng: &mut SampleRng,
+    tmp: &mut Vec<u8>,
+    ftmp: &mut Vec<f32>,
+    record: bool,
+) -> Option<GeoOp> {
     match t {
-        Transform::HorizontalFlip { p } => flip::random_hflip(rng, *p, data, w, c),
+        Transform::HorizontalFlip { p } => {
+            return flip::random_hflip(rng, *p, data, w, c).then_some(GeoOp::FlipH);
+        }
         Transform::ColorJitter(j) => {
             let d = j.draw(rng);
             color::apply_jitter(data, c, &d);
         }
         Transform::Grayscale { p } => color::random_grayscale(rng, *p, data, c),
         Transform::RandomErasing(e) => {
-            if let Some(r) = e.draw(rng, w, h) {
-                fill_zero(data, w, c, r);
-            }
+            let r = e.draw(rng, w, h)?;
+            fill_zero(data, w, c, r);
+            return Some(GeoOp::Erase(r));
         }
         Transform::Cutout { size } => {
             let r = cutout_box(rng, w, h, *size);
             fill_zero(data, w, c, r);
+            return Some(GeoOp::Erase(r));
         }
         Transform::Adjust(a) => a.apply(data, w, h, c, tmp),
         Transform::Rotate { .. } | Transform::Affine { .. } => {
-            if let Some(warp) = t.warp() {
-                warp_in_place(&warp, data, w, h, c, tmp);
-            }
+            let warp = t.warp()?;
+            warp_in_place(&warp, data, w, h, c, tmp);
+            return record.then(|| warp_op(&warp, w, h));
         }
         Transform::Blur(bl) => {
             let sigma = bl.draw(rng);
             gaussian_blur(data, w, h, c, bl.kernel, sigma, ftmp);
         }
-        Transform::Policy(p) => {
-            p.apply(rng, data, w, h, c, tmp);
-        }
-        _ => {}
+        Transform::Policy(_) => unreachable!("policies are run by pointwise_step"),
+        Transform::Resize(_)
+        | Transform::CenterCrop { .. }
+        | Transform::RandomResizedCrop { .. }
+        | Transform::RandomCrop { .. }
+        | Transform::Pad(_) => unreachable!("`{t}` changes the size"),
+    }
+    None
+}
+
+/// A same-size warp as a geometric step (its matrices in pixel-corner coordinates).
+fn warp_op(a: &crate::transform::affine::Affine, w: usize, h: usize) -> GeoOp {
+    let (inverse, forward) = a.matrices(w, h);
+    GeoOp::Affine {
+        forward: forward.0,
+        inverse: inverse.0,
+        to: (w, h),
     }
 }

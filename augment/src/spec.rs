@@ -19,6 +19,7 @@
 //! | `rrc:SIZE[:scale=0.08-1][:ratio=3/4-4/3]` | `RandomResizedCrop` |
 //! | `flip[:p=0.5]` | `RandomHorizontalFlip(p)` |
 //! | `crop:SIZE[:pad=P]` | `RandomCrop(size, padding=P)` (zero padding) |
+//! | `pad:P` | `Pad(P)` (zero padding on every side) |
 //! | `jitter[:V][:b=B][:c=C][:s=S][:h=H]` | `ColorJitter(B, C, S, H)`; `V` sets b, c and s |
 //! | `gray[:p=P]` | `Grayscale(3)`, or `RandomGrayscale(P)` |
 //! | `erase[:p=0.5][:scale=0.02-0.33][:ratio=0.3-3.3]` | `RandomErasing(value=0)` |
@@ -54,8 +55,8 @@ use crate::transform::policy::{AutoPolicy, Policy, PolicyKind};
 use crate::transform::{ResizeTo, Transform};
 use crate::{Pipeline, SpecError};
 
-const KNOWN: &str = "resize, center, rrc, flip, crop, jitter, gray, erase, cutout, posterize, \
-    solarize, equalize, autocontrast, invert, brightness, contrast, color, sharpness, rotate, \
+const KNOWN: &str = "resize, center, rrc, flip, crop, pad, jitter, gray, erase, cutout, \
+    posterize, solarize, equalize, autocontrast, invert, brightness, contrast, color, sharpness, rotate, \
     affine, blur, randaugment, trivialaugment, autoaugment";
 /// RandAugment's defaults (torchvision's `num_ops` and `magnitude`).
 pub const RANDAUGMENT_N: usize = 2;
@@ -461,9 +462,16 @@ fn parse_part(text: &str) -> Result<Transform, SpecError> {
             })
         }
         "pad" => {
-            return Err(
-                p.err("unknown transform 'pad': to pad before a random crop write crop:32:pad=4")
-            )
+            p.expect(1, &[])?;
+            let Some(v) = p.positional.first() else {
+                return Err(p.err("'pad' needs a pixel count, e.g. pad:4"));
+            };
+            let n = v
+                .parse::<usize>()
+                .ok()
+                .filter(|&n| (1..=MAX_SIZE).contains(&n))
+                .ok_or_else(|| p.err(format!("'{v}' is not a pixel count from 1 to {MAX_SIZE}")))?;
+            Transform::Pad(n)
         }
         other => {
             return Err(p.err(format!("unknown transform '{other}' (known: {KNOWN})")));
@@ -537,6 +545,7 @@ impl fmt::Display for Transform {
                 }
                 Ok(())
             }
+            Transform::Pad(n) => write!(f, "pad:{n}"),
             Transform::ColorJitter(j) => {
                 f.write_str("jitter")?;
                 for (k, v) in [
@@ -718,6 +727,7 @@ mod tests {
             "affine,affine:fill=7,blur:5,blur:9:sigma=2,blur:3:sigma=0.1-2",
             "rrc:224,flip,randaugment,randaugment:n=3:m=14:fill=128",
             "trivialaugment,autoaugment,autoaugment:policy=cifar10,autoaugment:policy=svhn",
+            "pad:4,center:30",
         ] {
             let p = Pipeline::parse(spec).unwrap();
             let again = Pipeline::parse(&p.to_string()).unwrap();
@@ -751,7 +761,9 @@ mod tests {
             ("flip:3", "'flip' takes no argument"),
             ("flip:p=2", "p must be within 0..1"),
             ("flip:p=nan", "not a finite number"),
-            ("crop:32,pad:4", "write crop:32:pad=4"),
+            ("pad", "'pad' needs a pixel count"),
+            ("pad:0", "'0' is not a pixel count from 1"),
+            ("pad:4x4", "'4x4' is not a pixel count"),
             ("crop:32:pad=-1", "pad: '-1' is not a pixel count"),
             ("jitter:h=0.7", "h must be within 0..0.5"),
             ("jitter:b=-1", "b must be a non-negative number"),

@@ -40,6 +40,7 @@ extern "C" {
     fn stoker_jpeg_abort(s: *mut RawJpeg);
     fn stoker_jpeg_message(s: *const RawJpeg) -> *const c_char;
     fn stoker_jpeg_warnings(s: *const RawJpeg) -> c_long;
+    fn stoker_jpeg_short_data(s: *const RawJpeg) -> c_long;
     fn stoker_jpeg_header(
         s: *mut RawJpeg,
         data: *const u8,
@@ -116,6 +117,9 @@ pub struct Window {
     pub soft: Option<SoftBox>,
     /// libjpeg reported corrupt data (and decoded past it).
     pub warnings: bool,
+    /// Among those warnings, that the data ended before the image did (a cut file,
+    /// whose missing rows libjpeg fills in grey): an error, not a fallback.
+    pub short_data: bool,
 }
 
 impl TurboDecoder {
@@ -200,12 +204,13 @@ pub fn with_decoder<R>(f: impl FnOnce(&mut TurboDecoder) -> R) -> Option<R> {
 
 /// Decode all of `bytes` as RGB into `buf` and return its size, or `None` when this
 /// decoder should not be trusted with it (CMYK, an error, corrupt data): the caller
-/// then decodes with zune-jpeg, which decides and reports.
+/// then decodes with zune-jpeg, which decides and reports. `Some(Err)` when libjpeg
+/// found the data cut short ([`Window::short_data`]): damaged rows, never a fallback.
 pub(crate) fn decode_full(
     bytes: &[u8],
     buf: &mut Vec<u8>,
     max_pixels: usize,
-) -> Option<(usize, usize)> {
+) -> Option<Result<(usize, usize), AugmentError>> {
     let run = |dec: &mut TurboDecoder| -> Result<Option<(usize, usize)>, AugmentError> {
         let Header::Ready(hdr) = dec.header(bytes)? else {
             return Ok(None);
@@ -213,9 +218,26 @@ pub(crate) fn decode_full(
         let (w, h) = (hdr.width, hdr.height);
         crate::limits::check_size(w, h, max_pixels)?;
         let win = hdr.decode_window(Rect::full(w, h), 1, buf)?;
+        if win.short_data {
+            return Err(short_data_error(bytes));
+        }
         Ok((!win.warnings).then_some((w, h)))
     };
-    with_decoder(run)?.ok().flatten()
+    match with_decoder(run)? {
+        Ok(size) => size.map(Ok),
+        Err(e @ AugmentError::TruncatedJpeg { .. }) => Some(Err(e)),
+        Err(_) => None,
+    }
+}
+
+/// The error for a JPEG whose scan data ends before its image does.
+pub(crate) fn short_data_error(bytes: &[u8]) -> AugmentError {
+    AugmentError::TruncatedJpeg {
+        len: bytes.len(),
+        reason: "libjpeg: the data of a scan ends before the image does (premature end \
+                 of data segment): the rest would be filled in grey"
+            .into(),
+    }
 }
 
 fn to_u32(v: usize) -> Result<u32, AugmentError> {
@@ -289,6 +311,8 @@ impl HeaderRead<'_> {
         }
         // SAFETY: reads a counter of the C state.
         let warnings = unsafe { stoker_jpeg_warnings(raw) } > 0;
+        // SAFETY: reads a counter of the C state.
+        let short_data = unsafe { stoker_jpeg_short_data(raw) } > 0;
         let hard = Rect {
             left: x0 - got_x,
             top: 0,
@@ -308,6 +332,7 @@ impl HeaderRead<'_> {
             hard,
             soft,
             warnings,
+            short_data,
         })
     }
 }

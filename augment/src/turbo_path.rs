@@ -65,6 +65,11 @@ impl Pipeline {
         scratch.decoded = window;
         match done {
             Some(Ok(true)) => Some(Ok(())),
+            // A cut file is an error whichever decoder sees it.
+            Some(Err(e @ AugmentError::TruncatedJpeg { .. })) => {
+                scratch.last_window = None;
+                Some(Err(e))
+            }
             _ => {
                 scratch.last_window = None;
                 *rng = saved;
@@ -145,6 +150,13 @@ impl Pipeline {
         let Some(lead) = self.lead(w, h, rng) else {
             return Ok(false);
         };
+        if let Some(g) = &mut scratch.geometry {
+            g.reset(w, h);
+            g.push(crate::GeoOp::Resample {
+                keep: lead.keep,
+                to: lead.target,
+            });
+        }
         let (tw, th) = lead.target;
         // The whole pixels that hold the kept part.
         let k = &lead.keep;
@@ -158,6 +170,9 @@ impl Pipeline {
         };
         let denom = scale_denom(b, tw, th);
         let win = hdr.decode_window(b, denom, buf)?;
+        if win.short_data {
+            return Err(crate::turbo::short_data_error(bytes));
+        }
         if win.warnings {
             return Ok(false);
         }

@@ -29,6 +29,34 @@ fn jpeg_round_trips_shape_and_pixels() {
 }
 
 #[test]
+fn lossless_webp_round_trips_exactly_and_cut_files_are_errors() {
+    let (w, h) = (29, 13);
+    let src = gradient(w, h);
+    let mut bytes = Vec::new();
+    image::codecs::webp::WebPEncoder::new_lossless(&mut bytes)
+        .encode(&src, w as u32, h as u32, ExtendedColorType::Rgb8)
+        .unwrap();
+    assert_eq!(decode::probe(&bytes).unwrap(), (w, h));
+    let img = decode::decode(&bytes, 3).unwrap();
+    assert_eq!((img.width, img.height), (w, h));
+    assert_eq!(img.data, src);
+    // Through a pipeline too (the loader's path).
+    let p = Pipeline::parse("center:8").unwrap();
+    let mut out = vec![0u8; 8 * 8 * 3];
+    p.run_encoded(
+        &bytes,
+        3,
+        &mut SampleRng::new(0, 0, 0),
+        &mut Scratch::default(),
+        &mut out,
+    )
+    .unwrap();
+    let cut = &bytes[..bytes.len() - 10];
+    let e = decode::decode(cut, 3).unwrap_err();
+    assert!(matches!(e, AugmentError::WebP(_)), "{e}");
+}
+
+#[test]
 fn png_round_trips_exactly() {
     let (w, h) = (31, 17);
     let src = gradient(w, h);
@@ -99,16 +127,23 @@ fn a_reused_buffer_gives_the_same_pixels_as_a_fresh_one() {
     // damaged 24x10 JPEG that ends with EOI decodes leniently, but zune-jpeg stops
     // two rows short without an error; a reused buffer kept the last image's pixels
     // there, so the output depended on what the worker decoded before.
+    // libjpeg-turbo reports the short scan ("premature end of data segment"), and the
+    // default path refuses the file as truncated; zune-jpeg alone still decodes it.
     let bytes = include_bytes!("data/damaged_short_rows.jpg");
+    if stoker_augment::TURBO {
+        let e = decode::decode(bytes, 3).unwrap_err();
+        assert!(matches!(e, AugmentError::TruncatedJpeg { .. }), "{e}");
+    }
     for channels in [1, 3] {
-        let fresh = decode::decode(bytes, channels).unwrap();
+        let mut fresh = Image::default();
+        decode::decode_into_zune(bytes, channels, &mut fresh).unwrap();
         let mut reused = Image {
             width: 0,
             height: 0,
             channels: 0,
             data: vec![0xaa; 24 * 10 * 3],
         };
-        decode::decode_into(bytes, channels, &mut reused).unwrap();
+        decode::decode_into_zune(bytes, channels, &mut reused).unwrap();
         assert_eq!(reused, fresh, "{channels} channels");
     }
 }
@@ -160,7 +195,7 @@ fn bad_inputs_say_what_is_wrong() {
     assert_eq!(msg(b""), "empty input (0 bytes)");
     let m = msg(b"hello, this is a text file\n");
     assert!(
-        m.starts_with("not a JPEG or PNG file (starts with 68 65 6c"),
+        m.starts_with("not a JPEG, PNG or WebP file (starts with 68 65 6c"),
         "{m}"
     );
     assert!(m.contains("hello, t"), "{m}");
@@ -232,4 +267,83 @@ fn no_input_makes_it_panic() {
         }
         try_all(&bad);
     }
+}
+
+/// Every way a JPEG is decoded: decode (libjpeg-turbo where the build has it),
+/// zune-jpeg alone, and the pipeline with a shrinking first step (libjpeg-turbo's
+/// window path) with and without libjpeg-turbo.
+fn every_decoder(bytes: &[u8]) -> Vec<(&'static str, Result<(), AugmentError>)> {
+    let mut out = vec![
+        ("decode", decode::decode(bytes, 3).map(|_| ())),
+        ("zune", decode::decode_into_zune(bytes, 3, &mut Image::default())),
+    ];
+    for (name, turbo) in [("pipeline", true), ("pipeline without turbo", false)] {
+        let p = Pipeline::parse("rrc:16").unwrap();
+        let mut scratch = Scratch::default();
+        scratch.set_turbo(turbo);
+        let mut img = vec![0u8; 16 * 16 * 3];
+        let r = p.run_encoded(bytes, 3, &mut SampleRng::new(1, 0, 0), &mut scratch, &mut img);
+        out.push((name, r));
+    }
+    out
+}
+
+#[test]
+fn a_small_jpeg_cut_by_a_few_bytes_is_an_error_for_every_decoder() {
+    // Small (one row of MCUs), so that a few bytes are the end of its only scan.
+    let bytes = rgb_jpeg(40, 8);
+    for (name, r) in every_decoder(&bytes) {
+        assert!(r.is_ok(), "{name}: the whole file decodes: {r:?}");
+    }
+    for cut in 1..=24 {
+        let short = &bytes[..bytes.len() - cut];
+        for (name, r) in every_decoder(short) {
+            match r {
+                Err(AugmentError::TruncatedJpeg { .. }) => {}
+                other => panic!("{name}, cut by {cut} bytes: {other:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn scan_data_cut_short_before_an_end_marker_is_an_error_with_libjpeg_turbo() {
+    // A file cut inside its scan with an end marker put back after the cut: it ends
+    // "cleanly", but the scan is short (libjpeg: premature end of data segment).
+    let bytes = rgb_jpeg(64, 64);
+    let mut patched = bytes[..bytes.len() * 2 / 3].to_vec();
+    patched.extend_from_slice(&[0xFF, 0xD9]);
+    if !stoker_augment::TURBO {
+        println!("SKIPPED: this build has no libjpeg-turbo (zune-jpeg pads such a scan)");
+        return;
+    }
+    for (name, r) in every_decoder(&patched) {
+        if name.contains("without turbo") || name == "zune" {
+            continue;
+        }
+        match r {
+            Err(AugmentError::TruncatedJpeg { reason, .. }) => {
+                assert!(reason.contains("premature end"), "{name}: {reason}")
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn data_after_the_end_marker_is_not_a_cut() {
+    let bytes = rgb_jpeg(40, 24);
+    let clean = decode::decode(&bytes, 3).unwrap();
+    // Some cameras and tools append data (a trailer, a thumbnail) after EOI.
+    let mut trailed = bytes.clone();
+    trailed.extend((0..300u32).map(|i| (i * 7 + 1) as u8));
+    for (name, r) in every_decoder(&trailed) {
+        assert!(r.is_ok(), "{name}: {r:?}");
+    }
+    // Such a file goes to zune-jpeg (libjpeg-turbo takes only files that end with
+    // their marker), as before: the same pixels as zune-jpeg's of the clean file.
+    let mut zune = Image::default();
+    decode::decode_into_zune(&bytes, 3, &mut zune).unwrap();
+    assert_eq!(decode::decode(&trailed, 3).unwrap(), zune);
+    assert_eq!(clean.width, zune.width);
 }

@@ -223,10 +223,14 @@ fn downscaling_keeps_antialiasing() {
 }
 
 /// Every input: the pipeline with the feature gives an error exactly when it gives
-/// one without, and nothing panics or aborts. The decoder's own API (which does not
-/// fall back) returns errors or flags warnings.
+/// one without, and nothing panics or aborts, with one exception: a scan cut short
+/// before an end marker (a cut file with the marker put back) is an error from
+/// libjpeg-turbo ("premature end of data segment"), while zune-jpeg pads it without
+/// a word. The decoder's own API (which does not fall back) returns errors or flags
+/// warnings.
 fn check_bad(bytes: &[u8], p: &Pipeline, dec: &mut TurboDecoder) {
     let mut outcome = [false; 2];
+    let mut short_scan = false;
     for (k, turbo) in [true, false].into_iter().enumerate() {
         let mut scratch = Scratch::default();
         scratch.set_turbo(turbo);
@@ -245,14 +249,30 @@ fn check_bad(bytes: &[u8], p: &Pipeline, dec: &mut TurboDecoder) {
         } else {
             decode::decode_into_zune(bytes, 3, &mut img)
         };
-        assert_eq!(r.is_ok(), d.is_ok(), "pipeline and decode disagree");
+        for e in [r.as_ref().err(), d.as_ref().err()].into_iter().flatten() {
+            if let AugmentError::TruncatedJpeg { reason, .. } = e {
+                short_scan |= turbo && reason.contains("premature end");
+            }
+        }
+        // The window path reads the rows it keeps: a short scan below them is seen
+        // only by the full decode.
+        if !short_scan {
+            assert_eq!(r.is_ok(), d.is_ok(), "pipeline and decode disagree");
+        }
     }
-    assert_eq!(
-        outcome[0],
-        outcome[1],
-        "verdicts differ on {} bytes",
-        bytes.len()
-    );
+    if short_scan {
+        assert!(
+            bytes.ends_with(&[0xff, 0xd9]),
+            "only a file with an end marker can hide a short scan"
+        );
+    } else {
+        assert_eq!(
+            outcome[0],
+            outcome[1],
+            "verdicts differ on {} bytes",
+            bytes.len()
+        );
+    }
     if let Ok(Header::Ready(hdr)) = dec.header(bytes) {
         let r = Rect::full(hdr.width, hdr.height);
         if hdr.width * hdr.height <= decode::DEFAULT_MAX_PIXELS {

@@ -1,4 +1,6 @@
-//! A batch: u8 NHWC images in a pooled buffer, with labels and sample indices.
+//! A batch: u8 NHWC images in a pooled buffer, with labels and sample indices, and
+//! the other fields of sources that have them (masks beside the images in the same
+//! buffer; see [`crate::sample`]).
 
 use std::ops::Deref;
 
@@ -9,6 +11,8 @@ use crate::pool::{Pool, PooledBuf};
 pub struct Images {
     buf: PooledBuf,
     len: usize,
+    /// Where the masks lie in the buffer (empty without masks).
+    masks: std::ops::Range<usize>,
     /// Counted as held by the consumer (see [`Batch::deliver`]).
     delivered: bool,
 }
@@ -18,8 +22,20 @@ impl Images {
         Images {
             buf,
             len,
+            masks: 0..0,
             delivered: false,
         }
+    }
+
+    pub(crate) fn with_masks(mut self, masks: std::ops::Range<usize>) -> Self {
+        self.masks = masks;
+        self
+    }
+
+    /// The masks, u8 (N, H, W), when the batch has them; they share the images'
+    /// buffer.
+    pub fn masks(&self) -> &[u8] {
+        &self.buf.as_slice()[self.masks.clone()]
     }
 }
 
@@ -63,6 +79,9 @@ pub struct Batch {
     pub step: usize,
     /// (height, width, channels) of each image.
     pub image_shape: (usize, usize, usize),
+    /// The fields beyond images and labels, for a source that has them (`None` for
+    /// classification).
+    pub fields: Option<Box<crate::BatchFields>>,
 }
 
 impl Batch {
@@ -96,6 +115,15 @@ impl Batch {
         let soft = self.soft_labels.as_deref()?;
         let classes = soft.len() / self.len().max(1);
         soft.get(i * classes..(i + 1) * classes)
+    }
+
+    /// The masks, u8 (N, H, W) with (H, W) those of the images, when the batch
+    /// carries them.
+    pub fn masks(&self) -> Option<&[u8]> {
+        let f = self.fields.as_ref()?;
+        f.fields
+            .contains(crate::Field::Mask)
+            .then(|| self.images.masks())
     }
 
     /// The pixels of sample `i`.

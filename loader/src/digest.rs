@@ -1,4 +1,5 @@
-//! A running hash of every batch's images and labels, to compare runs byte for byte.
+//! A running hash of every batch's images and labels (and its other fields, when it
+//! has them), to compare runs byte for byte.
 
 use xxhash_rust::xxh3::Xxh3;
 
@@ -21,6 +22,10 @@ impl Digest {
         if let Some(soft) = &batch.soft_labels {
             self.update_soft(soft);
         }
+        // Classification batches have no fields: their digest is what it always was.
+        if let Some(f) = &batch.fields {
+            self.update_fields(f, batch.masks().unwrap_or(&[]));
+        }
     }
 
     /// Adds a mixed batch's soft labels (after its [`update_parts`](Self::update_parts));
@@ -29,6 +34,36 @@ impl Digest {
         for v in soft {
             self.hasher.update(&v.to_bits().to_le_bytes());
         }
+    }
+
+    /// Adds a batch's fields beyond images and labels (and its masks' bytes).
+    pub fn update_fields(&mut self, f: &crate::BatchFields, masks: &[u8]) {
+        let h = &mut self.hasher;
+        h.update(f.fields.to_string().as_bytes());
+        h.update(masks);
+        for tags in &f.labels {
+            h.update(&(tags.len() as u64).to_le_bytes());
+            tags.iter().for_each(|t| h.update(&t.to_le_bytes()));
+        }
+        for bytes in f
+            .text
+            .iter()
+            .map(String::as_bytes)
+            .chain(f.raw.iter().map(Vec::as_slice))
+        {
+            h.update(&(bytes.len() as u64).to_le_bytes());
+            h.update(bytes);
+        }
+        let b = &f.boxes;
+        b.count.iter().for_each(|c| h.update(&c.to_le_bytes()));
+        b.boxes
+            .iter()
+            .flatten()
+            .for_each(|v| h.update(&v.to_le_bytes()));
+        b.labels.iter().for_each(|l| h.update(&l.to_le_bytes()));
+        let k = &f.keypoints;
+        k.count.iter().for_each(|c| h.update(&c.to_le_bytes()));
+        k.points.iter().for_each(|v| h.update(&v.to_le_bytes()));
     }
 
     /// The same as [`Digest::update`] for a batch held as its parts (u8 NHWC images

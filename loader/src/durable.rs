@@ -20,6 +20,127 @@ pub fn temp_name(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
+/// Checks that `path` may be written as a new file: it does not exist, or it is a
+/// regular file. A symbolic link, FIFO, socket or device is refused: writing under a
+/// temporary name and renaming would replace the node itself with a regular file (as
+/// root, `/dev/null`), never write through it.
+pub fn check_output(path: &Path) -> std::io::Result<()> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    if meta.is_file() {
+        return Ok(());
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!(
+            "{} is {}, not a regular file: refusing to replace it (give the path of a new \
+             or regular file)",
+            path.display(),
+            node_kind(&meta)
+        ),
+    ))
+}
+
+/// What a file system node is, for messages: "a FIFO", "a symbolic link", ...
+pub fn node_kind(meta: &std::fs::Metadata) -> &'static str {
+    let t = meta.file_type();
+    if t.is_symlink() {
+        return "a symbolic link";
+    }
+    if t.is_dir() {
+        return "a directory";
+    }
+    if t.is_file() {
+        return "a regular file";
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return "a FIFO (named pipe)";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+        if t.is_char_device() {
+            return "a character device";
+        }
+        if t.is_block_device() {
+            return "a block device";
+        }
+    }
+    "not a regular file"
+}
+
+/// The PID in a temporary name made by [`temp_name`] (`NAME.tmp-PID-N`) or the packed
+/// writer (`NAME.tmp-PID`).
+fn temp_pid(name: &str) -> Option<u32> {
+    let (_, tail) = name.rsplit_once(".tmp-")?;
+    let (pid, n) = match tail.split_once('-') {
+        Some((pid, n)) => (pid, Some(n)),
+        None => (tail, None),
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(pid) || n.is_some_and(|n| !digits(n)) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// True when process `pid` exists (on this machine, in this PID namespace). Where it
+/// cannot be asked (not Unix), every process counts as alive.
+pub fn pid_alive(pid: u32) -> bool {
+    #[cfg(unix)]
+    {
+        let Ok(pid) = libc::pid_t::try_from(pid) else {
+            return true;
+        };
+        if pid <= 0 {
+            return true;
+        }
+        // SAFETY: signal 0 only checks that the process exists; nothing is sent.
+        let rc = unsafe { libc::kill(pid, 0) };
+        rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = pid;
+        true
+    }
+}
+
+/// Removes the temporary files in `dir` whose names start with one of `prefixes` and
+/// whose writer is dead (`NAME.tmp-PID[-N]` with no process PID): what a writer killed
+/// outright (SIGKILL, a power loss) left behind, which would otherwise fill a disk that
+/// the next try needs. Files of live processes (a concurrent writer) are left alone.
+/// Returns the names removed. A folder shared by several machines cannot tell their
+/// PIDs apart: there, a live writer's file on another machine could be taken for dead.
+pub fn remove_stale_temps(dir: &Path, prefixes: &[&str]) -> Vec<String> {
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return removed;
+    };
+    let me = std::process::id();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !prefixes.iter().any(|p| name.starts_with(p)) {
+            continue;
+        }
+        let Some(pid) = temp_pid(&name) else { continue };
+        if pid == me || pid_alive(pid) {
+            continue;
+        }
+        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+        if is_file && std::fs::remove_file(entry.path()).is_ok() {
+            removed.push(name);
+        }
+    }
+    removed
+}
+
 /// Flush the folder holding `path`, so that a rename into it survives a power loss.
 /// A no-op where folders cannot be opened (not Unix).
 pub fn sync_parent(path: &Path) -> std::io::Result<()> {
@@ -52,6 +173,7 @@ pub fn write_atomic<T>(
             format!("{} is not a file name", path.display()),
         ));
     }
+    check_output(path)?;
     let tmp = temp_name(path);
     let guard = RemoveOnDrop(Some(tmp.clone()));
     let mut out = BufWriter::new(File::create(&tmp)?);
@@ -125,6 +247,76 @@ mod tests {
         write_bytes(&path, b"second").unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"second");
         assert!(write_bytes(Path::new("/"), b"x").is_err());
+    }
+
+    #[test]
+    fn temp_names_give_their_writer() {
+        assert_eq!(temp_pid("a.pack.tmp-123"), Some(123));
+        assert_eq!(temp_pid("shard-000001.tar.tmp-77-4"), Some(77));
+        assert_eq!(temp_pid("x.tmp-"), None);
+        assert_eq!(temp_pid("x.tmp-12a"), None);
+        assert_eq!(temp_pid("x.tmp-12-"), None);
+        assert_eq!(temp_pid("plain.pack"), None);
+        let t = temp_name(Path::new("/x/out.pack"));
+        assert_eq!(
+            temp_pid(&t.file_name().unwrap().to_string_lossy()),
+            Some(std::process::id())
+        );
+        assert!(pid_alive(std::process::id()));
+    }
+
+    #[test]
+    fn only_dead_writers_temporaries_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        // A child that has exited (and been reaped) is a PID that no process holds.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let files = [
+            format!("shard-000003.tar.tmp-{dead}-0"),
+            format!("set.pack.tmp-{dead}"),
+            format!("set.pack.tmp-{}", std::process::id()),
+            format!("other.tmp-{dead}"),
+            "set.pack".to_string(),
+        ];
+        for n in &files {
+            std::fs::write(dir.path().join(n), b"x").unwrap();
+        }
+        let mut gone = remove_stale_temps(dir.path(), &["shard-", "set.pack"]);
+        gone.sort();
+        let mut want_gone = vec![files[0].clone(), files[1].clone()];
+        want_gone.sort();
+        assert_eq!(gone, want_gone);
+        let mut left = names(dir.path());
+        left.sort();
+        let mut want = vec![files[2].clone(), files[3].clone(), files[4].clone()];
+        want.sort();
+        assert_eq!(
+            left, want,
+            "live writers, other names and finished files stay"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn outputs_that_are_not_regular_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("real");
+        std::fs::write(&target, b"keep").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let e = write_bytes(&link, b"new").unwrap_err().to_string();
+        assert!(e.contains("a symbolic link"), "{e}");
+        assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+        let e = write_bytes(dir.path(), b"new").unwrap_err().to_string();
+        assert!(e.contains("a directory"), "{e}");
+        let e = check_output(Path::new("/dev/null"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("character device"), "{e}");
+        check_output(&target).unwrap();
+        check_output(&dir.path().join("new")).unwrap();
     }
 
     #[test]

@@ -25,6 +25,9 @@ struct PoolInner {
     held_by_consumer: AtomicUsize,
     peak_allocated: AtomicUsize,
     grown: AtomicUsize,
+    /// The process the pool was made in: a forked child must not touch the free
+    /// list, whose lock a thread of the parent may have held at the fork.
+    pid: u32,
 }
 
 /// A shared handle to the pool.
@@ -47,6 +50,7 @@ impl Pool {
                 held_by_consumer: AtomicUsize::new(0),
                 peak_allocated: AtomicUsize::new(0),
                 grown: AtomicUsize::new(0),
+                pid: std::process::id(),
             }),
         }
     }
@@ -181,6 +185,11 @@ impl PooledBuf {
     fn give_back(&mut self) {
         if let Some(home) = self.home.take() {
             let data = std::mem::take(&mut self.data);
+            if home.pid != std::process::id() {
+                // A batch of the parent dropped in a forked child: the child's loader
+                // has a pool of its own; free the memory.
+                return;
+            }
             // A send only fails when the pool is gone, and then the memory is freed.
             let _ = home.free_tx.send(data);
         }

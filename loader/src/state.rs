@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::source::Source;
+
 /// Everything needed to continue an epoch exactly where it stopped. The order of an
 /// epoch and every sample's augmentation are functions of (seed, epoch, index), so
 /// (seed, epoch, next_batch) is enough; the other fields guard against resuming a
@@ -17,6 +19,64 @@ pub struct LoaderState {
     pub samples: usize,
     pub rank: usize,
     pub world: usize,
+    /// The data set's [`fingerprint`]: a state of another data set with the same
+    /// number of samples is refused. `None` in states saved before it existed (they
+    /// are checked as before, without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<u64>,
+}
+
+/// Samples whose names go into a [`fingerprint`] (spread evenly, first and last
+/// included); every sample's label goes in.
+const NAMED_SAMPLES: usize = 4096;
+
+/// A fingerprint of a data set: a hash (xxh3) of its sample count, its class names,
+/// every sample's label, and the names ([`Source::describe`]) of up to 4096 samples
+/// spread evenly through it, with the prefix those names share removed, so that the
+/// same data set copied to another folder or bucket keeps its fingerprint. It costs
+/// one pass over the labels, once per loader.
+pub fn fingerprint(source: &dyn Source) -> u64 {
+    use xxhash_rust::xxh3::Xxh3;
+    let n = source.len();
+    let mut h = Xxh3::new();
+    let text = |h: &mut Xxh3, s: &str| {
+        h.update(&(s.len() as u64).to_le_bytes());
+        h.update(s.as_bytes());
+    };
+    h.update(&(n as u64).to_le_bytes());
+    let classes = source.classes();
+    h.update(&(classes.len() as u64).to_le_bytes());
+    for c in classes {
+        text(&mut h, c);
+    }
+    for i in 0..n {
+        h.update(&source.label(i).to_le_bytes());
+    }
+    let picks: Vec<usize> = if n <= NAMED_SAMPLES {
+        (0..n).collect()
+    } else {
+        (0..NAMED_SAMPLES)
+            .map(|k| k * (n - 1) / (NAMED_SAMPLES - 1))
+            .collect()
+    };
+    let names: Vec<String> = picks.iter().map(|&i| source.describe(i)).collect();
+    let mut common = names.first().map_or(0, String::len);
+    for name in &names[1.min(names.len())..] {
+        common = names[0]
+            .bytes()
+            .zip(name.bytes())
+            .take(common)
+            .take_while(|(a, b)| a == b)
+            .count();
+    }
+    // On a character boundary of every name (they share these bytes).
+    while common > 0 && !names[0].is_char_boundary(common) {
+        common -= 1;
+    }
+    for name in &names {
+        text(&mut h, &name[common..]);
+    }
+    h.digest()
 }
 
 impl LoaderState {

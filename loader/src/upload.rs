@@ -377,6 +377,7 @@ mod tests {
             epoch: 0,
             step,
             image_shape: (4, 4, 3),
+            fields: None,
         }
     }
 

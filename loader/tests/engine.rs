@@ -218,6 +218,86 @@ fn a_bad_sample_fails_with_its_name_or_is_skipped_and_counted() {
 }
 
 #[test]
+fn skip_never_yields_a_batch_of_zero_samples() {
+    // Batches of 8 in order: batch 1 (samples 8..16) is bad throughout, and so is the
+    // last batch (24..30).
+    let mut raw = RawSource::new(30, 4);
+    raw.fail = (8..16).chain(24..30).collect();
+    let raw = Arc::new(raw);
+    let mut want = None;
+    for (mode, workers) in [(Mode::Sync, 0), (Mode::Async, 1), (Mode::Async, 3)] {
+        let cfg = LoaderConfig {
+            shuffle: false,
+            on_error: OnError::Skip,
+            ..config(mode, workers, "")
+        };
+        let mut loader = Loader::new(raw.clone(), cfg).expect("loader");
+        let mut got = Vec::new();
+        let mut epoch = loader.epoch(0);
+        let mut states = Vec::new();
+        while let Some(b) = epoch.next() {
+            let b = b.expect("batch");
+            assert!(!b.indices.is_empty(), "{mode}: a batch of zero samples");
+            got.push((b.step, b.indices.clone()));
+            states.push(epoch.state().next_batch);
+        }
+        // The next batch of the plan comes in the empty one's place; the epoch ends
+        // without the empty last batch.
+        assert_eq!(
+            got,
+            [(0, (0..8).collect::<Vec<_>>()), (2, (16..24).collect())],
+            "{mode}"
+        );
+        assert_eq!(
+            states,
+            [1, 3],
+            "{mode}: the state moves past the skipped batch"
+        );
+        assert_eq!(loader.metrics().skipped, 14, "{mode}");
+        assert_eq!(loader.metrics().batches, 2, "{mode}");
+        // Resuming after the first batch gives the same rest, in every mode.
+        let state = loader.state_at(0, 1);
+        let rest: Vec<_> = loader
+            .resume(&state)
+            .unwrap()
+            .map(|b| b.unwrap().step)
+            .collect();
+        assert_eq!(rest, [2], "{mode}");
+        match &want {
+            None => want = Some(got),
+            Some(w) => assert_eq!(&got, w, "{mode}"),
+        }
+    }
+}
+
+#[test]
+fn a_state_from_another_data_set_of_the_same_size_is_refused() {
+    let cfg = config(Mode::Sync, 0, "");
+    let a: Arc<dyn Source> = Arc::new(RawSource::new(30, 4));
+    let mut other = RawSource::new(30, 4);
+    other.label_offset = 1;
+    let b: Arc<dyn Source> = Arc::new(other);
+    let la = Loader::new(a.clone(), cfg.clone()).expect("loader");
+    let mut lb = Loader::new(b, cfg.clone()).expect("loader");
+    let state = la.state_at(0, 1);
+    assert_eq!(state.samples, 30);
+    let e = lb.resume(&state).err().expect("refused").to_string();
+    assert!(e.contains("another data set"), "{e}");
+    // The same data again (another loader, say after a restart) resumes, as does a
+    // state saved before states carried a fingerprint.
+    let mut again = Loader::new(a, cfg).expect("loader");
+    assert!(again.resume(&state).is_ok());
+    let old = stoker_loader::LoaderState {
+        fingerprint: None,
+        ..state
+    };
+    assert!(lb.resume(&old).is_ok());
+    let json = state.to_json();
+    assert!(json.contains("fingerprint"), "{json}");
+    assert_eq!(stoker_loader::LoaderState::from_json(&json).unwrap(), state);
+}
+
+#[test]
 fn a_panic_in_the_pipeline_ends_the_epoch_with_an_error() {
     for mode in [Mode::Sync, Mode::Async] {
         let mut raw = RawSource::new(40, 4);

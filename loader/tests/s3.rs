@@ -424,3 +424,146 @@ fn resume_in_the_middle_of_a_remote_shard_gives_the_rest_of_the_epoch() {
         assert_eq!(rest.len(), 4);
     }
 }
+
+/// The first error of an epoch, or a panic naming `what` when it ends without one.
+fn first_error(loader: &mut Loader, what: &str) -> LoaderError {
+    for b in loader.epoch(0) {
+        if let Err(e) = b {
+            return e;
+        }
+    }
+    panic!("{what}: the epoch ended without an error")
+}
+
+#[test]
+fn objects_changed_after_listing_are_errors_naming_them() {
+    let Some(moto) = Moto::start("objects_changed_after_listing_are_errors_naming_them") else {
+        return;
+    };
+    let o = moto.options();
+    moto.create_bucket("chg");
+    let local = local_data(24);
+    storage::upload_file(&local.pack, "s3://chg/data.pack", &o).unwrap();
+    storage::upload_dir(&local.shards, "s3://chg/shards", &o, 8).unwrap();
+    storage::upload_dir(&local.folder, "s3://chg/folder/", &o, 8).unwrap();
+    let tars = open("s3://chg/shards", &o);
+    let folder = open("s3://chg/folder/", &o);
+    let pack = open("s3://chg/data.pack", &o);
+    let cfg = |mode| LoaderConfig {
+        shuffle: false,
+        ..cfg(mode)
+    };
+    // Loaders made (and their first sample read) before anything changes.
+    let mut loaders = Vec::new();
+    for mode in [Mode::Sync, Mode::Async] {
+        for (name, src) in [("tar", &tars), ("folder", &folder), ("packed", &pack)] {
+            loaders.push((
+                format!("{name}, {mode}"),
+                Loader::new(src.clone(), cfg(mode)).unwrap(),
+            ));
+        }
+    }
+
+    // A shard rewritten with the same size (one byte of an image changed): the index's
+    // offsets still fit, so only the version says the labels belong to other bytes.
+    let shard = local.shards.join("shard-000000.tar");
+    let mut bytes = std::fs::read(&shard).unwrap();
+    let mid = 512 + 100;
+    bytes[mid] ^= 0xff;
+    let changed = local._dir.path().join("changed.tar");
+    std::fs::write(&changed, &bytes).unwrap();
+    storage::upload_file(&changed, "s3://chg/shards/shard-000000.tar", &o).unwrap();
+    // An image replaced by a larger one, and the packed file by a longer copy.
+    let first_image = local.folder.join(
+        std::fs::read_dir(&local.folder)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .min()
+            .unwrap(),
+    );
+    let image = std::fs::read_dir(&first_image)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .min()
+        .unwrap();
+    let rel = image
+        .strip_prefix(&local.folder)
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let mut bigger = std::fs::read(&image).unwrap();
+    bigger.extend_from_slice(&[0u8; 4096]);
+    let bigger_path = local._dir.path().join("bigger.jpg");
+    std::fs::write(&bigger_path, &bigger).unwrap();
+    storage::upload_file(&bigger_path, &format!("s3://chg/folder/{rel}"), &o).unwrap();
+    let mut longer = std::fs::read(&local.pack).unwrap();
+    longer.extend_from_slice(&[0u8; 100]);
+    let longer_path = local._dir.path().join("longer.pack");
+    std::fs::write(&longer_path, &longer).unwrap();
+    storage::upload_file(&longer_path, "s3://chg/data.pack", &o).unwrap();
+
+    for (name, loader) in loaders.iter_mut() {
+        let e = first_error(loader, name).to_string();
+        let object = match &name[..3] {
+            "tar" => "s3://chg/shards/shard-000000.tar".to_string(),
+            "fol" => format!("s3://chg/folder/{rel}"),
+            _ => "s3://chg/data.pack".to_string(),
+        };
+        assert!(e.contains(&object), "{name}: names the object: {e}");
+        assert!(
+            e.contains("changed since it was listed"),
+            "{name}: says it changed: {e}"
+        );
+    }
+    // Opened again, the new versions read (the shard's image byte is now different).
+    let again = open("s3://chg/shards", &o);
+    let mut buf = Vec::new();
+    again.read(0, &mut buf).unwrap();
+}
+
+#[test]
+fn a_stopped_server_ends_an_async_epoch_within_the_documented_time() {
+    let Some(moto) = Moto::start("a_stopped_server_ends_an_async_epoch_within_the_documented_time")
+    else {
+        return;
+    };
+    if moto.server_pid().is_none() {
+        println!("SKIPPED: the moto server's PID is unknown (no /proc children list)");
+        return;
+    }
+    let o = RemoteOptions {
+        retries: 1,
+        timeout: Duration::from_secs(1),
+        connect_timeout: Duration::from_secs(1),
+        backoff: Duration::from_millis(50),
+        retry_timeout: Duration::from_secs(1),
+        ..moto.options()
+    };
+    moto.create_bucket("stop");
+    let local = local_data(48);
+    storage::upload_file(&local.pack, "s3://stop/data.pack", &o).unwrap();
+    let src = open("s3://stop/data.pack", &o);
+    // A batch of 16 read 2 at a time: before, each round of reads waited out its own
+    // timeouts, so the epoch took 8 times a request's worst case to fail.
+    let cfg = LoaderConfig {
+        batch_size: 16,
+        io_depth: 2,
+        workers: 2,
+        ..cfg(Mode::Async)
+    };
+    let mut loader = Loader::new(src, cfg).unwrap();
+    assert!(moto.signal("STOP"), "SIGSTOP the server");
+    let t0 = Instant::now();
+    let e = first_error(&mut loader, "stopped server");
+    let took = t0.elapsed();
+    assert!(moto.signal("CONT"));
+    assert!(e.to_string().contains("s3://stop/data.pack"), "{e}");
+    // The documented bound (docs/remote-data.md): one request's worst case, plus
+    // scheduling slack.
+    let bound = o.worst_case() + Duration::from_secs(2);
+    assert!(
+        took < bound,
+        "the epoch failed after {took:?}, more than the worst case {:?} + 2 s",
+        o.worst_case()
+    );
+}

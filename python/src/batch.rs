@@ -2,12 +2,12 @@
 //! pooled buffer, owned by a [`BatchBuffer`] that numpy keeps as the array's `base`.
 //! The buffer goes back to the pool when the array and every view of it are gone.
 
-use numpy::ndarray::ArrayView4;
-use numpy::{PyArray1, PyArray4, PyArrayMethods};
+use numpy::ndarray::{ArrayView3, ArrayView4};
+use numpy::{PyArray1, PyArray2, PyArray3, PyArray4, PyArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
-use stoker_loader::{Batch, Images};
+use pyo3::types::{PyBytes, PyDict, PyList};
+use stoker_loader::{Batch, BatchFields, Field, Images};
 
 /// The owner of one batch's pooled image buffer (the `base` of the images array).
 #[pyclass(module = "stoker", name = "BatchBuffer", frozen)]
@@ -44,49 +44,41 @@ impl BatchBuffer {
 /// batch buffer, labels int64 (N,).
 pub type Pair<'py> = (Bound<'py, PyArray4<u8>>, Bound<'py, PyArray1<i64>>);
 
-/// A batch as Python gets it: the (images, labels) pair, or, when the batch carries
-/// soft labels (MixUp/CutMix), a dict (see [`batch_dict`]).
-pub fn to_python(py: Python<'_>, mut batch: Batch) -> PyResult<Bound<'_, PyAny>> {
-    let soft = batch.soft_labels.take();
-    let n = batch.len();
-    let (images, labels) = to_numpy(py, batch)?;
-    match soft {
-        None => Ok((images, labels).into_pyobject(py)?.into_any()),
-        Some(soft) => {
-            let classes = soft.len() / n.max(1);
-            let soft = PyArray1::from_vec(py, soft).reshape([n, classes])?;
-            Ok(batch_dict(py, images, labels, [("soft_labels", soft.into_any())])?.into_any())
-        }
+/// A batch as Python gets it: the `(images, labels)` pair for classification, or a
+/// dict: `image`, `label` and `soft_labels` (float32 (N, classes)) for a batch mixed by
+/// MixUp/CutMix; the fields (`image`, `label`, `labels`, `text`, `boxes`, `box_labels`,
+/// `box_count`, `mask`, `keypoints`, `keypoint_count`, `raw`) for a source with more.
+pub fn to_python(py: Python<'_>, mut batch: Batch, classes: usize) -> PyResult<Bound<'_, PyAny>> {
+    if let Some(soft) = batch.soft_labels.take() {
+        let n = batch.len();
+        let classes = soft.len() / n.max(1);
+        let (images, labels) = to_numpy(py, batch)?;
+        let d = PyDict::new(py);
+        d.set_item("image", images)?;
+        d.set_item("label", labels)?;
+        d.set_item("soft_labels", PyArray1::from_vec(py, soft).reshape([n, classes])?)?;
+        return Ok(d.into_any());
     }
+    if batch.fields.is_none() {
+        return to_numpy(py, batch).and_then(|pair| pair.into_pyobject(py).map(Bound::into_any));
+    }
+    to_dict(py, batch, classes).map(Bound::into_any)
 }
 
-/// The dict form of a batch: `image` (u8 N, H, W, C), `label` (int64 N), then the
-/// extra fields in order (e.g. `soft_labels`, float32 (N, classes)).
-pub fn batch_dict<'py, const K: usize>(
+/// Owns `batch`'s buffer in a [`BatchBuffer`] and views its images from numpy.
+fn images_view<'py>(
     py: Python<'py>,
-    images: Bound<'py, PyArray4<u8>>,
-    labels: Bound<'py, PyArray1<i64>>,
-    extra: [(&str, Bound<'py, PyAny>); K],
-) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("image", images)?;
-    d.set_item("label", labels)?;
-    for (k, v) in extra {
-        d.set_item(k, v)?;
-    }
-    Ok(d)
-}
-
-pub fn to_numpy(py: Python<'_>, batch: Batch) -> PyResult<Pair<'_>> {
-    let shape = batch.shape();
-    let labels: Vec<i64> = batch.labels.iter().map(|&l| i64::from(l)).collect();
+    images: Images,
+    shape: [usize; 4],
+    position: (u64, usize),
+) -> PyResult<(Bound<'py, PyArray4<u8>>, Bound<'py, BatchBuffer>)> {
     let owner = Bound::new(
         py,
         BatchBuffer {
-            images: batch.images,
+            images,
             shape,
-            epoch: batch.epoch,
-            step: batch.step,
+            epoch: position.0,
+            step: position.1,
         },
     )?;
     let data: &[u8] = &owner.get().images;
@@ -97,5 +89,64 @@ pub fn to_numpy(py: Python<'_>, batch: Batch) -> PyResult<Pair<'_>> {
     // long as the array or any view of it exists. No one else writes to the buffer:
     // it left the pool's circulation when the batch was delivered.
     let images = unsafe { PyArray4::borrow_from_array(&view, owner.clone().into_any()) };
+    Ok((images, owner))
+}
+
+pub fn to_numpy(py: Python<'_>, batch: Batch) -> PyResult<Pair<'_>> {
+    let shape = batch.shape();
+    let labels: Vec<i64> = batch.labels.iter().map(|&l| i64::from(l)).collect();
+    let (images, _owner) = images_view(py, batch.images, shape, (batch.epoch, batch.step))?;
     Ok((images, PyArray1::from_vec(py, labels)))
+}
+
+fn to_dict(py: Python<'_>, batch: Batch, classes: usize) -> PyResult<Bound<'_, PyDict>> {
+    let shape = batch.shape();
+    let [n, h, w, _] = shape;
+    let f: Box<BatchFields> = batch.fields.unwrap_or_default();
+    let has = |x: Field| f.fields.contains(x);
+    let d = PyDict::new(py);
+    let labels: Vec<i64> = batch.labels.iter().map(|&l| i64::from(l)).collect();
+    let (images, owner) = images_view(py, batch.images, shape, (batch.epoch, batch.step))?;
+    d.set_item("image", images)?;
+    if has(Field::Class) {
+        d.set_item("label", PyArray1::from_vec(py, labels))?;
+    }
+    if has(Field::Mask) {
+        let masks = owner.get().images.masks();
+        let view = ArrayView3::from_shape([n, h, w], masks)
+            .map_err(|e| PyValueError::new_err(format!("masks of shape {:?}: {e}", [n, h, w])))?;
+        // SAFETY: as for the images: the masks lie in the same buffer, owned by `owner`.
+        let masks = unsafe { PyArray3::borrow_from_array(&view, owner.clone().into_any()) };
+        d.set_item("mask", masks)?;
+    }
+    if has(Field::Labels) {
+        let k_hot = PyArray1::from_vec(py, f.labels_k_hot(classes)).reshape([n, classes])?;
+        d.set_item("labels", k_hot)?;
+    }
+    if has(Field::Text) {
+        d.set_item("text", PyList::new(py, &f.text)?)?;
+    }
+    if has(Field::Boxes) {
+        let b = &f.boxes;
+        let flat: Vec<f32> = b.boxes.iter().flatten().copied().collect();
+        d.set_item(
+            "boxes",
+            PyArray1::from_vec(py, flat).reshape([n, b.max, 4])?,
+        )?;
+        let labels: Bound<'_, PyArray2<i64>> =
+            PyArray1::from_slice(py, &b.labels).reshape([n, b.max])?;
+        d.set_item("box_labels", labels)?;
+        d.set_item("box_count", PyArray1::from_slice(py, &b.count))?;
+    }
+    if has(Field::Keypoints) {
+        let k = &f.keypoints;
+        let points = PyArray1::from_slice(py, &k.points).reshape([n, k.max, k.per_instance, 3])?;
+        d.set_item("keypoints", points)?;
+        d.set_item("keypoint_count", PyArray1::from_slice(py, &k.count))?;
+    }
+    if has(Field::Raw) {
+        let raw: Vec<Bound<'_, PyBytes>> = f.raw.iter().map(|r| PyBytes::new(py, r)).collect();
+        d.set_item("raw", PyList::new(py, raw)?)?;
+    }
+    Ok(d)
 }

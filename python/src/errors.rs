@@ -27,3 +27,13 @@ pub fn loader_error(e: stoker_loader::LoaderError) -> PyErr {
 pub fn source_error(e: stoker_loader::SourceError) -> PyErr {
     LoaderError::new_err(e.to_string())
 }
+
+/// `what` (a loader or one of its iterators) is in the middle of a call on another
+/// thread. One loader serves one consumer: without this, pyo3's bare "Already
+/// borrowed" is all the user would see.
+pub fn busy(what: &str) -> PyErr {
+    pyo3::exceptions::PyRuntimeError::new_err(format!(
+        "{what} is in use by another thread: a stoker.Loader and its iterators serve one \
+         consumer thread at a time (make one loader per thread, or guard it with a lock)"
+    ))
+}

@@ -32,6 +32,7 @@ fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<digest::PyDigest>()?;
     m.add_function(wrap_pyfunction!(tools::pack, m)?)?;
     m.add_function(wrap_pyfunction!(tools::gen_shapes, m)?)?;
+    m.add_function(wrap_pyfunction!(tools::gen_scenes, m)?)?;
     m.add_function(wrap_pyfunction!(tools::cache_dir, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

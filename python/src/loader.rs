@@ -10,11 +10,13 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyMapping};
 use stoker_augment::Pipeline;
 use stoker_loader::config::{MAX_BATCH_SIZE, MAX_IO_DEPTH, MAX_PREFETCH, MAX_WORKERS};
-use stoker_loader::{source, Cursor, Loader, LoaderConfig, LoaderState, Mix, Mode, OnError};
+use stoker_loader::{
+    source, Cursor, Field, Fields, Loader, LoaderConfig, LoaderState, Mix, Mode, OnError,
+};
 
 use crate::args::{choice, in_range, Int, IntOrAuto};
 use crate::epoch::EpochIter;
-use crate::errors::{loader_error, source_error};
+use crate::errors::{busy, loader_error, source_error};
 
 /// A deterministic, bounded-memory loader over an image folder, a packed file, or an
 /// MNIST/CIFAR-10 set. Iterate `loader.epoch(e)` (or the loader itself: the next
@@ -62,6 +64,11 @@ impl PyLoader {
         mixup = None,
         cutmix = None,
         mix_prob = None,
+        fields = None,
+        images = None,
+        masks = None,
+        min_box_visibility = 0.0,
+        max_instances = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -85,7 +92,32 @@ impl PyLoader {
         mixup: Option<f64>,
         cutmix: Option<f64>,
         mix_prob: Option<f64>,
+        fields: Option<Vec<String>>,
+        // A path or a URL: a `pathlib.Path` works as well as a str.
+        images: Option<PathBuf>,
+        masks: Option<String>,
+        min_box_visibility: f64,
+        max_instances: Option<Int>,
     ) -> PyResult<Self> {
+        let fields = match fields {
+            None => None,
+            Some(names) => Some(
+                names
+                    .iter()
+                    .map(|n| n.parse::<Field>())
+                    .try_fold(Fields::NONE, |set, f| f.map(|f| set.with(f)))
+                    .map_err(|e| PyValueError::new_err(format!("fields: {e}")))?,
+            ),
+        };
+        if !(0.0..=1.0).contains(&min_box_visibility) {
+            return Err(PyValueError::new_err(format!(
+                "min_box_visibility must be between 0 and 1, got {min_box_visibility}"
+            )));
+        }
+        let max_instances = match max_instances {
+            None => None,
+            Some(m) => Some(in_range("max_instances", m, 1, u32::MAX as i128)? as usize),
+        };
         let mode = match choice("mode", mode, &["sync", "async"])? {
             "sync" => Mode::Sync,
             _ => Mode::Async,
@@ -144,6 +176,9 @@ impl PyLoader {
                         .map_err(|e| PyValueError::new_err(e.to_string()))?,
                 ),
             },
+            fields,
+            min_box_visibility: min_box_visibility as f32,
+            max_instances,
             ..LoaderConfig::default()
         };
         if cfg.rank >= cfg.world {
@@ -154,8 +189,14 @@ impl PyLoader {
         }
         let train = choice("split", split, &["train", "test"])? == "train";
         let path = data.clone();
+        let options = source::OpenOptions {
+            train,
+            images: images.map(|p| p.to_string_lossy().into_owned()),
+            masks,
+            ..source::OpenOptions::default()
+        };
         let inner = py.detach(move || {
-            let src = source::open(&path, train).map_err(source_error)?;
+            let src = source::open_with(&path, &options).map_err(source_error)?;
             Loader::new(src, cfg).map_err(loader_error)
         })?;
         Ok(PyLoader {
@@ -169,8 +210,8 @@ impl PyLoader {
     }
 
     /// Batches per epoch.
-    fn __len__(&self) -> usize {
-        self.inner.batches_per_epoch()
+    fn __len__(slf: &Bound<'_, Self>) -> PyResult<usize> {
+        Ok(Self::borrow(slf)?.inner.batches_per_epoch())
     }
 
     /// The batches of epoch `e` from the first, or from the position `load_state_dict`
@@ -179,7 +220,7 @@ impl PyLoader {
         let e = in_range("epoch", e, 0, u64::MAX as i128)? as u64;
         let py = slf.py();
         let cursor = {
-            let mut this = slf.try_borrow_mut()?;
+            let mut this = Self::borrow_mut(&slf)?;
             let this = &mut *this;
             this.started.get_or_insert_with(Instant::now);
             match this.pending.take() {
@@ -198,7 +239,7 @@ impl PyLoader {
     fn __iter__(slf: Bound<'_, Self>) -> PyResult<EpochIter> {
         let py = slf.py();
         let cursor = {
-            let mut this = slf.try_borrow_mut()?;
+            let mut this = Self::borrow_mut(&slf)?;
             let this = &mut *this;
             this.started.get_or_insert_with(Instant::now);
             match this.pending.take() {
@@ -216,12 +257,14 @@ impl PyLoader {
     /// Where the loader stands, as a small JSON-serialisable dict (the Rust
     /// `LoaderState`): loading it into a loader made with the same data and settings
     /// continues with exactly the batches a straight run would give next.
-    fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = match &self.pending {
-            Some(c) => self.inner.cursor_state(c),
+    fn state_dict<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
+        let py = slf.py();
+        let this = Self::borrow(slf)?;
+        let s = match &this.pending {
+            Some(c) => this.inner.cursor_state(c),
             None => {
-                let (e, b) = self.next_position();
-                self.inner.state_at(e, b)
+                let (e, b) = this.next_position();
+                this.inner.state_at(e, b)
             }
         };
         let d = PyDict::new(py);
@@ -232,12 +275,16 @@ impl PyLoader {
         d.set_item("samples", s.samples)?;
         d.set_item("rank", s.rank)?;
         d.set_item("world", s.world)?;
+        if let Some(f) = s.fingerprint {
+            d.set_item("fingerprint", f)?;
+        }
         Ok(d)
     }
 
     /// Continue from `state` (from `state_dict`): the next `for ... in loader`, or
     /// `loader.epoch(state["epoch"])`, yields the rest of that epoch.
-    fn load_state_dict(&mut self, py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn load_state_dict(slf: &Bound<'_, Self>, state: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = slf.py();
         let map = state.cast::<PyMapping>().map_err(|_| {
             PyTypeError::new_err("load_state_dict expects the dict that state_dict returned")
         })?;
@@ -266,13 +313,20 @@ impl PyLoader {
             samples: big("samples")? as usize,
             rank: big("rank")? as usize,
             world: big("world")? as usize,
+            // Absent from states saved before it existed.
+            fingerprint: match map.get_item("fingerprint") {
+                Ok(_) => Some(big("fingerprint")?),
+                Err(_) => None,
+            },
         };
-        let inner = &mut self.inner;
+        let mut this = Self::borrow_mut(slf)?;
+        let this = &mut *this;
+        let inner = &mut this.inner;
         let cursor = py
             .detach(|| inner.resume_cursor(&state))
             .map_err(loader_error)?;
-        self.position = (cursor.epoch(), cursor.next_batch());
-        self.pending = Some(cursor);
+        this.position = (cursor.epoch(), cursor.next_batch());
+        this.pending = Some(cursor);
         Ok(())
     }
 
@@ -280,9 +334,11 @@ impl PyLoader {
     /// time from the first epoch asked for to the last batch), wait_seconds (time
     /// the consumer waited for batches), samples, skipped, batches, peak_buffer_bytes,
     /// and per-stage busy times, bytes read, buffer pool figures.
-    fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let m = self.inner.metrics();
-        let elapsed = match (self.started, self.last_batch) {
+    fn metrics<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
+        let py = slf.py();
+        let this = Self::borrow(slf)?;
+        let m = this.inner.metrics();
+        let elapsed = match (this.started, this.last_batch) {
             (Some(a), Some(b)) => b.saturating_duration_since(a).as_secs_f64(),
             _ => 0.0,
         };
@@ -303,19 +359,19 @@ impl PyLoader {
         d.set_item("decode_seconds", m.decode_seconds)?;
         d.set_item("collate_seconds", m.collate_seconds)?;
         d.set_item("mean_queue_len", m.mean_queue_len)?;
-        d.set_item("peak_buffer_bytes", self.inner.peak_buffer_bytes())?;
-        d.set_item("memory_bound_bytes", self.inner.memory_bound_bytes())?;
-        d.set_item("buffers_allocated", self.inner.buffers_allocated())?;
-        d.set_item("buffers_held", self.inner.buffers_held())?;
-        d.set_item("pool_grown", self.inner.pool_grown())?;
-        d.set_item("pipeline_starts", self.inner.pipeline_starts())?;
-        d.set_item("threads", self.inner.threads())?;
-        let workers = match self.inner.auto_workers() {
+        d.set_item("peak_buffer_bytes", this.inner.peak_buffer_bytes())?;
+        d.set_item("memory_bound_bytes", this.inner.memory_bound_bytes())?;
+        d.set_item("buffers_allocated", this.inner.buffers_allocated())?;
+        d.set_item("buffers_held", this.inner.buffers_held())?;
+        d.set_item("pool_grown", this.inner.pool_grown())?;
+        d.set_item("pipeline_starts", this.inner.pipeline_starts())?;
+        d.set_item("threads", this.inner.threads())?;
+        let workers = match this.inner.auto_workers() {
             Some(auto) => auto.workers(),
-            None => self.inner.config().workers,
+            None => this.inner.config().workers,
         };
         d.set_item("workers", workers)?;
-        if let Some(auto) = self.inner.auto_workers() {
+        if let Some(auto) = this.inner.auto_workers() {
             d.set_item("cpu_budget", auto.budget)?;
             d.set_item("io_depth", auto.io_depth())?;
         }
@@ -323,47 +379,58 @@ impl PyLoader {
     }
 
     #[getter]
-    fn batch_size(&self) -> usize {
-        self.inner.config().batch_size
+    fn batch_size(slf: &Bound<'_, Self>) -> PyResult<usize> {
+        Ok(Self::borrow(slf)?.inner.config().batch_size)
     }
 
     /// (height, width, channels) of every image.
     #[getter]
-    fn image_shape(&self) -> (usize, usize, usize) {
-        self.inner.image_shape()
+    fn image_shape(slf: &Bound<'_, Self>) -> PyResult<(usize, usize, usize)> {
+        Ok(Self::borrow(slf)?.inner.image_shape())
     }
 
     /// Class names, indexed by label.
     #[getter]
-    fn classes(&self) -> Vec<String> {
-        self.inner.source().classes().to_vec()
+    fn classes(slf: &Bound<'_, Self>) -> PyResult<Vec<String>> {
+        Ok(Self::borrow(slf)?.inner.source().classes().to_vec())
     }
 
     /// Samples per epoch on this rank (before any are skipped).
     #[getter]
-    fn samples_per_epoch(&self) -> usize {
-        self.inner.samples_per_epoch()
+    fn samples_per_epoch(slf: &Bound<'_, Self>) -> PyResult<usize> {
+        Ok(Self::borrow(slf)?.inner.samples_per_epoch())
     }
 
-    fn __repr__(&self) -> String {
-        let c = self.inner.config();
-        let (h, w, ch) = self.inner.image_shape();
+    fn __repr__(slf: &Bound<'_, Self>) -> String {
+        let Ok(this) = Self::borrow(slf) else {
+            return "<stoker.Loader (in use by another thread)>".into();
+        };
+        let c = this.inner.config();
+        let (h, w, ch) = this.inner.image_shape();
         format!(
             "<stoker.Loader {} ({} samples, {}): batch {}, {}x{}x{}, mode {}, {} batches/epoch>",
-            self.data.display(),
-            self.inner.source().len(),
-            self.inner.source().format(),
+            this.data.display(),
+            this.inner.source().len(),
+            this.inner.source().format(),
             c.batch_size,
             h,
             w,
             ch,
             c.mode,
-            self.inner.batches_per_epoch()
+            this.inner.batches_per_epoch()
         )
     }
 }
 
 impl PyLoader {
+    fn borrow<'py>(slf: &Bound<'py, Self>) -> PyResult<PyRef<'py, Self>> {
+        slf.try_borrow().map_err(|_| busy("the loader"))
+    }
+
+    fn borrow_mut<'py>(slf: &Bound<'py, Self>) -> PyResult<PyRefMut<'py, Self>> {
+        slf.try_borrow_mut().map_err(|_| busy("the loader"))
+    }
+
     /// Where `for ... in loader` starts: the rest of the epoch last left unfinished,
     /// else the start of the next one.
     fn next_position(&self) -> (u64, usize) {

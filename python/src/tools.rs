@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use stoker_loader::gen::{self, GenError, ShapesOptions};
+use stoker_loader::gen::{self, GenError, ScenesOptions, ShapesOptions};
 use stoker_loader::source::{self, packed};
 
 use crate::args::{in_range, Int};
@@ -66,6 +66,38 @@ pub fn gen_shapes(
         .map_err(|e| match e {
             GenError::Options(m) => PyValueError::new_err(format!("gen_shapes: {m}")),
             e => LoaderError::new_err(format!("gen_shapes into {}: {e}", out.display())),
+        })
+}
+
+/// Writes `count` synthetic scenes (several shapes per image) into `out`: `images/`,
+/// `masks/` and the manifest `train.jsonl` with boxes, tags, captions and keypoints,
+/// as `stoker-load gen scenes` does.
+#[pyfunction]
+#[pyo3(signature = (out, count, width = Int::of(64), height = Int::of(64), max_shapes = Int::of(4), classes = Int::of(10), seed = Int::of(0)))]
+#[allow(clippy::too_many_arguments)]
+pub fn gen_scenes(
+    py: Python<'_>,
+    out: PathBuf,
+    count: Int,
+    width: Int,
+    height: Int,
+    max_shapes: Int,
+    classes: Int,
+    seed: Int,
+) -> PyResult<()> {
+    let opts = ScenesOptions {
+        count: in_range("count", count, 1, 10_000_000)? as usize,
+        width: in_range("width", width, 16, 4096)? as u32,
+        height: in_range("height", height, 16, 4096)? as u32,
+        max_shapes: in_range("max_shapes", max_shapes, 1, 64)? as usize,
+        classes: in_range("classes", classes, 1, 10)? as usize,
+        seed: in_range("seed", seed, 0, u64::MAX as i128)? as u64,
+    };
+    py.detach(|| gen::scenes(&out, &opts, |_, _| {}))
+        .map(|_| ())
+        .map_err(|e| match e {
+            GenError::Options(m) => PyValueError::new_err(format!("gen_scenes: {m}")),
+            e => LoaderError::new_err(format!("gen_scenes into {}: {e}", out.display())),
         })
 }
 

@@ -10,6 +10,16 @@ The images array is a view on the loader's pooled batch buffer (no copy); the bu
 goes back to the pool when the array and every view of it are gone. Batches are the
 same bytes in sync and async mode and for any number of workers, and the same as the
 Rust loader's (`stoker-load bench --digest` prints a `Digest` of them).
+
+A data set with fields beyond image and class (COCO, JSON-lines manifests,
+segmentation pairs, tars with captions or boxes) yields one dict per batch instead:
+`image`, and those of `label`, `labels`, `text`, `boxes`, `box_labels`, `box_count`,
+`mask`, `keypoints`, `keypoint_count` and `raw` it has (docs/samples.md):
+
+    loader = stoker.Loader("annotations/instances_train.json", images="train2017/",
+                           transform="rrc:512,flip")
+    for batch in loader:
+        images, boxes, count = batch["image"], batch["boxes"], batch["box_count"]
 """
 
 from ._stoker import (
@@ -20,6 +30,7 @@ from ._stoker import (
     LoaderError,
     __version__,
     cache_dir,
+    gen_scenes,
     gen_shapes,
     pack,
 )
@@ -32,6 +43,7 @@ __all__ = [
     "LoaderError",
     "__version__",
     "cache_dir",
+    "gen_scenes",
     "gen_shapes",
     "pack",
 ]

@@ -58,3 +58,26 @@ def test_state_from_another_loader_is_refused(shapes):
         a.load_state_dict({**state, "epoch": -1})
     with pytest.raises(TypeError):
         a.load_state_dict("not a dict")
+
+
+def test_a_state_of_another_data_set_of_the_same_size_is_refused(shapes, tmp_path, copy_of):
+    """state_dict carries a fingerprint of the data (count, names, labels): another
+    set of 60 images is refused; the same set copied elsewhere is not."""
+    other = tmp_path / "other"
+    stoker.gen_shapes(other, 60, size=32, classes=4, seed=9)
+    a = stoker.Loader(shapes, **SETTINGS)
+    it = a.epoch(0)
+    next(it)
+    state = a.state_dict()
+    assert isinstance(state["fingerprint"], int)
+    b = stoker.Loader(other, **SETTINGS)
+    assert b.state_dict()["samples"] == state["samples"]
+    with pytest.raises(stoker.LoaderError, match="another data set"):
+        b.load_state_dict(state)
+    moved = stoker.Loader(copy_of(shapes), **SETTINGS)
+    assert moved.state_dict()["fingerprint"] == state["fingerprint"]
+    moved.load_state_dict(state)
+    assert moved.state_dict()["next_batch"] == 1
+    # A state saved before states had fingerprints is accepted as before.
+    legacy = {k: v for k, v in state.items() if k != "fingerprint"}
+    b.load_state_dict(legacy)

@@ -65,6 +65,9 @@ pub(crate) fn validate_as(t: &Transform, part: &str) -> Result<(), SpecError> {
         Transform::Cutout { size } if !size_ok(size, size) => {
             err(format!("size must be within 1..={MAX_SIZE}"))
         }
+        Transform::Pad(pad) if !(1..=MAX_SIZE).contains(&pad) => {
+            err(format!("pad must be within 1..={MAX_SIZE}"))
+        }
         Transform::RandomCrop { pad, .. } if pad > MAX_SIZE => {
             err(format!("pad must be at most {MAX_SIZE}"))
         }

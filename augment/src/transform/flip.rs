@@ -2,12 +2,20 @@
 
 use crate::SampleRng;
 
-/// torchvision `RandomHorizontalFlip(p)`: one draw, then maybe a flip.
-pub fn random_hflip(rng: &mut SampleRng, p: f64, data: &mut [u8], width: usize, channels: usize) {
+/// torchvision `RandomHorizontalFlip(p)`: one draw, then maybe a flip. True when it
+/// flipped.
+pub fn random_hflip(
+    rng: &mut SampleRng,
+    p: f64,
+    data: &mut [u8],
+    width: usize,
+    channels: usize,
+) -> bool {
     let hit = rng.chance(p);
     if hit {
         hflip_in_place(data, width, channels);
     }
+    hit
 }
 
 /// Mirror each row of a `width`-wide, `channels`-channel image in place.

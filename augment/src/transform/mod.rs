@@ -50,6 +50,8 @@ pub enum Transform {
         height: usize,
         pad: usize,
     },
+    /// torchvision `Pad(n)`: `n` zero pixels on every side.
+    Pad(usize),
     /// torchvision `ColorJitter(brightness, contrast, saturation, hue)`. See
     /// [`color`] for the draw order.
     ColorJitter(color::Jitter),
@@ -85,13 +87,23 @@ pub enum Transform {
 impl Transform {
     /// Whether this step changes the image size (and so needs a fresh buffer).
     pub fn is_geometric(&self) -> bool {
-        matches!(
-            self,
+        match self {
             Transform::Resize(_)
-                | Transform::CenterCrop { .. }
-                | Transform::RandomResizedCrop { .. }
-                | Transform::RandomCrop { .. }
-        )
+            | Transform::CenterCrop { .. }
+            | Transform::RandomResizedCrop { .. }
+            | Transform::RandomCrop { .. }
+            | Transform::Pad(_) => true,
+            Transform::HorizontalFlip { .. }
+            | Transform::ColorJitter(_)
+            | Transform::Grayscale { .. }
+            | Transform::RandomErasing(_)
+            | Transform::Cutout { .. }
+            | Transform::Adjust(_)
+            | Transform::Rotate { .. }
+            | Transform::Affine { .. }
+            | Transform::Blur(_)
+            | Transform::Policy(_) => false,
+        }
     }
 
     /// (width, height) after this step for an input of (width, height).
@@ -101,6 +113,10 @@ impl Transform {
             Transform::CenterCrop { width, height }
             | Transform::RandomResizedCrop { width, height, .. }
             | Transform::RandomCrop { width, height, .. } => (width, height),
+            Transform::Pad(n) => (
+                w.saturating_add(n.saturating_mul(2)),
+                h.saturating_add(n.saturating_mul(2)),
+            ),
             Transform::HorizontalFlip { .. }
             | Transform::ColorJitter(_)
             | Transform::Grayscale { .. }

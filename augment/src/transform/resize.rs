@@ -60,6 +60,17 @@ pub struct SoftBox {
     pub height: f64,
 }
 
+impl From<Rect> for SoftBox {
+    fn from(r: Rect) -> Self {
+        SoftBox {
+            left: r.left as f64,
+            top: r.top as f64,
+            width: r.width as f64,
+            height: r.height as f64,
+        }
+    }
+}
+
 fn pixel_type(channels: usize) -> Result<PixelType, AugmentError> {
     match channels {
         1 => Ok(PixelType::U8),

@@ -474,6 +474,7 @@ fn state() -> Vec<Seed> {
         samples,
         rank,
         world,
+        fingerprint: None,
     };
     vec![
         seed(h, "mid-epoch.json", state(7, 2, 1, 3, 10, 0, 1).to_json().into_bytes(), true),

@@ -66,6 +66,15 @@ pub fn max_pixels(s: &str) -> Result<usize, String> {
     count_in(s, 1, 1 << 40)
 }
 
+/// A comma-separated list of field names (`image,boxes,mask`).
+pub fn fields(s: &str) -> Result<stoker_loader::Fields, String> {
+    let f: stoker_loader::Fields = s.parse()?;
+    if f == stoker_loader::Fields::NONE {
+        return Err("name at least one field, e.g. image,boxes".into());
+    }
+    Ok(f)
+}
+
 /// Samples in the shuffle buffer of tar shards.
 pub fn shuffle_buffer(s: &str) -> Result<usize, String> {
     count_in(s, 1, MAX_SHUFFLE_BUFFER)

@@ -65,6 +65,9 @@ pub struct Args {
     /// Refuse images of more pixels than this, from their header.
     #[arg(long, default_value_t = stoker_augment::DEFAULT_MAX_PIXELS, value_parser = args::max_pixels)]
     pub max_pixels: usize,
+    /// The fields to load, e.g. `image,boxes` (default: every field the data has).
+    #[arg(long, value_parser = args::fields)]
+    pub fields: Option<stoker_loader::Fields>,
 }
 
 /// What `--workers auto` chose and when.
@@ -130,6 +133,7 @@ pub fn measure(a: &Args) -> anyhow::Result<Report> {
         last_epoch: Some(a.epochs.saturating_sub(1)),
         trace: a.trace.clone(),
         max_pixels: a.max_pixels,
+        fields: a.fields,
         ..LoaderConfig::default()
     };
     a.workers

@@ -22,6 +22,14 @@ pub struct DataArgs {
     /// The cache's size bound (K, M, G, T suffixes); least recently used objects go first.
     #[arg(long, default_value_t = DEFAULT_CACHE_BYTES, value_parser = args::cache_size)]
     pub cache_size: u64,
+    /// For a COCO annotation file (DATA ends in .json): the folder (or URL prefix) its
+    /// images' file_names are relative to.
+    #[arg(long, value_name = "DIR")]
+    pub images: Option<String>,
+    /// Segmentation pairs: the folder (or URL prefix) of mask PNGs whose stems match
+    /// the images of DATA.
+    #[arg(long, value_name = "DIR")]
+    pub masks: Option<String>,
 }
 
 impl DataArgs {
@@ -31,6 +39,8 @@ impl DataArgs {
             mmap: self.mmap,
             cache: self.cache.clone(),
             cache_bytes: self.cache_size,
+            images: self.images.clone(),
+            masks: self.masks.clone(),
             ..OpenOptions::default()
         }
     }

@@ -85,9 +85,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             mmap: false,
             cache: None,
             cache_size: stoker_loader::source::DEFAULT_CACHE_BYTES,
+            images: None,
+            masks: None,
         },
         shuffle_buffer: stoker_loader::sampler::DEFAULT_SHUFFLE_BUFFER,
         max_pixels: stoker_augment::DEFAULT_MAX_PIXELS,
+        fields: None,
     };
     let run = |mode: Mode, compute_ms: f64| -> anyhow::Result<Report> {
         bench::measure(&bench::Args {

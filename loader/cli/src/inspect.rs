@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use stoker_augment::decode;
+use stoker_loader::sample::MaskData;
 use stoker_loader::source::{self, RecordKind};
+use stoker_loader::{Annotation, Field};
 
 use crate::args;
 
@@ -34,6 +36,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let (mut bytes, mut bad) = (0u64, Vec::new());
     let mut buf = Vec::new();
     let mut img = stoker_augment::Image::default();
+    let fields = src.fields();
+    let mut ann = Annotation::default();
+    // Per field: samples that have it, and items (boxes, tags, instances).
+    let mut counts: BTreeMap<Field, (usize, usize)> = fields.iter().map(|f| (f, (0, 0))).collect();
+    let mut mask = Vec::new();
     let bar = crate::progress_bar(n as u64, "inspect");
     for i in 0..n {
         bar.set_position(i as u64);
@@ -41,7 +48,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             *c += 1;
         }
         let dims = src
-            .read(i, &mut buf)
+            .read_sample(i, fields, &mut buf, &mut ann)
             .map_err(|e| e.to_string())
             .and_then(|kind| {
                 bytes += buf.len() as u64;
@@ -52,6 +59,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                         .map_err(|e| e.to_string()),
                     RecordKind::Raw { width, height, .. } => Ok((width as usize, height as usize)),
                 }
+            })
+            .and_then(|dims| {
+                let k = src.keypoint_schema().map_or(1, |s| s.len().max(1));
+                count_fields(&ann, k, &mut counts);
+                check_annotation(&ann, dims, src.as_ref(), &mut mask).map(|()| dims)
             });
         match dims {
             Ok(d) => *sizes.entry(d).or_default() += 1,
@@ -68,6 +80,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             "classes": src.classes(),
             "per_class": per_class,
             "bytes": bytes,
+            "fields": counts.iter().map(|(f, (samples, items))| (f.name().to_string(), serde_json::json!({"samples": samples, "count": items}))).collect::<serde_json::Map<_, _>>(),
             "sizes": sizes.iter().map(|((w, h), c)| serde_json::json!({"width": w, "height": h, "count": c})).collect::<Vec<_>>(),
             "bad": bad,
         });
@@ -80,10 +93,26 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             src.len(),
             src.classes().len()
         );
-        for (name, count) in src.classes().iter().zip(&per_class) {
-            println!("  {name:<20} {count}");
+        // Per-class counts come from the class field; a source without one (COCO,
+        // manifests of boxes) only names its classes.
+        if fields.contains(Field::Class) {
+            for (name, count) in src.classes().iter().zip(&per_class) {
+                println!("  {name:<20} {count}");
+            }
+        } else if !src.classes().is_empty() {
+            println!("  classes: {}", src.classes().join(", "));
         }
         println!("checked {n} records, {:.1} MB", bytes as f64 / 1e6);
+        println!("fields:");
+        for (f, (samples, items)) in &counts {
+            let what = match f {
+                Field::Boxes => format!(", {items} boxes"),
+                Field::Keypoints => format!(", {items} instances"),
+                Field::Labels => format!(", {items} tags"),
+                _ => String::new(),
+            };
+            println!("  {:<10} {samples} samples{what}", f.name());
+        }
         let show: Vec<String> = sizes
             .iter()
             .take(5)
@@ -109,6 +138,53 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     if !bad.is_empty() {
         anyhow::bail!("{} of {n} records could not be read", bad.len());
+    }
+    Ok(())
+}
+
+/// Counts what one sample's annotation holds, per field (`k`: points per keypoint
+/// instance).
+fn count_fields(ann: &Annotation, k: usize, counts: &mut BTreeMap<Field, (usize, usize)>) {
+    let mut add = |f: Field, present: bool, items: usize| {
+        if let Some(c) = counts.get_mut(&f) {
+            c.0 += usize::from(present);
+            c.1 += items;
+        }
+    };
+    add(Field::Image, true, 1);
+    add(Field::Class, true, 1);
+    add(Field::Labels, !ann.labels.is_empty(), ann.labels.len());
+    add(Field::Text, ann.text.is_some(), 0);
+    add(Field::Boxes, !ann.boxes.is_empty(), ann.boxes.len());
+    add(Field::Mask, ann.mask.is_some(), 0);
+    add(Field::Raw, ann.raw.is_some(), 0);
+    let instances = ann.keypoints.len() / (3 * k);
+    add(Field::Keypoints, instances > 0, instances);
+}
+
+/// The checks the loader makes of an annotation against its image, so that inspect
+/// finds the records a training run would stop at.
+fn check_annotation(
+    ann: &Annotation,
+    (w, h): (usize, usize),
+    src: &dyn stoker_loader::Source,
+    mask: &mut Vec<u8>,
+) -> Result<(), String> {
+    let k = src.keypoint_schema().map_or(0, |s| s.len());
+    ann.check(Some((w, h)), src.classes().len(), k)?;
+    let dims = match &ann.mask {
+        None => return Ok(()),
+        Some(MaskData::Raw { width, height, .. }) => (*width, *height),
+        Some(MaskData::Png(bytes)) => {
+            stoker_augment::mask::decode_mask(bytes, mask, stoker_augment::DEFAULT_MAX_PIXELS)
+                .map_err(|e| e.to_string())?
+        }
+    };
+    if dims != (w, h) {
+        return Err(format!(
+            "the mask is {}x{} but its image is {w}x{h}",
+            dims.0, dims.1
+        ));
     }
     Ok(())
 }

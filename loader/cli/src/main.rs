@@ -7,6 +7,7 @@ mod demo;
 mod gen;
 mod inspect;
 mod pack;
+mod show;
 mod upload;
 
 use clap::{Parser, Subcommand};
@@ -34,6 +35,8 @@ enum Command {
     Inspect(inspect::Args),
     /// Measure loader throughput and where the time goes.
     Bench(bench::Args),
+    /// Draw a grid of augmented samples with their boxes, masks, keypoints and captions.
+    Show(show::Args),
     /// Make a demo set if needed and compare sync and async reading side by side.
     Demo(demo::Args),
 }
@@ -47,6 +50,7 @@ fn main() {
         Command::Upload(a) => upload::run(a),
         Command::Inspect(a) => inspect::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Show(a) => show::run(a),
         Command::Demo(a) => demo::run(a),
     };
     if let Err(e) = result {

@@ -242,3 +242,63 @@ fn bad_input_is_a_clear_error() {
     let err = failing(&["bench", path(&folder), "--batch-size", "0"]);
     assert!(err.contains("--batch-size"), "{err}");
 }
+
+#[test]
+fn scenes_inspect_their_fields_and_show_draws_a_grid() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("scenes");
+    ok(&[
+        "gen",
+        "scenes",
+        path(&dir),
+        "--count",
+        "12",
+        "--width",
+        "48",
+        "--height",
+        "40",
+        "--max-shapes",
+        "3",
+        "--seed",
+        "5",
+    ]);
+    let manifest = dir.join("train.jsonl");
+    let doc = json(&["inspect", path(&manifest), "--json"]);
+    assert_eq!(doc["format"], "manifest");
+    let fields = &doc["fields"];
+    for f in ["image", "labels", "text", "boxes", "mask", "keypoints"] {
+        assert_eq!(fields[f]["samples"], 12, "{f}: {fields}");
+    }
+    let boxes = fields["boxes"]["count"].as_u64().unwrap();
+    assert!((12..=36).contains(&boxes), "1 to 3 shapes each: {boxes}");
+    assert_eq!(
+        fields["keypoints"]["count"].as_u64(),
+        Some(boxes),
+        "one instance per shape"
+    );
+    let grid = tmp.path().join("grid.png");
+    let out = ok(&[
+        "show",
+        path(&manifest),
+        "--transform",
+        "rrc:64,flip",
+        "--out",
+        path(&grid),
+        "--count",
+        "4",
+    ]);
+    assert!(out.contains("4 samples of 64x64"), "{out}");
+    let img = image::open(&grid).expect("a PNG").to_rgb8();
+    // Two by two cells of 64 px scaled by 2 (to 128), a caption line each, 4 px apart.
+    assert_eq!(img.dimensions(), (2 * 128 + 3 * 4, 2 * (128 + 16) + 3 * 4));
+    // A bad spec is an error naming it.
+    let err = failing(&[
+        "show",
+        path(&manifest),
+        "--transform",
+        "rrc",
+        "--out",
+        path(&grid),
+    ]);
+    assert!(err.contains("'rrc' needs a size"), "{err}");
+}

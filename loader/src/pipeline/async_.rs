@@ -21,7 +21,8 @@ use std::time::Instant;
 use stoker_augment::retain::Retention;
 use stoker_augment::Scratch;
 
-use super::{tune, LoaderConfig, Shared};
+use super::fields::FieldScratch;
+use super::{tune, LoaderConfig, OnError, Shared};
 use crate::metrics::add_time;
 use crate::pool::{Pool, PooledBuf};
 use crate::source::RecordKind;
@@ -38,9 +39,18 @@ struct InProgress {
     /// Length of that buffer: every slot written must lie inside it.
     len: usize,
     slot: usize,
+    /// Bytes of one mask, and where the masks start (after every image slot).
+    mask: usize,
+    masks_at: usize,
     buf: Mutex<Option<PooledBuf>>,
     remaining: AtomicUsize,
     errors: Mutex<Vec<(usize, LoaderError)>>,
+    /// The samples' fields, for a loader with fields.
+    outs: Mutex<Vec<(usize, crate::sample::SampleFields)>>,
+    /// A sample failed under `on_error = fail`: the batch is that error whatever the
+    /// others hold, so the rest are neither read nor decoded (a dead store would
+    /// otherwise cost a request's worst case per round of io_depth reads).
+    failed: AtomicBool,
 }
 
 // SAFETY: `ptr` points into the heap buffer owned by `buf`, which is not touched
@@ -65,6 +75,25 @@ impl InProgress {
         );
         std::slice::from_raw_parts_mut(self.ptr.add(pos * self.slot), self.slot)
     }
+
+    /// The mask slot of `pos` (empty without masks).
+    ///
+    /// # Safety
+    /// As for [`slot_mut`](Self::slot_mut).
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn mask_mut(&self, pos: usize) -> &mut [u8] {
+        let start = pos
+            .checked_mul(self.mask)
+            .and_then(|n| n.checked_add(self.masks_at));
+        let end = start.and_then(|s| s.checked_add(self.mask));
+        assert!(
+            end.is_some_and(|end| end <= self.len),
+            "mask slot {pos} of {} bytes lies outside the {}-byte buffer",
+            self.mask,
+            self.len
+        );
+        std::slice::from_raw_parts_mut(self.ptr.add(self.masks_at + pos * self.mask), self.mask)
+    }
 }
 
 /// One sample read and waiting to be decoded.
@@ -73,6 +102,10 @@ struct WorkItem {
     pos: usize,
     read: Result<RecordKind, LoaderError>,
     bytes: Vec<u8>,
+    /// The sample's fields beyond image and class (empty for classification).
+    ann: crate::Annotation,
+    /// Not read because the batch had failed already: only counted as done.
+    unread: bool,
 }
 
 /// What the prefetch queue carries: a batch (or its error) and where it belongs.
@@ -96,8 +129,9 @@ struct Workers {
 
 impl Workers {
     /// Runs workers `0..n`: starts the missing ones, and lowers the target so that
-    /// those at or past `n` exit.
-    fn scale_to(&mut self, n: usize) {
+    /// those at or past `n` exit. Returns how many are alive (a thread the system
+    /// refuses to start is left out).
+    fn scale_to(&mut self, n: usize) -> usize {
         self.target.store(n, Ordering::SeqCst);
         for id in 0..n {
             if id >= self.handles.len() {
@@ -118,10 +152,12 @@ impl Workers {
                 self.stop.clone(),
                 self.target.clone(),
             );
-            self.handles[id] = Some(spawn(&format!("stoker-worker-{id}"), move || {
+            self.handles[id] = spawn(&format!("stoker-worker-{id}"), move || {
                 worker(&shared, rx, rtx, dtx, &stop, id, &target)
-            }));
+            })
+            .ok();
         }
+        self.alive()
     }
 
     fn alive(&self) -> usize {
@@ -165,6 +201,8 @@ pub(crate) struct Running {
     queued_at_ask: usize,
     shared: Arc<Shared>,
     pool: Pool,
+    /// The process whose threads these are (see `Drop`).
+    pid: u32,
 }
 
 impl Running {
@@ -174,7 +212,7 @@ impl Running {
         cfg: &LoaderConfig,
         epoch: u64,
         step: usize,
-    ) -> Running {
+    ) -> Result<Running, LoaderError> {
         let shutdown = Arc::new(AtomicBool::new(false));
         let (wake_tx, wake_rx) = tokio::sync::watch::channel(false);
         let max_workers = cfg.max_workers();
@@ -183,6 +221,7 @@ impl Running {
         let (done_tx, done_rx) = crossbeam_channel::unbounded::<Arc<InProgress>>();
         let (ready_tx, ready_rx) = crossbeam_channel::bounded::<Ready>(cfg.prefetch);
         let mut handles = Vec::new();
+        let mut refused = None;
 
         let reader = ReadStage {
             shared: shared.clone(),
@@ -194,7 +233,10 @@ impl Running {
             recycle_rx,
             wake_rx,
         };
-        handles.push(spawn("stoker-read", move || reader.run(epoch, step)));
+        match spawn("stoker-read", move || reader.run(epoch, step)) {
+            Ok(h) => handles.push(h),
+            Err(e) => refused = Some(e),
+        }
         let mut workers = Workers {
             shared: shared.clone(),
             work_rx,
@@ -204,12 +246,19 @@ impl Running {
             target: Arc::new(AtomicUsize::new(0)),
             handles: Vec::new(),
         };
-        workers.scale_to(shared.auto.as_ref().map_or(cfg.workers, |a| a.workers()));
+        if workers.scale_to(shared.auto.as_ref().map_or(cfg.workers, |a| a.workers())) == 0 {
+            refused.get_or_insert_with(|| {
+                LoaderError::Stopped("cannot start any decode worker thread".into())
+            });
+        }
         let collator_shared = shared.clone();
-        handles.push(spawn("stoker-collate", move || {
+        match spawn("stoker-collate", move || {
             collate(&collator_shared, done_rx, ready_tx)
-        }));
-        Running {
+        }) {
+            Ok(h) => handles.push(h),
+            Err(e) => refused = Some(e),
+        }
+        let running = Running {
             ready_rx: Some(ready_rx),
             shutdown,
             wake_tx,
@@ -222,6 +271,12 @@ impl Running {
             queued_at_ask: 0,
             shared,
             pool,
+            pid: std::process::id(),
+        };
+        // Dropping it stops whatever did start.
+        match refused {
+            Some(e) => Err(e),
+            None => Ok(running),
         }
     }
 
@@ -325,6 +380,17 @@ impl Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
+        if self.pid != std::process::id() {
+            // A forked child holds a copy of this pipeline but none of its threads:
+            // joining them would wait forever, and the channels' locks may have been
+            // held by them at the fork. Leak all of it (memory only, in the child).
+            std::mem::forget(self.ready_rx.take());
+            std::mem::forget(self.workers.take());
+            std::mem::forget(std::mem::take(&mut self.handles));
+            let (fresh, _) = tokio::sync::watch::channel(true);
+            std::mem::forget(std::mem::replace(&mut self.wake_tx, fresh));
+            return;
+        }
         self.shutdown.store(true, Ordering::SeqCst);
         let _ = self.wake_tx.send(true);
         // Batches still queued go back to the pool as the receiver drops them.
@@ -338,11 +404,13 @@ impl Drop for Running {
     }
 }
 
-fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
+/// A pipeline thread; the system may refuse one (a thread or memory limit), which is
+/// an error for the consumer, not a panic.
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, LoaderError> {
     std::thread::Builder::new()
         .name(name.to_string())
         .spawn(f)
-        .unwrap_or_else(|e| panic!("cannot start pipeline thread {name}: {e}"))
+        .map_err(|e| LoaderError::Stopped(format!("cannot start pipeline thread {name}: {e}")))
 }
 
 /// The read stage: walks the plan epoch after epoch, takes a free buffer for each
@@ -411,12 +479,22 @@ impl ReadStage {
                     ptr: buf.as_mut_slice().as_mut_ptr(),
                     len: buf.as_slice().len(),
                     slot,
+                    mask: self.shared.mask_bytes(),
+                    masks_at: self.shared.masks_offset(),
                     buf: Mutex::new(Some(buf)),
                     remaining: AtomicUsize::new(n),
                     errors: Mutex::new(Vec::new()),
+                    outs: Mutex::new(Vec::new()),
+                    failed: AtomicBool::new(false),
                     indices,
                 });
                 for pos in 0..n {
+                    if job.failed.load(Ordering::Relaxed) {
+                        if !self.skip_read(&job, pos).await {
+                            return;
+                        }
+                        continue;
+                    }
                     if let Some(auto) = &self.shared.auto {
                         let want = auto.io_depth();
                         if want > granted {
@@ -427,12 +505,24 @@ impl ReadStage {
                     let Some(Ok(permit)) = self.wait(sem.clone().acquire_owned()).await else {
                         return;
                     };
+                    // The wait for a permit is where an earlier read's failure shows.
+                    if job.failed.load(Ordering::Relaxed) {
+                        drop(permit);
+                        if !self.skip_read(&job, pos).await {
+                            return;
+                        }
+                        continue;
+                    }
                     let bytes = self.recycle_rx.try_recv().unwrap_or_default();
                     let (job, shared, tx) =
                         (job.clone(), self.shared.clone(), self.work_tx.clone());
                     tokio::spawn(async move {
                         let index = job.indices[pos];
-                        let (read, bytes) = shared.read_async(index, bytes).await;
+                        let ann = crate::Annotation::default();
+                        let (read, bytes, ann) = shared.read_async(index, bytes, ann).await;
+                        if read.is_err() && shared.on_error == OnError::Fail {
+                            job.failed.store(true, Ordering::Relaxed);
+                        }
                         // Fails only when the workers are gone (shutdown).
                         let _ = tx
                             .send_async(WorkItem {
@@ -440,6 +530,8 @@ impl ReadStage {
                                 pos,
                                 read,
                                 bytes,
+                                ann,
+                                unread: false,
                             })
                             .await;
                         // Held until the sample is handed on, so that holding every
@@ -453,6 +545,21 @@ impl ReadStage {
             epoch += 1;
             step = 0;
         }
+    }
+
+    /// Hands on position `pos` of a batch that failed already, unread (so that the
+    /// batch completes as soon as its reads in flight do); false on shutdown.
+    async fn skip_read(&mut self, job: &Arc<InProgress>, pos: usize) -> bool {
+        let tx = self.work_tx.clone();
+        let item = WorkItem {
+            job: job.clone(),
+            pos,
+            read: Err(LoaderError::Stopped("not read".into())),
+            bytes: Vec::new(),
+            ann: crate::Annotation::default(),
+            unread: true,
+        };
+        matches!(self.wait(tx.send_async(item)).await, Some(Ok(())))
     }
 
     /// Runs `fut` unless shutdown is signalled first.
@@ -477,6 +584,7 @@ fn worker(
     target: &AtomicUsize,
 ) {
     let mut scratch = Scratch::default();
+    let mut fields = FieldScratch::default();
     // Read buffers circulate between the read stage and the workers; one that held an
     // outlier is shrunk before it goes back (see stoker_augment::retain).
     let mut retention = Retention::default();
@@ -489,16 +597,50 @@ fn worker(
             pos,
             read,
             bytes,
+            ann,
+            unread,
         } = item;
         let index = job.indices[pos];
-        let res = read.and_then(|kind| {
-            // SAFETY: this worker is the only one given (job, pos). The bounds
-            // assert's panic becomes an error ending the epoch, not a lost worker.
-            let slot = catch_unwind(AssertUnwindSafe(|| unsafe { job.slot_mut(pos) }))
-                .map_err(|p| LoaderError::from_panic("placing a sample in its batch".into(), p))?;
-            shared.decode(job.epoch, index, kind, &bytes, &mut scratch, slot)
-        });
+        // A batch that failed already under `fail` is that error: nothing to decode,
+        // and nothing more to record (its first error is recorded).
+        let doomed = shared.on_error == OnError::Fail && job.failed.load(Ordering::Relaxed);
+        let res = if unread || (doomed && read.is_ok()) {
+            Ok(())
+        } else {
+            read.and_then(|kind| {
+                // SAFETY: this worker is the only one given (job, pos). The bounds
+                // assert's panic becomes an error ending the epoch, not a lost worker.
+                let place =
+                    |p| LoaderError::from_panic("placing a sample in its batch".into(), p);
+                let slot = catch_unwind(AssertUnwindSafe(|| unsafe { job.slot_mut(pos) }))
+                    .map_err(place)?;
+                if shared.fields.is_none() {
+                    return shared.decode(job.epoch, index, kind, &bytes, &mut scratch, slot);
+                }
+                // SAFETY: as above, for the mask plane.
+                let mask = catch_unwind(AssertUnwindSafe(|| unsafe { job.mask_mut(pos) }))
+                    .map_err(place)?;
+                let out = shared.decode_sample(
+                    job.epoch,
+                    index,
+                    kind,
+                    &bytes,
+                    &ann,
+                    &mut scratch,
+                    &mut fields,
+                    slot,
+                    mask,
+                )?;
+                if let Ok(mut outs) = job.outs.lock() {
+                    outs.push((pos, out));
+                }
+                Ok(())
+            })
+        };
         if let Err(e) = res {
+            if shared.on_error == OnError::Fail {
+                job.failed.store(true, Ordering::Relaxed);
+            }
             if let Ok(mut errs) = job.errors.lock() {
                 errs.push((pos, e));
             }
@@ -559,5 +701,10 @@ fn finish_job(shared: &Shared, job: &InProgress) -> Result<Batch, LoaderError> {
         .lock()
         .map(|mut e| std::mem::take(&mut *e))
         .unwrap_or_default();
-    shared.finish(buf, job.epoch, job.step, job.indices.clone(), errors)
+    let outs = job
+        .outs
+        .lock()
+        .map(|mut o| std::mem::take(&mut *o))
+        .unwrap_or_default();
+    shared.finish(buf, job.epoch, job.step, job.indices.clone(), errors, outs)
 }

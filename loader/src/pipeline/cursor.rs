@@ -86,7 +86,19 @@ impl Loader {
 
     /// A cursor at the batch `state` stopped at: the rest of its epoch.
     pub fn resume_cursor(&mut self, state: &LoaderState) -> Result<Cursor, LoaderError> {
-        let mine = self.state_at(state.epoch, state.next_batch);
+        let mut mine = self.state_at(state.epoch, state.next_batch);
+        if state.fingerprint.is_some() && state.fingerprint != mine.fingerprint {
+            return Err(LoaderError::Resume(format!(
+                "the state was saved for another data set: its fingerprint is {:016x}, this \
+                 data set's {:016x} (the same number of samples, {}, but other names, labels \
+                 or classes)",
+                state.fingerprint.unwrap_or_default(),
+                mine.fingerprint.unwrap_or_default(),
+                state.samples
+            )));
+        }
+        // A state saved before states had fingerprints is checked without one.
+        mine.fingerprint = state.fingerprint;
         if *state != mine {
             return Err(LoaderError::Resume(format!(
                 "the state was saved by a different loader (saved {state:?}, this loader {mine:?})"
@@ -104,7 +116,8 @@ impl Loader {
 
     pub(super) fn cursor_at(&mut self, epoch: u64, step: usize) -> Cursor {
         let plan = Arc::new(self.shared.plan(epoch));
-        self.ensure_running(epoch, step);
+        // A pipeline that cannot start says so at the first batch, which tries again.
+        let _ = self.ensure_running(epoch, step);
         Cursor {
             plan,
             next: step,
@@ -114,13 +127,15 @@ impl Loader {
     }
 
     /// In async mode, a pipeline whose next batch is (epoch, step): the running one
-    /// if it is headed there, else a new one.
-    fn ensure_running(&mut self, epoch: u64, step: usize) {
+    /// if it is headed there, else a new one (an error when the system refuses its
+    /// threads).
+    fn ensure_running(&mut self, epoch: u64, step: usize) -> Result<(), LoaderError> {
+        self.after_fork();
         if self.config.mode != Mode::Async {
-            return;
+            return Ok(());
         }
         if matches!(&self.running, Some(r) if r.next_expected() == (epoch, step)) {
-            return;
+            return Ok(());
         }
         // Stop the old pipeline first so its threads do not compete.
         self.running = None;
@@ -131,7 +146,8 @@ impl Loader {
             &self.config,
             epoch,
             step,
-        ));
+        )?);
+        Ok(())
     }
 
     /// The state after the batches `cursor` has delivered: resuming it yields the rest.
@@ -157,34 +173,60 @@ impl Loader {
     ///
     /// Several cursors may be used on one loader: when the async pipeline is headed
     /// elsewhere (another cursor moved it), it is restarted at this cursor's batch.
+    ///
+    /// Under `on_error = skip`, a batch whose every sample was skipped is not handed
+    /// out (a batch of zero samples breaks most training steps): its skips are counted
+    /// and the next batch of the plan comes in its place, so the batches that follow
+    /// are the same as ever; at the end of the epoch there is then simply one batch
+    /// fewer.
     pub fn next_batch_within(&mut self, cursor: &mut Cursor, timeout: Option<Duration>) -> Next {
+        loop {
+            if let Some(next) = self.next_made(cursor, timeout) {
+                return next;
+            }
+        }
+    }
+
+    /// [`next_batch_within`](Self::next_batch_within) for one batch of the plan:
+    /// `None` when it had no samples left (all skipped) and the cursor moved past it.
+    fn next_made(&mut self, cursor: &mut Cursor, timeout: Option<Duration>) -> Option<Next> {
         if cursor.is_done() {
-            return Next::End;
+            return Some(Next::End);
         }
         if cursor.owner != owner_id(&self.shared) {
             cursor.failed = true;
-            return Next::Batch(Err(LoaderError::Config(
+            return Some(Next::Batch(Err(LoaderError::Config(
                 "the cursor was made by another loader".into(),
-            )));
+            ))));
         }
         let (epoch, step, len) = (cursor.plan.epoch, cursor.next, cursor.plan.len());
+        self.after_fork();
         let mut out = match self.config.mode {
             Mode::Sync => self
                 .sync
                 .next_batch(&self.shared, &self.pool, &cursor.plan, step),
             Mode::Async => {
-                self.ensure_running(epoch, step);
+                let started = self.ensure_running(epoch, step);
                 let deadline = timeout.map(|t| Instant::now() + t);
-                match self.running.as_mut() {
+                match self.running.as_mut().filter(|_| started.is_ok()) {
                     Some(r) => match r.next_batch(epoch, step, len, deadline) {
                         Some(b) => b,
-                        None => return Next::TimedOut,
+                        None => return Some(Next::TimedOut),
                     },
-                    None => Err(LoaderError::Stopped("no pipeline is running".into())),
+                    None => Err(started
+                        .err()
+                        .unwrap_or_else(|| LoaderError::Stopped("no pipeline is running".into()))),
                 }
             }
         };
         match &mut out {
+            Ok(b) if b.indices.is_empty() => {
+                // Every sample skipped: counted, and the next batch comes instead.
+                let skipped = b.skipped as u64;
+                self.shared.counters.skipped.fetch_add(skipped, Relaxed);
+                cursor.next += 1;
+                return None;
+            }
             Ok(b) => {
                 // Counted here, at delivery: the async pipeline may already be
                 // working on the next epoch.
@@ -201,7 +243,7 @@ impl Loader {
                 self.running = None;
             }
         }
-        Next::Batch(out)
+        Some(Next::Batch(out))
     }
 }
 

@@ -15,6 +15,7 @@
 
 mod async_;
 mod cursor;
+mod fields;
 mod sync;
 pub mod tune;
 pub(crate) mod work;
@@ -52,11 +53,29 @@ pub(crate) struct Shared {
     pub auto: Option<Arc<tune::AutoState>>,
     /// MixUp/CutMix, and the class count of the soft labels.
     pub mix: Option<(crate::Mix, usize)>,
+    /// Fields beyond image and class; `None` for classification, whose samples
+    /// take the path they always took.
+    pub fields: Option<fields::FieldPlan>,
+    /// The source's fingerprint (for states), computed when first asked for.
+    pub fingerprint: std::sync::OnceLock<u64>,
 }
 
 impl Shared {
     pub fn slot_bytes(&self) -> usize {
         self.shape.0 * self.shape.1 * self.shape.2
+    }
+
+    /// Bytes of one sample's mask (0 without masks).
+    pub fn mask_bytes(&self) -> usize {
+        self.fields
+            .as_ref()
+            .and_then(|f| f.mask)
+            .map_or(0, |(h, w)| h * w)
+    }
+
+    /// Where the masks start in a batch buffer: after every image slot.
+    pub fn masks_offset(&self) -> usize {
+        self.batch_size * self.slot_bytes()
     }
 
     pub fn plan(&self, epoch: u64) -> Plan {
@@ -79,6 +98,9 @@ pub struct Loader {
     sync: sync::SyncState,
     running: Option<async_::Running>,
     starts: usize,
+    /// The process that made the pipeline and pool: a forked child has their memory
+    /// but not their threads (see `Loader::after_fork`).
+    pid: u32,
 }
 
 impl Loader {
@@ -124,7 +146,6 @@ impl Loader {
         let (ow, oh) = cfg.transform.output_size(w, h);
         let c = cfg.channels.or(raw_c).unwrap_or(3);
         let shape = (oh, ow, c);
-        let pool = Pool::new(cfg.pool_capacity(), cfg.batch_bytes(shape)?);
         let mix = match cfg.mix {
             None => None,
             Some(m) => match source.classes().len() {
@@ -138,6 +159,23 @@ impl Loader {
                 k => Some((m, k)),
             },
         };
+        let fields = field_plan(source.as_ref(), cfg, (oh, ow))?;
+        if let (Some((m, _)), Some(plan)) = (&mix, &fields) {
+            // Mixing blends images and classes; boxes, masks and captions have no
+            // blend that a loss could use, so the two are not combined.
+            return Err(LoaderError::Config(format!(
+                "mix '{m}' mixes classes, and this loader's batches carry {}: pick \
+                 fields=[\"image\", \"label\"] to mix, or leave mixing out",
+                plan.fields
+            )));
+        }
+        // A mask is one more byte per pixel in the same buffer.
+        let with_masks = (
+            oh,
+            ow,
+            c + usize::from(fields.as_ref().is_some_and(|f| f.mask.is_some())),
+        );
+        let pool = Pool::new(cfg.pool_capacity(), cfg.batch_bytes(with_masks)?);
         let trace = match &cfg.trace {
             Some(path) => Some(Arc::new(Trace::create(path).map_err(|e| {
                 LoaderError::Config(format!("trace: cannot create {}: {e}", path.display()))
@@ -163,6 +201,8 @@ impl Loader {
                     Arc::new(tune::AutoState::new(budget, cfg.io_depth, io_cap))
                 }),
             mix,
+            fields,
+            fingerprint: std::sync::OnceLock::new(),
         });
         Ok(Loader {
             shared,
@@ -171,6 +211,7 @@ impl Loader {
             sync: sync::SyncState::default(),
             running: None,
             starts: 0,
+            pid: std::process::id(),
         })
     }
 
@@ -203,7 +244,16 @@ impl Loader {
             samples: self.shared.source.len(),
             rank: self.config.rank,
             world: self.config.world,
+            fingerprint: Some(self.fingerprint()),
         }
+    }
+
+    /// The source's fingerprint ([`crate::state::fingerprint`]), which states carry.
+    pub fn fingerprint(&self) -> u64 {
+        *self
+            .shared
+            .fingerprint
+            .get_or_init(|| crate::state::fingerprint(self.shared.source.as_ref()))
     }
 
     pub fn config(&self) -> &LoaderConfig {
@@ -227,6 +277,14 @@ impl Loader {
     /// (height, width, channels) of every image in a batch.
     pub fn image_shape(&self) -> (usize, usize, usize) {
         self.shared.shape
+    }
+
+    /// The fields batches carry: image and class for classification.
+    pub fn fields(&self) -> crate::Fields {
+        self.shared
+            .fields
+            .as_ref()
+            .map_or(crate::Fields::CLASSIFICATION, |f| f.fields)
     }
 
     /// Totals since the loader was made.
@@ -280,8 +338,71 @@ impl Loader {
 
     /// Number of live pipeline threads (0 in sync mode or before the first epoch).
     pub fn threads(&self) -> usize {
+        if self.pid != std::process::id() {
+            // A forked child: the pipeline's threads stayed in the parent.
+            return 0;
+        }
         self.running.as_ref().map_or(0, |r| r.threads())
     }
+
+    /// In a process forked from the one that ran this loader, the pipeline's threads
+    /// did not come along (fork copies only the calling thread), and any lock they
+    /// held stays held: the dead pipeline is forgotten without being joined, and a
+    /// fresh buffer pool replaces the old one (whose buffers the dead threads hold).
+    /// The next batch then starts a new pipeline in this process, at the same place.
+    fn after_fork(&mut self) {
+        let pid = std::process::id();
+        if pid == self.pid {
+            return;
+        }
+        self.pid = pid;
+        // Running's drop sees the other pid and leaks instead of joining.
+        self.running = None;
+        self.pool = Pool::new(self.pool.capacity(), self.pool.buf_bytes());
+        self.sync = sync::SyncState::default();
+    }
+}
+
+/// What the loader does with the source's fields beyond image and class: `None` when
+/// batches carry none (classification), else the plan. Asking for a field the source
+/// does not have is an error that lists what it has.
+fn field_plan(
+    source: &dyn Source,
+    cfg: &LoaderConfig,
+    (oh, ow): (usize, usize),
+) -> Result<Option<fields::FieldPlan>, LoaderError> {
+    use crate::sample::{Field, Fields};
+    let has = source.fields();
+    let wanted = match cfg.fields {
+        None => has,
+        Some(want) => {
+            if let Some(missing) = want.iter().find(|f| !has.contains(*f)) {
+                return Err(LoaderError::Config(format!(
+                    "the data set has no field '{missing}' (it has: {has})"
+                )));
+            }
+            want.with(Field::Image)
+        }
+    };
+    if wanted.is_classification() {
+        return Ok(None);
+    }
+    let schema = source.keypoint_schema().cloned().unwrap_or_default();
+    if wanted.contains(Field::Keypoints) && schema.is_empty() {
+        return Err(LoaderError::Config(
+            "the data set has keypoints but does not say how many points an instance has".into(),
+        ));
+    }
+    let fields: Fields = wanted;
+    Ok(Some(fields::FieldPlan {
+        fields,
+        classes: source.classes().len(),
+        schema,
+        min_box_visibility: cfg.min_box_visibility,
+        max_instances: cfg.max_instances,
+        mask: fields.contains(Field::Mask).then_some((oh, ow)),
+        max_pixels: cfg.max_pixels,
+    }))
 }
 
 /// The batches of one epoch, in order. Also reports where it stands, for resume.
@@ -325,6 +446,11 @@ impl Iterator for Epoch<'_> {
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         let n = self.cursor.remaining();
-        (n, Some(n))
+        // Under skip, a batch whose samples were all skipped is left out.
+        let least = match self.loader.config.on_error {
+            OnError::Skip => 0,
+            OnError::Fail => n,
+        };
+        (least, Some(n))
     }
 }

@@ -6,6 +6,7 @@ use std::time::Instant;
 use stoker_augment::retain::Retention;
 use stoker_augment::Scratch;
 
+use super::fields::FieldScratch;
 use super::Shared;
 use crate::metrics::add_time;
 use crate::plan::Plan;
@@ -19,6 +20,9 @@ pub(crate) struct SyncState {
     bytes: Vec<u8>,
     /// Shrinks `bytes` after an outlier (see stoker_augment::retain).
     retention: Retention,
+    /// For sources with fields.
+    ann: crate::Annotation,
+    fields: FieldScratch,
 }
 
 impl SyncState {
@@ -33,12 +37,41 @@ impl SyncState {
         let mut buf = pool.acquire_now();
         let slot = shared.slot_bytes();
         let indices = plan.batch(step);
+        let (mask, masks_at) = (shared.mask_bytes(), shared.masks_offset());
         let mut errors = Vec::new();
+        let mut outs = Vec::new();
         for (pos, &index) in indices.iter().enumerate() {
-            let out = &mut buf.as_mut_slice()[pos * slot..(pos + 1) * slot];
-            let res = shared.read(index, &mut self.bytes).and_then(|kind| {
-                shared.decode(plan.epoch, index, kind, &self.bytes, &mut self.scratch, out)
-            });
+            let data = buf.as_mut_slice();
+            let (images, masks) = data.split_at_mut(masks_at);
+            let out = &mut images[pos * slot..(pos + 1) * slot];
+            let res = shared
+                .read(index, &mut self.bytes, &mut self.ann)
+                .and_then(|kind| {
+                    if shared.fields.is_none() {
+                        return shared.decode(
+                            plan.epoch,
+                            index,
+                            kind,
+                            &self.bytes,
+                            &mut self.scratch,
+                            out,
+                        );
+                    }
+                    let m = &mut masks[pos * mask..(pos + 1) * mask];
+                    let f = shared.decode_sample(
+                        plan.epoch,
+                        index,
+                        kind,
+                        &self.bytes,
+                        &self.ann,
+                        &mut self.scratch,
+                        &mut self.fields,
+                        out,
+                        m,
+                    )?;
+                    outs.push((pos, f));
+                    Ok(())
+                });
             self.retention.note(self.bytes.len());
             self.retention.trim(&mut self.bytes);
             if let Err(e) = res {
@@ -49,7 +82,7 @@ impl SyncState {
                 }
             }
         }
-        let out = shared.finish(buf, plan.epoch, step, indices.to_vec(), errors);
+        let out = shared.finish(buf, plan.epoch, step, indices.to_vec(), errors, outs);
         // In sync mode all of the data time is time the consumer waits.
         add_time(&shared.counters.wait_ns, t0.elapsed());
         if let Some(tr) = &shared.trace {

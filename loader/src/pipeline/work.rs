@@ -8,11 +8,13 @@ use std::time::Instant;
 
 use stoker_augment::{decode, ImageView, SampleRng, Scratch};
 
+use super::fields::FieldScratch;
 use super::{OnError, Shared};
 use crate::batch::{Batch, Images};
 use crate::metrics::add_time;
 use crate::mix::{mix_images, soft_labels, Mix};
 use crate::pool::PooledBuf;
+use crate::sample::{Annotation, SampleFields};
 use crate::source::{RecordKind, SourceError};
 use crate::LoaderError;
 
@@ -36,10 +38,19 @@ impl Shared {
         }
     }
 
-    /// Reads sample `index` into `buf`, catching a panicking source.
-    pub(crate) fn read(&self, index: usize, buf: &mut Vec<u8>) -> Result<RecordKind, LoaderError> {
+    /// Reads sample `index` into `buf` (and, when the loader carries fields, its
+    /// annotation into `ann`), catching a panicking source.
+    pub(crate) fn read(
+        &self,
+        index: usize,
+        buf: &mut Vec<u8>,
+        ann: &mut Annotation,
+    ) -> Result<RecordKind, LoaderError> {
         let t0 = Instant::now();
-        let out = catch_unwind(AssertUnwindSafe(|| self.source.read(index, buf)));
+        let out = catch_unwind(AssertUnwindSafe(|| match &self.fields {
+            None => self.source.read(index, buf),
+            Some(plan) => self.source.read_sample(index, plan.fields, buf, ann),
+        }));
         add_time(&self.counters.read_ns, t0.elapsed());
         self.counters.reads.fetch_add(1, Relaxed);
         if let Some(tr) = &self.trace {
@@ -67,34 +78,48 @@ impl Shared {
         self: &Arc<Self>,
         index: usize,
         buf: Vec<u8>,
-    ) -> (Result<RecordKind, LoaderError>, Vec<u8>) {
+        ann: Annotation,
+    ) -> (Result<RecordKind, LoaderError>, Vec<u8>, Annotation) {
         let t0 = Instant::now();
         // A task of its own, so that a panic in the source is caught as a JoinError.
-        let task = tokio::spawn(self.source.clone().read_async(index, buf));
-        let out = task.await;
+        let out = match &self.fields {
+            None => tokio::spawn(self.source.clone().read_async(index, buf))
+                .await
+                .map(|(r, buf)| (r, buf, ann)),
+            Some(plan) => {
+                tokio::spawn(
+                    self.source
+                        .clone()
+                        .read_sample_async(index, plan.fields, buf, ann),
+                )
+                .await
+            }
+        };
         add_time(&self.counters.read_ns, t0.elapsed());
         self.counters.reads.fetch_add(1, Relaxed);
         if let Some(tr) = &self.trace {
             tr.span("read", t0, Some(serde_json::json!({ "index": index })));
         }
         match out {
-            Ok((Ok(kind), buf)) => {
+            Ok((Ok(kind), buf, ann)) => {
                 self.counters
                     .bytes_read
                     .fetch_add(buf.len() as u64, Relaxed);
-                (Ok(kind), buf)
+                (Ok(kind), buf, ann)
             }
-            Ok((Err(e), buf)) => (Err(self.sample_error(index, reason(&e))), buf),
+            Ok((Err(e), buf, ann)) => (Err(self.sample_error(index, reason(&e))), buf, ann),
             Err(e) if e.is_panic() => (
                 Err(LoaderError::from_panic(
                     format!("reading {}", self.source.describe(index)),
                     e.into_panic(),
                 )),
                 Vec::new(),
+                Annotation::default(),
             ),
             Err(e) => (
                 Err(LoaderError::Stopped(format!("read task failed: {e}"))),
                 Vec::new(),
+                Annotation::default(),
             ),
         }
     }
@@ -153,6 +178,44 @@ impl Shared {
         }
     }
 
+    /// [`decode`](Self::decode) for a loader with fields: the image into `slot`, then
+    /// the sample's fields through the image's geometry, its mask into `mask`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn decode_sample(
+        &self,
+        epoch: u64,
+        index: usize,
+        kind: RecordKind,
+        bytes: &[u8],
+        ann: &Annotation,
+        scratch: &mut Scratch,
+        fields: &mut FieldScratch,
+        slot: &mut [u8],
+        mask: &mut [u8],
+    ) -> Result<SampleFields, LoaderError> {
+        let Some(plan) = &self.fields else {
+            self.decode(epoch, index, kind, bytes, scratch, slot)?;
+            return Ok(SampleFields::default());
+        };
+        let spatial = plan.fields.any_spatial();
+        if spatial != scratch.geometry().is_some() {
+            scratch.record_geometry(spatial);
+        }
+        self.decode(epoch, index, kind, bytes, scratch, slot)?;
+        let t0 = Instant::now();
+        let out = catch_unwind(AssertUnwindSafe(|| {
+            plan.carry(ann, scratch.geometry(), fields, mask)
+        }));
+        add_time(&self.counters.work_ns, t0.elapsed());
+        match out {
+            Ok(r) => r.map_err(|reason| self.sample_error(index, reason)),
+            Err(p) => Err(LoaderError::from_panic(
+                format!("carrying the fields of {}", self.source.describe(index)),
+                p,
+            )),
+        }
+    }
+
     /// Turns a filled buffer into a batch: applies the error policy (dropping skipped
     /// samples by moving later slots down) and updates the counters.
     pub(crate) fn finish(
@@ -162,6 +225,7 @@ impl Shared {
         step: usize,
         mut indices: Vec<usize>,
         mut errors: Vec<(usize, LoaderError)>,
+        mut outs: Vec<(usize, SampleFields)>,
     ) -> Result<Batch, LoaderError> {
         errors.sort_by_key(|(pos, _)| *pos);
         let fatal = errors
@@ -176,6 +240,7 @@ impl Shared {
             }
         } else if !errors.is_empty() {
             let slot = self.slot_bytes();
+            let (mask, masks_at) = (self.mask_bytes(), self.masks_offset());
             let data = buf.as_mut_slice();
             let mut bad = errors.iter().map(|(p, _)| *p).peekable();
             let mut kept = 0;
@@ -186,6 +251,8 @@ impl Shared {
                 }
                 if kept != pos {
                     data.copy_within(pos * slot..(pos + 1) * slot, kept * slot);
+                    let from = masks_at + pos * mask;
+                    data.copy_within(from..from + mask, masks_at + kept * mask);
                     indices[kept] = indices[pos];
                 }
                 kept += 1;
@@ -200,8 +267,29 @@ impl Shared {
                 Some(self.mix_batch(mix, *classes, &mut buf, epoch, step, &indices, &labels)?)
             }
         };
+        let mut images = Images::new(buf, len);
+        let fields = self.fields.as_ref().map(|plan| {
+            // The samples that were not skipped, in batch order.
+            outs.sort_by_key(|(pos, _)| *pos);
+            let kept: Vec<SampleFields> = outs
+                .drain(..)
+                .filter(|(pos, _)| !errors.iter().any(|(bad, _)| bad == pos))
+                .map(|(_, f)| f)
+                .collect();
+            Box::new(crate::sample::collate(
+                plan.fields,
+                &kept,
+                plan.schema.len(),
+                plan.max_instances,
+            ))
+        });
+        if let Some(f) = &fields {
+            let at = self.masks_offset();
+            let n = f.fields.contains(crate::Field::Mask) as usize * indices.len();
+            images = images.with_masks(at..at + n * self.mask_bytes());
+        }
         Ok(Batch {
-            images: Images::new(buf, len),
+            images,
             labels,
             soft_labels,
             indices,
@@ -209,6 +297,7 @@ impl Shared {
             epoch,
             step,
             image_shape: self.shape,
+            fields,
         })
     }
 }

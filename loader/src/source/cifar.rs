@@ -3,7 +3,7 @@
 //! 1024 red, 1024 green and 1024 blue bytes), read through memory maps and turned from
 //! planar CHW into the HWC the rest of stoker uses.
 
-use std::fs::{self, File};
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
@@ -156,7 +156,7 @@ impl Cifar10 {
         let mut batches = Vec::with_capacity(files.len());
         let mut labels = Vec::new();
         for path in files {
-            let file = File::open(path).map_err(|e| SourceError::io(path, e))?;
+            let file = crate::source::open_regular(path)?;
             let len = file.metadata().map_err(|e| SourceError::io(path, e))?.len();
             if len == 0 {
                 return Err(SourceError::format(path, "empty file"));

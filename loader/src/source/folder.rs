@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use super::{RecordKind, Source, SourceError};
 
 /// File extensions counted as images (compared case-insensitively).
-pub const IMAGE_EXTENSIONS: [&str; 3] = ["jpg", "jpeg", "png"];
+pub const IMAGE_EXTENSIONS: [&str; 4] = ["jpg", "jpeg", "png", "webp"];
 
 /// A directory of encoded images, one sub-folder per class.
 #[derive(Debug)]
@@ -120,7 +120,7 @@ impl ImageFolder {
             return Err(SourceError::format(
                 root,
                 format!(
-                    "{} of {} classes have no images (.jpg, .jpeg, .png): {}",
+                    "{} of {} classes have no images (.jpg, .jpeg, .png, .webp): {}",
                     empty.len(),
                     classes.len(),
                     empty.join(", ")
@@ -175,7 +175,8 @@ impl Source for ImageFolder {
             what: format!("{} sample {index}", self.root.display()),
             reason: format!("index out of range (the folder holds {})", self.files.len()),
         })?;
-        let mut file = fs::File::open(path).map_err(|e| SourceError::io(path, e))?;
+        // A file swapped for a FIFO since the scan must not block the worker.
+        let mut file = super::open_regular(path)?;
         // read_to_end reserves from the file's size and only grows `buf` when the
         // file is larger than its capacity, so a recycled buffer is not reallocated.
         file.read_to_end(buf)

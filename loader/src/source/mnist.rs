@@ -4,7 +4,6 @@
 //! IDX is big-endian: the images file is magic 2051, count, rows, cols, then
 //! count*rows*cols bytes; the labels file is magic 2049, count, then count bytes.
 
-use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -31,7 +30,10 @@ pub struct Mnist {
 /// Read a file whole, gunzipping it when it starts with the gzip magic (whatever its
 /// name says).
 fn read_maybe_gz(path: &Path) -> Result<Vec<u8>, SourceError> {
-    let bytes = fs::read(path).map_err(|e| SourceError::io(path, e))?;
+    let mut bytes = Vec::new();
+    super::open_regular(path)?
+        .read_to_end(&mut bytes)
+        .map_err(|e| SourceError::io(path, e))?;
     if !bytes.starts_with(&[0x1f, 0x8b]) {
         return Ok(bytes);
     }

@@ -5,12 +5,16 @@
 //! PNG) go to the augment stage, raw records carry their pixel shape.
 
 pub mod cifar;
+pub mod coco;
 pub mod folder;
+pub mod manifest;
 pub mod mnist;
 mod open;
 pub mod packed;
+pub mod place;
 #[cfg(feature = "remote")]
 pub mod remote_folder;
+pub mod segpairs;
 pub mod tar;
 
 use std::future::Future;
@@ -19,12 +23,53 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use crate::sample::{Annotation, Fields, KeypointSchema};
+
 pub use cifar::Cifar10;
+pub use coco::Coco;
 pub use folder::ImageFolder;
+pub use manifest::Manifest;
 pub use mnist::Mnist;
 pub use open::{is_url, open, open_url, open_with, OpenOptions, DEFAULT_CACHE_BYTES};
 pub use packed::{PackedReader, PackedWriter};
+pub use segpairs::SegPairs;
 pub use tar::TarSource;
+
+/// What [`Source::read_sample_async`] yields: the read's outcome, the buffer and the
+/// annotation back.
+pub type SampleFuture =
+    Pin<Box<dyn Future<Output = (Result<RecordKind, SourceError>, Vec<u8>, Annotation)> + Send>>;
+
+/// The most classes a data set may have (labels are below it). Where the class count
+/// comes from label values (tar shards without a class table) it bounds the class list
+/// a stray label could otherwise make enormous (a `.cls` of 4294967294).
+pub use crate::sample::MAX_CLASSES;
+
+/// Opens `path` for reading if it is a regular file. Anything else is an error saying
+/// what it is: a FIFO would block the open (and the loader) until something writes to
+/// it, and a device is not a data set. The open itself does not block (`O_NONBLOCK`,
+/// which regular files ignore).
+pub fn open_regular(path: &std::path::Path) -> Result<std::fs::File, SourceError> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = opts.open(path).map_err(|e| SourceError::io(path, e))?;
+    let meta = file.metadata().map_err(|e| SourceError::io(path, e))?;
+    if !meta.is_file() {
+        return Err(SourceError::format(
+            path,
+            format!(
+                "{}, not a regular file: give a file or a folder of data",
+                crate::durable::node_kind(&meta)
+            ),
+        ));
+    }
+    Ok(file)
+}
 
 /// What [`Source::read_async`] yields: the read's outcome and the buffer back.
 pub type ReadFuture =
@@ -72,6 +117,61 @@ pub trait Source: Send + Sync + 'static {
     /// by shard (see [`Sampler`](crate::Sampler)). `None`: no shards.
     fn shards(&self) -> Option<&[Range<usize>]> {
         None
+    }
+
+    /// The fields this source's samples carry: image and class unless it says more.
+    fn fields(&self) -> Fields {
+        Fields::CLASSIFICATION
+    }
+
+    /// The points of a keypoint instance, when samples carry keypoints.
+    fn keypoint_schema(&self) -> Option<&KeypointSchema> {
+        None
+    }
+
+    /// Reads sample `index`: its image bytes into `buf`, as [`read`](Self::read) does,
+    /// and those of its `wanted` fields beyond image and class into `ann` (cleared
+    /// first), in the coordinates of the image before any transform. The loader calls
+    /// it only when it wants such a field; sources with fields override it.
+    fn read_sample(
+        &self,
+        index: usize,
+        wanted: Fields,
+        buf: &mut Vec<u8>,
+        ann: &mut Annotation,
+    ) -> Result<RecordKind, SourceError> {
+        let _ = wanted;
+        ann.clear();
+        self.read(index, buf)
+    }
+
+    /// [`read_sample`](Self::read_sample) as a future (see
+    /// [`read_async`](Self::read_async)); by default on tokio's blocking pool.
+    fn read_sample_async(
+        self: Arc<Self>,
+        index: usize,
+        wanted: Fields,
+        mut buf: Vec<u8>,
+        mut ann: Annotation,
+    ) -> SampleFuture {
+        Box::pin(async move {
+            let task = tokio::task::spawn_blocking(move || {
+                let r = self.read_sample(index, wanted, &mut buf, &mut ann);
+                (r, buf, ann)
+            });
+            match task.await {
+                Ok(out) => out,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(e) => (
+                    Err(SourceError::Record {
+                        what: format!("sample {index}"),
+                        reason: format!("the read task was cancelled: {e}"),
+                    }),
+                    Vec::new(),
+                    Annotation::default(),
+                ),
+            }
+        })
     }
 
     /// [`read`](Self::read) as a future, for the async read stage, which keeps
@@ -165,6 +265,14 @@ impl From<crate::storage::StorageError> for SourceError {
             StorageError::NotFound { url, reason } => remote(url, format!("not found ({reason})")),
             StorageError::Request { url, what, reason } => {
                 remote(url, format!("{what} failed: {reason}"))
+            }
+            e @ StorageError::Changed { .. } => {
+                // The message starts with the URL, as every storage error's does.
+                let url = e.url().unwrap_or_default().to_string();
+                let text = e.to_string();
+                let reason = text.strip_prefix(url.as_str()).unwrap_or(&text);
+                let reason = reason.trim_start_matches(": ").to_string();
+                remote(url, reason)
             }
             StorageError::Runtime(r) => {
                 remote("storage".into(), format!("the storage runtime: {r}"))

@@ -5,6 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::coco::{is_coco_name, Coco};
+use super::manifest::{is_manifest_name, Manifest};
+use super::segpairs::{is_pairs_dir, SegPairs};
 use super::{
     mnist, packed, tar, Cifar10, ImageFolder, Mnist, PackedReader, Source, SourceError, TarSource,
 };
@@ -43,6 +46,12 @@ pub struct OpenOptions {
     /// Timeouts, retries and store settings for URLs.
     #[cfg(feature = "remote")]
     pub remote: crate::storage::RemoteOptions,
+    /// The folder of masks (a path or URL) that pairs with the images of the data
+    /// argument by stem (segmentation pairs).
+    pub masks: Option<String>,
+    /// The folder of images (a path or URL) that a COCO annotation file's
+    /// `file_name`s are relative to; required for COCO, ignored elsewhere.
+    pub images: Option<String>,
 }
 
 impl Default for OpenOptions {
@@ -54,6 +63,8 @@ impl Default for OpenOptions {
             cache_bytes: DEFAULT_CACHE_BYTES,
             #[cfg(feature = "remote")]
             remote: crate::storage::RemoteOptions::default(),
+            masks: None,
+            images: None,
         }
     }
 }
@@ -79,8 +90,29 @@ pub fn open(path: &Path, train: bool) -> Result<Arc<dyn Source>, SourceError> {
 /// inside `cifar-10-batches-bin/`), else an ImageFolder. A file is packed when it starts
 /// with the packed magic, MNIST when it is an IDX file (plain or gzipped), CIFAR-10 when
 /// it is a `.bin` batch.
+///
+/// A path or URL ending in `.json` is a COCO annotation file, whose images are in the
+/// folder `options.images` (required); one ending in `.jsonl` or `.ndjson` is a
+/// JSON-lines manifest; `options.masks` pairs the images under `path` with masks.
 pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Source>, SourceError> {
+    if let Some(text) = path.to_str().filter(|t| is_coco_name(t)) {
+        let Some(images) = &options.images else {
+            return Err(SourceError::format(
+                path,
+                "a COCO annotation file needs the folder (a path or URL) that its file_names \
+                 are relative to: `images=` in Python, `--images DIR` for stoker-load",
+            ));
+        };
+        return Ok(Arc::new(Coco::open(text, images, options)?));
+    }
+    if let Some(masks) = &options.masks {
+        let images = path.to_string_lossy();
+        return Ok(Arc::new(SegPairs::open(&images, masks, options)?));
+    }
     if let Some(text) = path.to_str() {
+        if is_manifest_name(text) {
+            return Ok(Arc::new(Manifest::open(text, options)?));
+        }
         if is_url(text) {
             return open_url(text, options);
         }
@@ -99,6 +131,14 @@ pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Source>, 
         Err(e) => return Err(SourceError::io(path, e)),
     };
     if meta.is_dir() {
+        if is_pairs_dir(path) {
+            let (images, masks) = (path.join("images"), path.join("masks"));
+            return Ok(Arc::new(SegPairs::open(
+                &images.to_string_lossy(),
+                &masks.to_string_lossy(),
+                options,
+            )?));
+        }
         if Mnist::detect(path) {
             return Ok(Arc::new(Mnist::open_dir(path, train)?));
         }
@@ -106,10 +146,22 @@ pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Source>, 
             return Ok(Arc::new(Cifar10::open_dir(path, train)?));
         }
         if let Some(shards) = tar::shards_in(path)? {
+            tar::check_manifest(path, &shards)?;
             let what = path.display().to_string();
             return Ok(Arc::new(TarSource::open_local(&shards, &what)?));
         }
         return Ok(Arc::new(ImageFolder::open(path)?));
+    }
+    if !meta.is_file() {
+        // A FIFO, socket or device: its size says nothing, and opening a FIFO would
+        // wait for a writer.
+        return Err(SourceError::format(
+            path,
+            format!(
+                "{}, not a regular file: give a file or a folder of data",
+                crate::durable::node_kind(&meta)
+            ),
+        ));
     }
     if meta.len() == 0 {
         return Err(SourceError::format(path, "empty file"));
@@ -117,7 +169,7 @@ pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Source>, 
     let mut head = [0u8; 8];
     let n = {
         use std::io::Read;
-        let file = std::fs::File::open(path).map_err(|e| SourceError::io(path, e))?;
+        let file = super::open_regular(path)?;
         let mut n = 0;
         // `take` + read_to_end would allocate; a short loop fills the fixed array.
         let mut file = file.take(head.len() as u64);
@@ -261,6 +313,7 @@ pub fn open_url(url: &str, options: &OpenOptions) -> Result<Arc<dyn Source>, Sou
         .cloned()
         .collect();
     if !shards.is_empty() {
+        tar::check_remote_manifest(&bucket.url_of(&prefix), &prefix, &objects, &shards)?;
         return Ok(Arc::new(TarSource::open_remote(shards, url, cache)?));
     }
     let listing_url = bucket.url_of(&prefix);

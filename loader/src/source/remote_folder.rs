@@ -63,7 +63,7 @@ impl RemoteFolder {
             .collect();
         if !empty.is_empty() {
             return Err(bad(format!(
-                "{} of {} classes have no images (.jpg, .jpeg, .png): {}",
+                "{} of {} classes have no images (.jpg, .jpeg, .png, .webp): {}",
                 empty.len(),
                 by_class.len(),
                 empty

@@ -82,11 +82,11 @@ impl Cache {
             if meta.is_file() && name.ends_with(".obj") {
                 let mtime = meta.modified().ok();
                 found.push((mtime, name, meta.len()));
-            } else if meta.is_file() && name.contains(".tmp-") {
-                // A fetch that a killed process left half-written.
-                let _ = std::fs::remove_file(entry.path());
             }
         }
+        // Fetches that a killed process left half-written; those of live processes
+        // sharing the folder are theirs to finish.
+        crate::durable::remove_stale_temps(dir, &[""]);
         found.sort();
         let cache = Cache {
             dir: dir.to_path_buf(),
@@ -158,16 +158,19 @@ impl Cache {
         if self.touch(&name) {
             return Ok(Some(path));
         }
+        // Keyed by process too: a forked child must not wait for a fill whose task
+        // stayed in the parent.
+        let fill_key = format!("{}:{name}", std::process::id());
         let fill = {
             let mut fills = self.fills.lock().unwrap_or_else(|p| p.into_inner());
-            fills.entry(name.clone()).or_default().clone()
+            fills.entry(fill_key.clone()).or_default().clone()
         };
         let _guard = fill.lock().await;
         let out = self.fill(obj, &name, &path).await;
         self.fills
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(&name);
+            .remove(&fill_key);
         out.map(Some)
     }
 

@@ -20,6 +20,17 @@ pub enum StorageError {
         what: String,
         reason: String,
     },
+    /// The object is not the version that was listed or indexed (replaced, grown,
+    /// rewritten): reading on would pair the old index with the new bytes.
+    #[error(
+        "{url}: {what}: the object changed since it was listed ({reason}); open the data \
+         set again to read the new version"
+    )]
+    Changed {
+        url: String,
+        what: String,
+        reason: String,
+    },
     /// The local cache could not be used.
     #[error("{}: {what}: {source}", path.display())]
     Cache {
@@ -40,6 +51,13 @@ impl StorageError {
             object_store::Error::NotFound { source, .. } => StorageError::NotFound {
                 url: url.to_string(),
                 reason: flatten(source.as_ref()),
+            },
+            // Only our If-Match asks for a precondition: the ETag is no longer the one
+            // listed.
+            object_store::Error::Precondition { source, .. } => StorageError::Changed {
+                url: url.to_string(),
+                what: what.into(),
+                reason: format!("If-Match failed: {}", flatten(source.as_ref())),
             },
             e @ (object_store::Error::PermissionDenied { .. }
             | object_store::Error::Unauthenticated { .. }) => StorageError::Request {
@@ -64,7 +82,8 @@ impl StorageError {
             StorageError::Url { url, .. }
             | StorageError::Config { url, .. }
             | StorageError::NotFound { url, .. }
-            | StorageError::Request { url, .. } => Some(url),
+            | StorageError::Request { url, .. }
+            | StorageError::Changed { url, .. } => Some(url),
             StorageError::Cache { .. } | StorageError::Runtime(_) => None,
         }
     }

@@ -7,38 +7,67 @@
 use std::cell::Cell;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use futures_util::FutureExt;
 use tokio::runtime::Runtime;
 
 use super::StorageError;
 
-static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
+/// The runtime of this process, and the process it was started in. A forked child
+/// inherits the memory of its parent's runtime but none of its threads, so a task
+/// spawned there would never run (the sync-mode hang after a fork): the child starts
+/// a runtime of its own, and the parent's is leaked there (dropping it would wait for
+/// threads that do not exist).
+static RUNTIME: AtomicPtr<Runtime> = AtomicPtr::new(std::ptr::null_mut());
+static RUNTIME_PID: AtomicU32 = AtomicU32::new(0);
+/// Held while a runtime is being started.
+static STARTING: Mutex<()> = Mutex::new(());
 
 thread_local! {
     /// True on the runtime's own threads, where waiting synchronously would deadlock.
     static ON_RUNTIME: Cell<bool> = const { Cell::new(false) };
 }
 
-/// The shared runtime, started on first use. `STOKER_IO_THREADS` sets its worker
-/// threads (default 2: they only drive network I/O and copy bytes).
+/// The runtime of this process, if it was started in this process.
+fn current(pid: u32) -> Option<&'static Runtime> {
+    if RUNTIME_PID.load(Ordering::Acquire) != pid {
+        return None;
+    }
+    let rt = RUNTIME.load(Ordering::Acquire);
+    // SAFETY: a non-null pointer here came from `Box::leak` in `runtime` and is never
+    // freed, so it is valid for the rest of the process (and of a forked child).
+    (!rt.is_null()).then(|| unsafe { &*rt })
+}
+
+/// The shared runtime, started on first use in each process. `STOKER_IO_THREADS` sets
+/// its worker threads (default 2: they only drive network I/O and copy bytes).
 fn runtime() -> Result<&'static Runtime, StorageError> {
-    let rt = RUNTIME.get_or_init(|| {
-        let threads = std::env::var("STOKER_IO_THREADS")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .unwrap_or(2)
-            .clamp(1, 64);
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(threads)
-            .thread_name("stoker-storage")
-            .on_thread_start(|| ON_RUNTIME.with(|f| f.set(true)))
-            .enable_all()
-            .build()
-            .map_err(|e| format!("cannot start: {e}"))
-    });
-    rt.as_ref().map_err(|e| StorageError::Runtime(e.clone()))
+    let pid = std::process::id();
+    if let Some(rt) = current(pid) {
+        return Ok(rt);
+    }
+    let _starting = STARTING.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(rt) = current(pid) {
+        return Ok(rt);
+    }
+    let threads = std::env::var("STOKER_IO_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(2)
+        .clamp(1, 64);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("stoker-storage")
+        .on_thread_start(|| ON_RUNTIME.with(|f| f.set(true)))
+        .enable_all()
+        .build()
+        .map_err(|e| StorageError::Runtime(format!("cannot start: {e}")))?;
+    let rt: &'static Runtime = Box::leak(Box::new(rt));
+    RUNTIME.store(rt as *const Runtime as *mut Runtime, Ordering::Release);
+    RUNTIME_PID.store(pid, Ordering::Release);
+    Ok(rt)
 }
 
 /// Installs ring as rustls' process-wide crypto provider (reqwest is built with rustls

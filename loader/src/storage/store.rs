@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use object_store::path::Path;
-use object_store::{ClientConfigKey, ObjectStore, ObjectStoreExt};
+use object_store::{ClientConfigKey, GetOptions, ObjectMeta, ObjectStore, ObjectStoreExt};
 
 use super::options::humantime;
 use super::url::{DataUrl, Scheme};
@@ -23,6 +23,10 @@ use super::{RemoteOptions, StorageError};
 pub struct Bucket {
     store: Arc<dyn ObjectStore>,
     url: DataUrl,
+    /// What the client was built from, and in which process: a forked child builds
+    /// its own (the parent's connections and their tasks did not come along).
+    options: RemoteOptions,
+    pid: u32,
 }
 
 /// One object: where it is and how big it is.
@@ -111,36 +115,62 @@ fn build(url: &DataUrl, o: &RemoteOptions) -> Result<Arc<dyn ObjectStore>, Stora
     Ok(Arc::new(ThrottledStore::new(store, cfg)))
 }
 
+/// The client for `url`'s store in this process: built once per process for each
+/// root, options and environment, so every source of one bucket shares one client and
+/// its connection pool.
+fn client(url: &DataUrl, options: &RemoteOptions) -> Result<Arc<dyn ObjectStore>, StorageError> {
+    // The environment is part of a store's configuration: a process that changes
+    // AWS_ENDPOINT_URL (a test, a notebook) gets a new client.
+    let mut env: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| {
+            ["AWS_", "GOOGLE_", "AZURE_"]
+                .iter()
+                .any(|p| k.starts_with(p))
+        })
+        .collect();
+    env.sort();
+    let cache_key = format!(
+        "{}\u{0}{options:?}\u{0}{env:?}\u{0}{}",
+        url.root,
+        std::process::id()
+    );
+    // A table of clients: a panic elsewhere leaves it usable.
+    let mut map = stores().lock().unwrap_or_else(|p| p.into_inner());
+    match map.get(&cache_key) {
+        Some(s) => Ok(s.clone()),
+        None => {
+            let s = build(url, options)?;
+            map.insert(cache_key, s.clone());
+            Ok(s)
+        }
+    }
+}
+
 impl Bucket {
     /// The store `url` lives in (built once per process for each root and options),
     /// and the key it names.
     pub fn open(url: &str, options: &RemoteOptions) -> Result<(Bucket, String), StorageError> {
         let parsed = DataUrl::parse(url)?;
-        // The environment is part of a store's configuration: a process that changes
-        // AWS_ENDPOINT_URL (a test, a notebook) gets a new client.
-        let mut env: Vec<(String, String)> = std::env::vars()
-            .filter(|(k, _)| {
-                ["AWS_", "GOOGLE_", "AZURE_"]
-                    .iter()
-                    .any(|p| k.starts_with(p))
-            })
-            .collect();
-        env.sort();
-        let cache_key = format!("{}\u{0}{options:?}\u{0}{env:?}", parsed.root);
-        let store = {
-            // A table of clients: a panic elsewhere leaves it usable.
-            let mut map = stores().lock().unwrap_or_else(|p| p.into_inner());
-            match map.get(&cache_key) {
-                Some(s) => s.clone(),
-                None => {
-                    let s = build(&parsed, options)?;
-                    map.insert(cache_key, s.clone());
-                    s
-                }
-            }
-        };
+        let store = client(&parsed, options)?;
         let key = parsed.key.clone();
-        Ok((Bucket { store, url: parsed }, key))
+        Ok((
+            Bucket {
+                store,
+                url: parsed,
+                options: options.clone(),
+                pid: std::process::id(),
+            },
+            key,
+        ))
+    }
+
+    /// The client to call: this bucket's own, or in a forked child one built there.
+    fn store(&self) -> Result<Arc<dyn ObjectStore>, StorageError> {
+        if self.pid == std::process::id() {
+            Ok(self.store.clone())
+        } else {
+            client(&self.url, &self.options)
+        }
     }
 
     /// The URL of `key` in this store.
@@ -159,7 +189,7 @@ impl Bucket {
     pub async fn head(&self, key: &str) -> Result<Object, StorageError> {
         let url = self.url_of(key);
         let meta = self
-            .store
+            .store()?
             .head(&self.path(key)?)
             .await
             .map_err(|e| StorageError::request(&url, "HEAD", e))?;
@@ -180,7 +210,8 @@ impl Bucket {
         } else {
             Some(self.path(prefix.trim_end_matches('/'))?)
         };
-        let mut stream = self.store.list(path.as_ref());
+        let store = self.store()?;
+        let mut stream = store.list(path.as_ref());
         let mut out = Vec::new();
         while let Some(meta) = stream.next().await {
             let meta = meta.map_err(|e| StorageError::request(&url, "LIST", e))?;
@@ -199,7 +230,7 @@ impl Bucket {
     /// object).
     pub async fn put(&self, key: &str, bytes: Bytes) -> Result<(), StorageError> {
         let url = self.url_of(key);
-        self.store
+        self.store()?
             .put(&self.path(key)?, bytes.into())
             .await
             .map_err(|e| StorageError::request(&url, "PUT", e))?;
@@ -212,7 +243,39 @@ impl Object {
         self.bucket.url_of(&self.key)
     }
 
-    /// GET bytes `range` of the object.
+    /// The conditions that pin a GET to the version listed: `If-Match` with the ETag
+    /// (strong ones only: a weak ETag never matches a strong comparison).
+    fn pinned(&self) -> GetOptions {
+        let strong = self.version.as_ref().filter(|v| !v.starts_with("W/"));
+        GetOptions::new().with_if_match(strong.cloned())
+    }
+
+    /// An error for a response whose object is not the one listed (a store that
+    /// ignores `If-Match` still reports the ETag and size it served).
+    fn check_served(&self, what: &str, meta: &ObjectMeta) -> Result<(), StorageError> {
+        let etag_changed = match (&self.version, &meta.e_tag) {
+            (Some(a), Some(b)) => a != b,
+            _ => false,
+        };
+        if etag_changed || meta.size != self.size {
+            return Err(StorageError::Changed {
+                url: self.url(),
+                what: what.to_string(),
+                reason: format!(
+                    "listed as {} bytes with ETag {}, now {} bytes with ETag {}",
+                    self.size,
+                    self.version.as_deref().unwrap_or("(none)"),
+                    meta.size,
+                    meta.e_tag.as_deref().unwrap_or("(none)")
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// GET bytes `range` of the object, of the version that was listed: an object
+    /// replaced since is an error naming it (`StorageError::Changed`), never the new
+    /// object's bytes read at the old offsets.
     pub async fn get_range(&self, range: Range<u64>) -> Result<Bytes, StorageError> {
         let url = self.url();
         let what = format!("GET bytes {}..{}", range.start, range.end);
@@ -226,10 +289,18 @@ impl Object {
         if range.is_empty() {
             return Ok(Bytes::new());
         }
-        let bytes = self
+        let got = self
             .bucket
-            .store
-            .get_range(&self.bucket.path(&self.key)?, range.clone())
+            .store()?
+            .get_opts(
+                &self.bucket.path(&self.key)?,
+                self.pinned().with_range(Some(range.clone())),
+            )
+            .await
+            .map_err(|e| StorageError::request(&url, what.clone(), e))?;
+        self.check_served(&what, &got.meta)?;
+        let bytes = got
+            .bytes()
             .await
             .map_err(|e| StorageError::request(&url, what.clone(), e))?;
         if bytes.len() as u64 != range.end - range.start {
@@ -247,7 +318,8 @@ impl Object {
         self.get_range(0..self.size).await
     }
 
-    /// GET the whole object as a stream of chunks, for objects too big to hold.
+    /// GET the whole object (the version listed) as a stream of chunks, for objects
+    /// too big to hold.
     pub async fn stream(
         &self,
     ) -> Result<futures_util::stream::BoxStream<'static, Result<Bytes, StorageError>>, StorageError>
@@ -255,10 +327,11 @@ impl Object {
         let url = self.url();
         let got = self
             .bucket
-            .store
-            .get(&self.bucket.path(&self.key)?)
+            .store()?
+            .get_opts(&self.bucket.path(&self.key)?, self.pinned())
             .await
             .map_err(|e| StorageError::request(&url, "GET", e))?;
+        self.check_served("GET", &got.meta)?;
         Ok(got
             .into_stream()
             .map(move |r| r.map_err(|e| StorageError::request(&url, "GET (reading the body)", e)))
@@ -325,25 +398,42 @@ pub fn upload_dir(
         jobs.push((f.clone(), format!("{prefix}{}", rel.join("/"))));
     }
     let n = jobs.len();
+    // A manifest (a tar pack's shards.json, `source::tar::MANIFEST_NAME`) says the
+    // files beside it are whole: it goes up only after all of them.
+    let (last, jobs): (Vec<_>, Vec<_>) = jobs
+        .into_iter()
+        .partition(|(f, _)| f.file_name().is_some_and(|n| n == "shards.json"));
     super::wait(async move {
-        let puts = futures_util::stream::iter(jobs.into_iter().map(|(file, key)| {
-            let bucket = bucket.clone();
-            async move {
-                // Small files, read whole; a slow disk only slows the upload.
-                let bytes = std::fs::read(&file).map_err(|e| StorageError::Cache {
-                    path: file.clone(),
-                    what: "reading a file to upload".into(),
-                    source: e,
-                })?;
-                bucket.put(&key, Bytes::from(bytes)).await
-            }
-        }))
-        .buffer_unordered(parallel.max(1));
-        futures_util::pin_mut!(puts);
-        while let Some(r) = puts.next().await {
-            r?;
+        for batch in [jobs, last] {
+            put_all(&bucket, batch, parallel).await?;
         }
         Ok::<_, StorageError>(())
     })??;
     Ok(n)
+}
+
+/// PUTs each (local file, key), `parallel` at a time.
+async fn put_all(
+    bucket: &Bucket,
+    jobs: Vec<(std::path::PathBuf, String)>,
+    parallel: usize,
+) -> Result<(), StorageError> {
+    let puts = futures_util::stream::iter(jobs.into_iter().map(|(file, key)| {
+        let bucket = bucket.clone();
+        async move {
+            // Small files, read whole; a slow disk only slows the upload.
+            let bytes = std::fs::read(&file).map_err(|e| StorageError::Cache {
+                path: file.clone(),
+                what: "reading a file to upload".into(),
+                source: e,
+            })?;
+            bucket.put(&key, Bytes::from(bytes)).await
+        }
+    }))
+    .buffer_unordered(parallel.max(1));
+    futures_util::pin_mut!(puts);
+    while let Some(r) = puts.next().await {
+        r?;
+    }
+    Ok(())
 }

@@ -12,6 +12,8 @@ pub struct RawSource {
     pub fail: Vec<usize>,
     pub panic: Vec<usize>,
     pub reads: AtomicUsize,
+    /// Added to every label: another data set of the same size.
+    pub label_offset: usize,
 }
 
 impl RawSource {
@@ -23,6 +25,7 @@ impl RawSource {
             fail: vec![],
             panic: vec![],
             reads: AtomicUsize::new(0),
+            label_offset: 0,
         }
     }
 
@@ -42,7 +45,7 @@ impl Source for RawSource {
         &self.classes
     }
     fn label(&self, index: usize) -> u32 {
-        (index % 3) as u32
+        ((index + self.label_offset) % 3) as u32
     }
     fn describe(&self, index: usize) -> String {
         format!("mem record {index}")

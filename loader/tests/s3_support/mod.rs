@@ -162,6 +162,25 @@ impl Moto {
         );
     }
 
+    /// The server's process (a child of the shell that watches it), where /proc says.
+    pub fn server_pid(&self) -> Option<u32> {
+        let shell = self.shell.as_ref()?.id();
+        let text = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).ok()?;
+        text.split_whitespace().next()?.parse().ok()
+    }
+
+    /// Sends `signal` ("STOP": a server that accepts connections and never answers;
+    /// "CONT": back to normal) to the server, by its PID. False when that is unknown.
+    pub fn signal(&self, signal: &str) -> bool {
+        let Some(pid) = self.server_pid() else {
+            return false;
+        };
+        Command::new("kill")
+            .args([format!("-{signal}"), pid.to_string()])
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
     /// Stops the server now (the tests that kill it mid-epoch); waits until it is gone.
     pub fn kill(&mut self) {
         if let Some(mut shell) = self.shell.take() {

@@ -19,6 +19,14 @@ pub fn reshard(
     target: &LoaderState,
     target_batches: usize,
 ) -> Result<LoaderState, String> {
+    if let (Some(a), Some(b)) = (saved.fingerprint, target.fingerprint) {
+        if a != b {
+            return Err(format!(
+                "the checkpoint was trained on another data set (its fingerprint is \
+                 {a:016x}, this data's {b:016x}: other names, labels or classes)"
+            ));
+        }
+    }
     if saved.samples != target.samples {
         return Err(format!(
             "the checkpoint was trained on {} samples, this data has {}",
@@ -77,6 +85,7 @@ mod tests {
             samples: 1000,
             rank,
             world,
+            fingerprint: None,
         }
     }
 
@@ -107,6 +116,17 @@ mod tests {
         assert!(reshard(&state(16, 0, 2, 1), 500, &other, 32)
             .unwrap_err()
             .contains("--seed 7"));
+        // Same count, another data set: the fingerprints differ.
+        let fp = |f| LoaderState {
+            fingerprint: Some(f),
+            ..state(16, 0, 2, 1)
+        };
+        assert!(reshard(&fp(1), 500, &fp(2), 32)
+            .unwrap_err()
+            .contains("another data set"));
+        assert_eq!(reshard(&fp(1), 500, &fp(1), 32).unwrap(), fp(1));
+        // A checkpoint from before fingerprints resumes as it did.
+        assert!(reshard(&state(16, 0, 2, 1), 500, &fp(2), 32).is_ok());
     }
 
     /// The claim the module rests on: the samples seen by n steps of W ranks are the

@@ -51,7 +51,7 @@ impl PackedReader {
     /// Every damage found is a [`SourceError::Format`] naming the file and what is
     /// wrong; a file that later shrinks under the reader gives record errors.
     pub fn open(path: &Path) -> Result<Self, SourceError> {
-        let file = File::open(path).map_err(|e| SourceError::io(path, e))?;
+        let file = crate::source::open_regular(path)?;
         let file_len = file.metadata().map_err(|e| SourceError::io(path, e))?.len();
         let region = |offset: u64, len: u64, what: &str| -> Result<Vec<u8>, SourceError> {
             let n = usize::try_from(len)
@@ -81,7 +81,7 @@ impl PackedReader {
     /// mapped, the next read of a lost page kills the process (SIGBUS): use it only
     /// for files nothing rewrites in place.
     pub fn open_mapped(path: &Path) -> Result<Self, SourceError> {
-        let file = File::open(path).map_err(|e| SourceError::io(path, e))?;
+        let file = crate::source::open_regular(path)?;
         let file_len = file.metadata().map_err(|e| SourceError::io(path, e))?.len();
         if file_len == 0 {
             return Err(SourceError::format(path, "empty file"));

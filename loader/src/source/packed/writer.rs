@@ -36,6 +36,8 @@ pub struct PackedWriter {
     count: u64,
     pos: u64,
     record_bytes: u64,
+    /// Set once the file has its final name: until then a drop removes it.
+    renamed: bool,
 }
 
 impl std::fmt::Debug for PackedWriter {
@@ -90,6 +92,14 @@ impl PackedWriter {
                 ));
             }
         }
+        crate::durable::check_output(out).map_err(|e| SourceError::io(out, e))?;
+        // What a killed earlier pack to `out` left (a full disk would fail again).
+        let parent = match out.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let name = out.file_name().unwrap_or_default().to_string_lossy();
+        crate::durable::remove_stale_temps(parent, &[&format!("{name}.tmp-")]);
         let tmp = temp_path(out);
         let file = File::create(&tmp).map_err(|e| SourceError::io(&tmp, e))?;
         let mut w = PackedWriter {
@@ -102,6 +112,7 @@ impl PackedWriter {
             count: 0,
             pos: 0,
             record_bytes: 0,
+            renamed: false,
         };
         // A zeroed header until `finish`: a file left half-written has no magic.
         w.write_bytes(&[0u8; HEADER_LEN])?;
@@ -198,6 +209,7 @@ impl PackedWriter {
         file.sync_all().map_err(io)?;
         drop(file);
         fs::rename(&self.tmp, &self.out).map_err(|e| SourceError::io(&self.out, e))?;
+        self.renamed = true;
         crate::durable::sync_parent(&self.out).map_err(|e| SourceError::io(&self.out, e))?;
         Ok(PackStats {
             records: self.count as usize,
@@ -209,9 +221,11 @@ impl PackedWriter {
 
 impl Drop for PackedWriter {
     fn drop(&mut self) {
-        // Still holding the file means `finish` never completed: discard the partial
-        // pack. A failed removal leaves only a `.tmp-PID` name, never `OUT`.
-        if self.file.take().is_some() {
+        // Not renamed means `finish` never completed (an error at any step, a full
+        // disk, a failed rename): discard the partial pack. A failed removal leaves
+        // only a `.tmp-PID` name, never `OUT`, and the next pack removes it.
+        drop(self.file.take());
+        if !self.renamed {
             let _ = fs::remove_file(&self.tmp);
         }
     }

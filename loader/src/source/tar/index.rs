@@ -107,7 +107,12 @@ pub fn parse_cls(bytes: &[u8]) -> Result<u32, String> {
         .parse::<u32>()
         .ok()
         .filter(|&l| l < u32::MAX)
-        .ok_or_else(|| format!("cls '{}' is not a class number", text.trim()))
+        .ok_or_else(|| {
+            format!(
+                "cls '{}' is not a class number",
+                super::printable(text.trim())
+            )
+        })
 }
 
 /// A label from a `json` member: its `cls`, `class` or `label` field, a whole number.
@@ -134,6 +139,8 @@ struct Pending {
     image: Option<(usize, u64, u64)>,
     cls: Option<u32>,
     json: Option<u32>,
+    /// Extensions seen under this key: one twice means two samples share the key.
+    exts: Vec<String>,
 }
 
 impl Pending {
@@ -146,7 +153,7 @@ impl Pending {
         let label = p.cls.or(p.json).ok_or_else(|| {
             format!(
                 "sample {}: no label (a .cls member or a class field in .json)",
-                p.key
+                super::printable(&p.key)
             )
         })?;
         out.push((p.key, offset, len, label));
@@ -166,7 +173,9 @@ pub fn scan<R: Read>(
     let mut cur = Pending::default();
     let mut end_of_members = 0u64;
     for entry in entries {
-        let mut entry = entry.map_err(|e| format!("truncated or damaged: {e}"))?;
+        // The tar crate's messages quote member names as they are: escape them.
+        let mut entry = entry
+            .map_err(|e| format!("truncated or damaged: {}", super::printable(&e.to_string())))?;
         let kind = entry.header().entry_type();
         let offset = entry.raw_file_position();
         let size = entry.size();
@@ -177,7 +186,7 @@ pub fn scan<R: Read>(
             if offset.saturating_add(size) > total {
                 let path = entry
                     .path()
-                    .map(|p| p.display().to_string())
+                    .map(|p| super::printable(&p.display().to_string()))
                     .unwrap_or_default();
                 return Err(format!(
                     "truncated: member {path} needs bytes {offset}..{}, the shard has {total}",
@@ -189,16 +198,30 @@ pub fn scan<R: Read>(
         if !(kind.is_file() || kind.is_contiguous()) {
             continue;
         }
-        let path = entry
+        let raw = entry
             .path()
-            .map_err(|e| format!("a member's name: {e}"))?
+            .map_err(|e| format!("a member's name: {}", super::printable(&e.to_string())))?
             .to_string_lossy()
             .into_owned();
-        let (key, ext) = split_key(&path);
+        let (key, ext) = split_key(&raw);
         if key != cur.key {
             cur.flush(&mut out)?;
             cur.key = key.to_string();
         }
+        // WebDataset refuses this too: `0.jpg 0.cls 0.jpg 0.cls` is two samples under
+        // one key, which grouping by key would merge into one (the first image with
+        // the second label).
+        if cur.exts.contains(&ext) {
+            return Err(format!(
+                "duplicate key {}: a second {} member (two samples share a key; keys must \
+                 be unique and a sample's members consecutive)",
+                super::printable(key),
+                super::printable(&raw)
+            ));
+        }
+        cur.exts.push(ext.clone());
+        // Messages quote the name; the key above stays as stored.
+        let path = super::printable(&raw);
         if let Some(rank) = IMAGE_EXTS.iter().position(|x| *x == ext) {
             if cur.image.is_none_or(|(r, _, _)| rank < r) {
                 cur.image = Some((rank, offset, size));

@@ -17,6 +17,7 @@
 //! shards) and, with the `remote` feature, `remote.rs` (loading remote indexes).
 
 mod index;
+mod manifest;
 mod pattern;
 #[cfg(feature = "remote")]
 mod remote;
@@ -31,10 +32,19 @@ pub use index::{
     parse_cls, parse_json_label, split_key, ShardIndex, IMAGE_EXTS, INDEX_FORMAT, INDEX_SUFFIX,
     INDEX_VERSION,
 };
+#[cfg(feature = "remote")]
+pub use manifest::check_remote as check_remote_manifest;
+pub use manifest::{check_local as check_manifest, Manifest, ShardEntry, MANIFEST_NAME};
 pub use pattern::{expand, is_pattern};
 pub use writer::{pack_tar, TarPackStats, SHARD_PREFIX};
 
-use super::{read_at, ReadFuture, RecordKind, Source, SourceError};
+use super::{read_at, ReadFuture, RecordKind, Source, SourceError, MAX_CLASSES};
+
+/// Without a class table, the class list is numbered from the labels seen (0 to the
+/// largest): it may hold at most this many numbers per distinct label seen (or
+/// [`MAX_CLASSES`], whichever is less; a list up to 65536 long is always allowed), so a
+/// stray huge label cannot make it grow without bound.
+pub const CLASSES_PER_LABEL_SEEN: usize = 64;
 
 /// Where a shard's bytes are.
 enum ShardData {
@@ -50,6 +60,35 @@ struct Shard {
     /// The shard's path or URL, for messages.
     name: String,
     data: ShardData,
+    /// A local shard's size and modification time when it was indexed: a shard
+    /// rewritten in place since then would pair the index's labels with other bytes.
+    stamp: Option<(u64, Option<std::time::SystemTime>)>,
+}
+
+/// `text` with control characters (and the invisible ones that reorder text) escaped,
+/// so that names taken from a shard's headers print as what they are.
+pub(crate) fn printable(text: &str) -> String {
+    let hidden = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+    };
+    if !text.chars().any(hidden) {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| {
+            if hidden(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// A file's size and modification time.
+fn stamp_of(meta: &std::fs::Metadata) -> (u64, Option<std::time::SystemTime>) {
+    (meta.len(), meta.modified().ok())
 }
 
 struct Sample {
@@ -136,9 +175,11 @@ fn sidecar_classes(path: &Path, tar_bytes: u64) -> Vec<String> {
 
 /// Indexes one local shard by its headers (seeking past the data).
 fn scan_local(path: &Path) -> Result<(File, ShardIndex), SourceError> {
-    let file = File::open(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => SourceError::format(path, "no such shard"),
-        _ => SourceError::io(path, e),
+    let file = super::open_regular(path).map_err(|e| match e {
+        SourceError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            SourceError::format(path, "no such shard")
+        }
+        e => e,
     })?;
     let len = file.metadata().map_err(|e| SourceError::io(path, e))?.len();
     let mut archive = ::tar::Archive::new(&file);
@@ -159,10 +200,12 @@ impl TarSource {
         let mut shards = Vec::with_capacity(paths.len());
         for p in paths {
             let (file, idx) = scan_local(p)?;
+            let stamp = file.metadata().ok().map(|m| stamp_of(&m));
             shards.push((
                 Shard {
-                    name: p.display().to_string(),
+                    name: printable(&p.display().to_string()),
                     data: ShardData::Local(file),
+                    stamp,
                 },
                 idx,
             ));
@@ -190,12 +233,31 @@ impl TarSource {
             classes: Vec::new(),
         };
         let mut max_label = None::<u32>;
+        // One bit per possible label (128 KiB): which labels were seen.
+        let mut seen = vec![0u64; MAX_CLASSES / 64];
         for (i, (shard, idx)) in shards.into_iter().enumerate() {
             if out.classes.is_empty() && !idx.classes.is_empty() {
+                if idx.classes.len() > MAX_CLASSES {
+                    return Err(bad(format!(
+                        "{}: the index lists {} classes, more than the {MAX_CLASSES} a data \
+                         set may have",
+                        shard.name,
+                        idx.classes.len()
+                    )));
+                }
                 out.classes = idx.classes.clone();
             }
             let start = out.samples.len();
             for (key, offset, len, label) in idx.samples {
+                if label as usize >= MAX_CLASSES {
+                    return Err(bad(format!(
+                        "{} sample {}: label {label} is out of bounds (labels are class \
+                         numbers below {MAX_CLASSES})",
+                        shard.name,
+                        printable(&key)
+                    )));
+                }
+                seen[label as usize / 64] |= 1 << (label % 64);
                 max_label = Some(max_label.map_or(label, |m| m.max(label)));
                 out.samples.push(Sample {
                     shard: i as u32,
@@ -216,6 +278,16 @@ impl TarSource {
         };
         let needed = max_label as usize + 1;
         if out.classes.is_empty() {
+            let distinct: usize = seen.iter().map(|w| w.count_ones() as usize).sum();
+            let bound = (distinct * CLASSES_PER_LABEL_SEEN).clamp(1 << 16, MAX_CLASSES);
+            if needed > bound {
+                return Err(bad(format!(
+                    "a sample has label {max_label}, but only {distinct} distinct labels were seen: \
+                     numbering the classes 0 to {max_label} would make {needed} classes, more \
+                     than {bound} (labels must be class numbers counted from 0; give class \
+                     names in the shards' .tar.idx to go beyond)"
+                )));
+            }
             out.classes = (0..needed).map(|l| l.to_string()).collect();
         } else if out.classes.len() < needed {
             return Err(bad(format!(
@@ -298,7 +370,7 @@ impl Source for TarSource {
 
     fn describe(&self, index: usize) -> String {
         match self.sample(index) {
-            Ok((_, shard)) => format!("{} sample {}", shard.name, self.keys[index]),
+            Ok((_, shard)) => format!("{} sample {}", shard.name, printable(&self.keys[index])),
             Err(_) => format!("{} sample {index} (out of range)", self.what),
         }
     }
@@ -328,6 +400,21 @@ impl Source for TarSource {
                     Err(e) => {
                         buf.clear();
                         return Err(self.record_error(index, format!("reading: {e}")));
+                    }
+                }
+                // After the read: a rewrite that began before it shows by now.
+                let now = file.metadata().ok().map(|m| stamp_of(&m));
+                if let (Some(then), Some(now)) = (shard.stamp, now) {
+                    if now != then {
+                        buf.clear();
+                        return Err(self.record_error(
+                            index,
+                            format!(
+                                "the shard changed since it was indexed ({} bytes then, {} \
+                                 now, or a new modification time): open the data set again",
+                                then.0, now.0
+                            ),
+                        ));
                     }
                 }
             }

@@ -148,8 +148,9 @@ impl TarSource {
         for (_, object, cache, idx) in loaded {
             shards.push((
                 Shard {
-                    name: object.url(),
+                    name: super::printable(&object.url()),
                     data: ShardData::Remote { object, cache },
+                    stamp: None,
                 },
                 idx?,
             ));

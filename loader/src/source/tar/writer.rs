@@ -1,14 +1,33 @@
 //! Packing any source into WebDataset tar shards: `KEY.jpg`/`KEY.png` and `KEY.cls`
 //! per sample, shards of at most a given size, each written under a temporary name,
 //! flushed and renamed (so a shard name is always a whole shard), followed by its
-//! sidecar index `SHARD.tar.idx`.
+//! sidecar index `SHARD.tar.idx`; after the last shard, the manifest `shards.json`.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use super::index::{IndexedSample, ShardIndex, INDEX_SUFFIX};
+use super::manifest::{Manifest, ShardEntry, MANIFEST_NAME};
 use crate::source::{RecordKind, Source, SourceError};
+
+/// A writer that keeps the CRC-32 of what goes through it (for the manifest).
+struct Crc<W> {
+    inner: W,
+    crc: crc32fast::Hasher,
+}
+
+impl<W: Write> Write for Crc<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.crc.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
 
 /// Shards are named `shard-000000.tar`, `shard-000001.tar`, ...
 pub const SHARD_PREFIX: &str = "shard-";
@@ -73,15 +92,21 @@ fn encoded(
 struct ShardWriter {
     path: PathBuf,
     tmp: PathBuf,
-    builder: Option<::tar::Builder<BufWriter<File>>>,
+    builder: Option<::tar::Builder<BufWriter<Crc<File>>>>,
     pos: u64,
     samples: Vec<IndexedSample>,
+    /// Set once the shard has its final name: until then a drop removes it.
+    renamed: bool,
 }
 
 impl ShardWriter {
     fn create(path: PathBuf) -> Result<Self, SourceError> {
         let tmp = crate::durable::temp_name(&path);
         let file = File::create(&tmp).map_err(|e| SourceError::io(&tmp, e))?;
+        let file = Crc {
+            inner: file,
+            crc: crc32fast::Hasher::new(),
+        };
         let mut builder = ::tar::Builder::new(BufWriter::with_capacity(1 << 20, file));
         builder.mode(::tar::HeaderMode::Deterministic);
         Ok(ShardWriter {
@@ -90,6 +115,7 @@ impl ShardWriter {
             builder: Some(builder),
             pos: 0,
             samples: Vec::new(),
+            renamed: false,
         })
     }
 
@@ -120,36 +146,52 @@ impl ShardWriter {
         Ok(())
     }
 
-    /// Ends the archive, syncs and renames it, then writes its index.
-    fn finish(mut self, classes: &[String]) -> Result<u64, SourceError> {
-        let io = |e| SourceError::io(&self.tmp, e);
+    /// Ends the archive, syncs and renames it, then writes its index; returns its
+    /// manifest entry.
+    fn finish(mut self, classes: &[String]) -> Result<ShardEntry, SourceError> {
+        let tmp = self.tmp.clone();
+        let io = |e| SourceError::io(&tmp, e);
         let builder = self
             .builder
             .take()
             .ok_or_else(|| SourceError::format(&self.path, "shard already finished"))?;
         let mut out = builder.into_inner().map_err(io)?;
         out.flush().map_err(io)?;
-        let file = out.into_inner().map_err(|e| io(e.into_error()))?;
+        let Crc { inner: file, crc } = out.into_inner().map_err(|e| io(e.into_error()))?;
         file.sync_all().map_err(io)?;
         let bytes = file.metadata().map_err(io)?.len();
         drop(file);
         std::fs::rename(&self.tmp, &self.path).map_err(|e| SourceError::io(&self.path, e))?;
+        self.renamed = true;
         let samples = std::mem::take(&mut self.samples);
+        let count = samples.len() as u64;
         let idx = ShardIndex::new(bytes, classes.to_vec(), samples);
         let mut side = self.path.as_os_str().to_os_string();
         side.push(INDEX_SUFFIX);
         let side = PathBuf::from(side);
         crate::durable::write_bytes(&side, &idx.to_json())
             .map_err(|e| SourceError::io(&side, e))?;
-        Ok(bytes)
+        Ok(ShardEntry {
+            name: self
+                .path
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
+            bytes,
+            samples: count,
+            crc32: crc.finalize(),
+        })
     }
 }
 
 impl Drop for ShardWriter {
     fn drop(&mut self) {
-        // Unfinished: remove the partial shard (a killed process leaves only a
-        // temporary name, never a shard name).
-        if self.builder.take().is_some() {
+        // Unfinished (an error at any step, a full disk, a failed rename): remove the
+        // partial shard. A killed process leaves only a temporary name, never a shard
+        // name, and the next pack into the folder removes it.
+        drop(self.builder.take());
+        if !self.renamed {
             let _ = std::fs::remove_file(&self.tmp);
         }
     }
@@ -178,7 +220,30 @@ pub fn pack_tar(
             format!("shard size {shard_bytes} is below 10 KiB"),
         ));
     }
+    // A folder, or a link to one; never a file, FIFO or device in its place.
+    match std::fs::metadata(out) {
+        Ok(m) if !m.is_dir() => {
+            return Err(SourceError::format(
+                out,
+                format!(
+                    "{}, not a folder: --format tar writes its shards into a folder",
+                    crate::durable::node_kind(&m)
+                ),
+            ))
+        }
+        _ => {}
+    }
     std::fs::create_dir_all(out).map_err(|e| SourceError::io(out, e))?;
+    // What a killed earlier pack left (a full disk would fail again because of it).
+    crate::durable::remove_stale_temps(out, &[SHARD_PREFIX, MANIFEST_NAME]);
+    // A manifest in a folder without shards is stale; until the new one is written
+    // last, the folder must read as unfinished.
+    match std::fs::remove_file(out.join(MANIFEST_NAME)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(SourceError::io(out.join(MANIFEST_NAME), e))
+        }
+        _ => {}
+    }
     for entry in std::fs::read_dir(out).map_err(|e| SourceError::io(out, e))? {
         let entry = entry.map_err(|e| SourceError::io(out, e))?;
         if super::is_tar_name(&entry.file_name().to_string_lossy()) {
@@ -197,6 +262,7 @@ pub fn pack_tar(
     };
     let mut buf = Vec::new();
     let mut cur: Option<ShardWriter> = None;
+    let mut written = Vec::new();
     for i in 0..total {
         let kind = src.read(i, &mut buf)?;
         let (image, ext) = encoded(kind, &buf, &src.describe(i))?;
@@ -208,7 +274,9 @@ pub fn pack_tar(
             .is_some_and(|w| !w.samples.is_empty() && w.pos + need + 1024 > shard_bytes)
         {
             if let Some(w) = cur.take() {
-                stats.bytes += w.finish(src.classes())?;
+                let entry = w.finish(src.classes())?;
+                stats.bytes += entry.bytes;
+                written.push(entry);
             }
         }
         if cur.is_none() {
@@ -229,8 +297,13 @@ pub fn pack_tar(
         progress(i + 1, total);
     }
     if let Some(w) = cur.take() {
-        stats.bytes += w.finish(src.classes())?;
+        let entry = w.finish(src.classes())?;
+        stats.bytes += entry.bytes;
+        written.push(entry);
     }
-    crate::durable::sync_parent(&out.join("x")).map_err(|e| SourceError::io(out, e))?;
+    // Last, once every shard and index is whole: a folder without it is unfinished.
+    let manifest = out.join(MANIFEST_NAME);
+    crate::durable::write_bytes(&manifest, &Manifest::new(written).to_json())
+        .map_err(|e| SourceError::io(&manifest, e))?;
     Ok(stats)
 }

@@ -21,6 +21,9 @@ use stoker_augment::SampleRng;
 
 use crate::source::cifar;
 
+mod scenes;
+pub use scenes::{scenes, ScenesOptions, KEYPOINT_NAMES};
+
 /// The shape of each class, by label; folders are named `00_circle`, `01_square`, ….
 pub const SHAPES: [&str; 10] = [
     "circle", "square", "triangle", "plus", "ring", "diamond", "hbars", "vbars", "star", "ellipse",
@@ -79,7 +82,7 @@ pub enum GenError {
     Encode { path: PathBuf, reason: String },
 }
 
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> GenError + '_ {
+pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> GenError + '_ {
     move |source| GenError::Io {
         path: path.to_path_buf(),
         source,
@@ -91,11 +94,11 @@ pub fn class_dir_name(k: usize) -> String {
     format!("{k:02}_{}", SHAPES[k % SHAPES.len()])
 }
 
-fn luma(c: [f32; 3]) -> f32 {
+pub(crate) fn luma(c: [f32; 3]) -> f32 {
     0.299 * c[0] + 0.587 * c[1] + 0.114 * c[2]
 }
 
-fn random_colour(rng: &mut SampleRng) -> [f32; 3] {
+pub(crate) fn random_colour(rng: &mut SampleRng) -> [f32; 3] {
     [
         rng.uniform(0.0, 255.0) as f32,
         rng.uniform(0.0, 255.0) as f32,
@@ -106,7 +109,7 @@ fn random_colour(rng: &mut SampleRng) -> [f32; 3] {
 /// Is the point (x, y), in the shape's own frame scaled so the shape fits the unit
 /// disc, inside a shape of kind `kind`? `aux` is the kind's free parameter (ring width,
 /// ellipse aspect).
-fn inside(kind: usize, x: f32, y: f32, aux: f32) -> bool {
+pub(crate) fn inside(kind: usize, x: f32, y: f32, aux: f32) -> bool {
     match kind {
         0 => x * x + y * y <= 1.0,
         1 => x.abs().max(y.abs()) <= 0.78,
@@ -223,7 +226,7 @@ fn encode_jpeg(rgb: &[u8], size: u32, path: &Path, out: &mut Vec<u8>) -> Result<
 }
 
 /// `DIR.tmp-PID-N-NANOS`: where a set for `dir` is made before it is renamed into place.
-fn temp_dir_for(dir: &Path) -> Result<PathBuf, GenError> {
+pub(crate) fn temp_dir_for(dir: &Path) -> Result<PathBuf, GenError> {
     let name = dir.file_name().ok_or_else(|| GenError::Refused {
         path: dir.to_path_buf(),
         reason: "not a directory name".into(),
@@ -241,7 +244,7 @@ fn temp_dir_for(dir: &Path) -> Result<PathBuf, GenError> {
 }
 
 /// Refuse to overwrite a non-empty `dir`; an empty one is replaced.
-fn check_target(dir: &Path) -> Result<(), GenError> {
+pub(crate) fn check_target(dir: &Path) -> Result<(), GenError> {
     match fs::read_dir(dir) {
         Ok(mut entries) => {
             if entries.next().is_some() {
@@ -261,7 +264,7 @@ fn check_target(dir: &Path) -> Result<(), GenError> {
 }
 
 /// Move a finished `tmp` set to `dir` in one rename, so `dir` is either absent or whole.
-fn publish(tmp: &Path, dir: &Path) -> Result<(), GenError> {
+pub(crate) fn publish(tmp: &Path, dir: &Path) -> Result<(), GenError> {
     check_target(dir)?;
     if dir.exists() {
         fs::remove_dir(dir).map_err(io_err(dir))?;
@@ -271,7 +274,7 @@ fn publish(tmp: &Path, dir: &Path) -> Result<(), GenError> {
 
 /// Removes a temporary directory unless disarmed: on error or panic a half-made set
 /// disappears instead of lingering under a name that looks like data.
-struct TempDir(Option<PathBuf>);
+pub(crate) struct TempDir(pub(crate) Option<PathBuf>);
 
 impl Drop for TempDir {
     fn drop(&mut self) {

@@ -1,0 +1,491 @@
+//! A JSON-lines manifest: one sample per line, naming its image (a path relative to
+//! the manifest, or a URL beside a remote one) and any of its fields. Any tool can
+//! write one; the schema is in `docs/samples.md`:
+//!
+//! ```text
+//! {"classes": ["cat", "dog"], "keypoint_names": ["left_eye", "right_eye"]}   optional header
+//! {"image": "img/0.jpg", "label": "cat", "text": "a cat", "boxes": [[1, 2, 30, 40]],
+//!  "box_labels": ["cat"], "mask": "masks/0.png", "labels": ["cat", "dog"],
+//!  "keypoints": [[[10, 12, 2], [20, 12, 1]]], "meta": {"any": "json"}}
+//! ```
+//!
+//! Lines are parsed when the manifest is opened; a line that does not parse, or names
+//! a file that is not there, is an error of that sample (so `on_error = skip` skips
+//! it) naming the manifest and the line.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use super::place::{read_file, Base, Place};
+use super::{OpenOptions, RecordKind, Source, SourceError};
+use crate::sample::{Annotation, Field, Fields, KeypointSchema, MaskData};
+
+/// One parsed line.
+#[derive(Debug)]
+struct Entry {
+    image: Place,
+    label: u32,
+    /// Everything but the mask, in image coordinates.
+    ann: Annotation,
+    mask: Option<Place>,
+}
+
+/// A JSON-lines manifest and the files it names.
+#[derive(Debug)]
+pub struct Manifest {
+    what: String,
+    base: Base,
+    /// Each line's sample, or why it is unusable.
+    entries: Vec<Result<Entry, String>>,
+    /// Line number (from 1) of each sample.
+    lines: Vec<usize>,
+    classes: Vec<String>,
+    fields: Fields,
+    schema: KeypointSchema,
+}
+
+/// A class given as a number or a name, before the class list is known.
+enum ClassRef {
+    Index(u64),
+    Name(String),
+}
+
+fn class_ref(v: &Value, what: &str) -> Result<ClassRef, String> {
+    match v {
+        Value::String(s) => Ok(ClassRef::Name(s.clone())),
+        Value::Number(n) => n
+            .as_u64()
+            .map(ClassRef::Index)
+            .ok_or_else(|| format!("{what} {n} is not a class number or name")),
+        other => Err(format!("{what} {other} is not a class number or name")),
+    }
+}
+
+/// A line before class names are resolved.
+struct Raw {
+    image: String,
+    label: Option<ClassRef>,
+    labels: Vec<ClassRef>,
+    box_labels: Vec<ClassRef>,
+    ann: Annotation,
+    mask: Option<String>,
+}
+
+fn numbers<const N: usize>(v: &Value, what: &str) -> Result<[f32; N], String> {
+    let arr = v
+        .as_array()
+        .filter(|a| a.len() == N)
+        .ok_or_else(|| format!("{what} {v} is not a list of {N} numbers"))?;
+    let mut out = [0f32; N];
+    for (o, x) in out.iter_mut().zip(arr) {
+        *o = x
+            .as_f64()
+            .ok_or_else(|| format!("{what} {v} is not a list of {N} numbers"))? as f32;
+    }
+    Ok(out)
+}
+
+/// One instance's keypoints: `[[x, y, v], ...]` or the flat `[x, y, v, ...]` COCO
+/// writes.
+fn instance(v: &Value, k: &mut Option<usize>, out: &mut Vec<f32>) -> Result<(), String> {
+    let arr = v
+        .as_array()
+        .ok_or_else(|| format!("keypoint instance {v} is not a list"))?;
+    let before = out.len();
+    if arr.first().is_some_and(Value::is_array) {
+        for p in arr {
+            out.extend(numbers::<3>(p, "keypoint")?);
+        }
+    } else {
+        for x in arr {
+            out.push(
+                x.as_f64()
+                    .ok_or_else(|| format!("keypoint value {x} is not a number"))?
+                    as f32,
+            );
+        }
+        if arr.len() % 3 != 0 {
+            return Err(format!(
+                "a flat keypoint instance holds {} values, not (x, y, visibility) triples",
+                arr.len()
+            ));
+        }
+    }
+    let n = (out.len() - before) / 3;
+    match *k {
+        None => *k = Some(n),
+        Some(want) if want != n => {
+            return Err(format!(
+                "a keypoint instance has {n} points, others have {want}"
+            ))
+        }
+        Some(_) => {}
+    }
+    Ok(())
+}
+
+fn parse_line(v: &Value, k: &mut Option<usize>) -> Result<Raw, String> {
+    let obj = v
+        .as_object()
+        .ok_or_else(|| "not a JSON object".to_string())?;
+    let image = obj
+        .get("image")
+        .and_then(Value::as_str)
+        .ok_or_else(|| "no \"image\" (a path or URL)".to_string())?
+        .to_string();
+    let mut raw = Raw {
+        image,
+        label: obj
+            .get("label")
+            .map(|l| class_ref(l, "label"))
+            .transpose()?,
+        labels: Vec::new(),
+        box_labels: Vec::new(),
+        ann: Annotation::default(),
+        mask: None,
+    };
+    if let Some(l) = obj.get("labels") {
+        let arr = l
+            .as_array()
+            .ok_or_else(|| format!("labels {l} is not a list"))?;
+        raw.labels = arr
+            .iter()
+            .map(|x| class_ref(x, "labels entry"))
+            .collect::<Result<_, _>>()?;
+    }
+    if let Some(t) = obj.get("text").or_else(|| obj.get("caption")) {
+        raw.ann.text = Some(
+            t.as_str()
+                .ok_or_else(|| format!("text {t} is not a string"))?
+                .to_string(),
+        );
+    }
+    if let Some(b) = obj.get("boxes") {
+        let arr = b
+            .as_array()
+            .ok_or_else(|| format!("boxes {b} is not a list"))?;
+        raw.ann.boxes = arr
+            .iter()
+            .map(|x| numbers::<4>(x, "box"))
+            .collect::<Result<_, _>>()?;
+        let labels = obj
+            .get("box_labels")
+            .and_then(Value::as_array)
+            .ok_or_else(|| "boxes without \"box_labels\" (one class per box)".to_string())?;
+        raw.box_labels = labels
+            .iter()
+            .map(|x| class_ref(x, "box label"))
+            .collect::<Result<_, _>>()?;
+        if raw.box_labels.len() != raw.ann.boxes.len() {
+            return Err(format!(
+                "{} boxes but {} box_labels",
+                raw.ann.boxes.len(),
+                raw.box_labels.len()
+            ));
+        }
+    }
+    if let Some(m) = obj.get("mask") {
+        raw.mask = Some(
+            m.as_str()
+                .ok_or_else(|| format!("mask {m} is not a path"))?
+                .to_string(),
+        );
+    }
+    if let Some(kp) = obj.get("keypoints") {
+        let arr = kp
+            .as_array()
+            .ok_or_else(|| format!("keypoints {kp} is not a list of instances"))?;
+        for inst in arr {
+            instance(inst, k, &mut raw.ann.keypoints)?;
+        }
+    }
+    if let Some(meta) = obj.get("meta") {
+        raw.ann.raw = Some(meta.to_string().into_bytes());
+    }
+    Ok(raw)
+}
+
+/// The class list: the header's, else the names used (sorted), else the numbers used.
+fn class_list(
+    header: Option<&[String]>,
+    raws: &[Result<Raw, String>],
+) -> Result<Vec<String>, String> {
+    if let Some(h) = header {
+        return Ok(h.to_vec());
+    }
+    let mut names = BTreeSet::new();
+    let mut max = None::<u64>;
+    for r in raws.iter().flatten() {
+        for c in r.label.iter().chain(&r.labels).chain(&r.box_labels) {
+            match c {
+                ClassRef::Name(n) => {
+                    names.insert(n.clone());
+                }
+                ClassRef::Index(i) => max = Some(max.map_or(*i, |m| m.max(*i))),
+            }
+        }
+    }
+    match (names.is_empty(), max) {
+        (false, Some(_)) => Err(
+            "labels are given both as numbers and as names; give names only, or a header line \
+             {\"classes\": [...]}"
+                .into(),
+        ),
+        (false, None) => Ok(names.into_iter().collect()),
+        (true, Some(m)) => {
+            if m >= crate::sample::MAX_CLASSES as u64 {
+                return Err(format!(
+                    "class number {m} is past the limit of {} classes",
+                    crate::sample::MAX_CLASSES
+                ));
+            }
+            Ok((0..=m).map(|i| i.to_string()).collect())
+        }
+        (true, None) => Ok(Vec::new()),
+    }
+}
+
+fn resolve_class(c: &ClassRef, classes: &[String]) -> Result<u32, String> {
+    match c {
+        ClassRef::Index(i) if (*i as usize) < classes.len() => Ok(*i as u32),
+        ClassRef::Index(i) => Err(format!(
+            "class {i} is out of range (the manifest has {} classes)",
+            classes.len()
+        )),
+        ClassRef::Name(n) => classes
+            .iter()
+            .position(|c| c == n)
+            .map(|i| i as u32)
+            .ok_or_else(|| format!("unknown class '{n}'")),
+    }
+}
+
+impl Manifest {
+    /// Opens the manifest at `location` (a path or URL); image and mask names are
+    /// relative to its folder.
+    pub fn open(location: &str, options: &OpenOptions) -> Result<Manifest, SourceError> {
+        let bytes = read_file(location, options)?;
+        let bad = |reason: String| SourceError::Format {
+            path: location.into(),
+            reason,
+        };
+        let text = std::str::from_utf8(&bytes).map_err(|e| bad(format!("not UTF-8 text: {e}")))?;
+        let base = Base::open(&Base::parent_of(location), options)?;
+        let mut header_classes = None;
+        let mut keypoint_names = None;
+        let mut k = None;
+        let mut raws = Vec::new();
+        let mut lines = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let parsed = serde_json::from_str::<Value>(line).map_err(|e| format!("{e}"));
+            if raws.is_empty() {
+                if let Ok(Value::Object(o)) = &parsed {
+                    if !o.contains_key("image") {
+                        let strings = |key: &str| -> Result<Option<Vec<String>>, SourceError> {
+                            o.get(key)
+                                .map(|v| {
+                                    serde_json::from_value::<Vec<String>>(v.clone()).map_err(|_| {
+                                        bad(format!("line {}: the header's \"{key}\" is not a list of names", n + 1))
+                                    })
+                                })
+                                .transpose()
+                        };
+                        header_classes = strings("classes")?;
+                        keypoint_names = strings("keypoint_names")?;
+                        if let Some(names) = &keypoint_names {
+                            k = Some(names.len());
+                        }
+                        continue;
+                    }
+                }
+            }
+            raws.push(parsed.and_then(|v| parse_line(&v, &mut k)));
+            lines.push(n + 1);
+        }
+        if raws.is_empty() {
+            return Err(bad(
+                "no samples (one JSON object per line, each with an \"image\")".into(),
+            ));
+        }
+        let classes = class_list(header_classes.as_deref(), &raws).map_err(bad)?;
+        let mut fields = Fields::of(&[Field::Image]);
+        for r in raws.iter().flatten() {
+            let a = &r.ann;
+            let present = [
+                (Field::Class, r.label.is_some()),
+                (Field::Labels, !r.labels.is_empty()),
+                (Field::Text, a.text.is_some()),
+                (
+                    Field::Boxes,
+                    !a.boxes.is_empty() || !r.box_labels.is_empty(),
+                ),
+                (Field::Mask, r.mask.is_some()),
+                (Field::Keypoints, !a.keypoints.is_empty()),
+                (Field::Raw, a.raw.is_some()),
+            ];
+            for (f, has) in present {
+                if has {
+                    fields = fields.with(f);
+                }
+            }
+        }
+        let mut entries = Vec::with_capacity(raws.len());
+        for raw in raws {
+            let entry = raw.and_then(|r| {
+                let label = match &r.label {
+                    Some(c) => resolve_class(c, &classes)?,
+                    None if fields.contains(Field::Class) => {
+                        return Err("no \"label\" (other lines have one)".into())
+                    }
+                    None => 0,
+                };
+                let mut ann = r.ann;
+                ann.labels = r
+                    .labels
+                    .iter()
+                    .map(|c| resolve_class(c, &classes))
+                    .collect::<Result<_, _>>()?;
+                ann.box_labels = r
+                    .box_labels
+                    .iter()
+                    .map(|c| resolve_class(c, &classes))
+                    .collect::<Result<_, _>>()?;
+                ann.check(None, classes.len(), k.unwrap_or(0))?;
+                Ok(Entry {
+                    image: base.resolve(&r.image)?,
+                    label,
+                    ann,
+                    mask: r.mask.as_deref().map(|m| base.resolve(m)).transpose()?,
+                })
+            });
+            entries.push(entry);
+        }
+        let names =
+            keypoint_names.unwrap_or_else(|| (0..k.unwrap_or(0)).map(|i| i.to_string()).collect());
+        Ok(Manifest {
+            what: location.to_string(),
+            base,
+            entries,
+            lines,
+            classes,
+            fields,
+            schema: KeypointSchema::from_names(names),
+        })
+    }
+
+    fn entry(&self, index: usize) -> Result<&Entry, SourceError> {
+        match self.entries.get(index) {
+            Some(Ok(e)) => Ok(e),
+            Some(Err(reason)) => Err(SourceError::Record {
+                what: self.describe(index),
+                reason: reason.clone(),
+            }),
+            None => Err(SourceError::Record {
+                what: format!("{} sample {index}", self.what),
+                reason: format!(
+                    "index out of range (the manifest has {})",
+                    self.entries.len()
+                ),
+            }),
+        }
+    }
+}
+
+impl Source for Manifest {
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn classes(&self) -> &[String] {
+        &self.classes
+    }
+
+    fn label(&self, index: usize) -> u32 {
+        match self.entries.get(index) {
+            Some(Ok(e)) => e.label,
+            _ => 0,
+        }
+    }
+
+    fn describe(&self, index: usize) -> String {
+        match (self.lines.get(index), self.entries.get(index)) {
+            (Some(line), Some(Ok(e))) => {
+                format!("{} line {line} ({})", self.what, e.image.describe())
+            }
+            (Some(line), _) => format!("{} line {line}", self.what),
+            _ => format!("{} sample {index} (out of range)", self.what),
+        }
+    }
+
+    fn read(&self, index: usize, buf: &mut Vec<u8>) -> Result<RecordKind, SourceError> {
+        let e = self.entry(index)?;
+        e.image.read(&self.base, buf)?;
+        Ok(RecordKind::Encoded)
+    }
+
+    fn format(&self) -> &'static str {
+        "manifest"
+    }
+
+    fn fields(&self) -> Fields {
+        self.fields
+    }
+
+    fn keypoint_schema(&self) -> Option<&KeypointSchema> {
+        Some(&self.schema).filter(|s| !s.is_empty())
+    }
+
+    fn read_sample(
+        &self,
+        index: usize,
+        wanted: Fields,
+        buf: &mut Vec<u8>,
+        ann: &mut Annotation,
+    ) -> Result<RecordKind, SourceError> {
+        ann.clear();
+        let e = self.entry(index)?;
+        e.image.read(&self.base, buf)?;
+        let a = &e.ann;
+        if wanted.contains(Field::Labels) {
+            ann.labels.clone_from(&a.labels);
+        }
+        if wanted.contains(Field::Text) {
+            ann.text.clone_from(&a.text);
+        }
+        if wanted.contains(Field::Boxes) {
+            ann.boxes.clone_from(&a.boxes);
+            ann.box_labels.clone_from(&a.box_labels);
+        }
+        if wanted.contains(Field::Keypoints) {
+            ann.keypoints.clone_from(&a.keypoints);
+        }
+        if wanted.contains(Field::Raw) {
+            ann.raw.clone_from(&a.raw);
+        }
+        if wanted.contains(Field::Mask) {
+            let place = e.mask.as_ref().ok_or_else(|| SourceError::Record {
+                what: self.describe(index),
+                reason: "no \"mask\" (other lines have one)".into(),
+            })?;
+            let mut bytes = Vec::new();
+            place
+                .read(&self.base, &mut bytes)
+                .map_err(|e| SourceError::Record {
+                    what: self.describe(index),
+                    reason: format!("mask: {e}"),
+                })?;
+            ann.mask = Some(MaskData::Png(bytes));
+        }
+        Ok(RecordKind::Encoded)
+    }
+}
+
+/// True for a file name that is a JSON-lines manifest.
+pub fn is_manifest_name(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    n.ends_with(".jsonl") || n.ends_with(".ndjson")
+}

@@ -1,8 +1,9 @@
 //! Running a list of transforms over one image, straight into the caller's buffer.
 //!
 //! Size-changing steps ping-pong between two scratch buffers and the last of them
-//! writes into the output; in-place steps (flip, colour, erasing) work on whichever
-//! buffer holds the image at that point. A Resize directly followed by a CenterCrop
+//! writes into the output; in-place steps (flip, colour, erasing, and the same-size
+//! warps, blur, sharpness and policies, which read a copy kept in `Scratch::tmp`) work
+//! on whichever buffer holds the image at that point. A Resize directly followed by a CenterCrop
 //! that fits is computed as one resample of only the kept pixels. Once the scratch
 //! buffers have grown to the largest image seen, a run allocates nothing for pixels.
 
@@ -12,8 +13,10 @@ use crate::decode;
 use crate::geometry::{GeoOp, Geometry};
 use crate::limits::DEFAULT_MAX_PIXELS;
 use crate::retain::Retention;
+use crate::transform::blur::gaussian_blur;
 use crate::transform::crop::{center_offset, copy_window, random_offset, rrc_box};
 use crate::transform::erase::{cutout_box, fill_zero};
+use crate::transform::policy::warp_in_place;
 use crate::transform::resize::{resample, target_size, Rect, SoftBox};
 use crate::transform::{color, flip, Transform};
 use crate::{AugmentError, Image, ImageView, SampleRng};
@@ -43,6 +46,10 @@ pub struct Scratch {
     pub(crate) a: Vec<u8>,
     pub(crate) b: Vec<u8>,
     pub(crate) resizer: Resizer,
+    /// A copy of the image for the steps that read their input while writing it
+    /// (warps, sharpness), and float rows for the blur.
+    pub(crate) tmp: Vec<u8>,
+    pub(crate) ftmp: Vec<f32>,
     /// What recent samples needed, so an outlier's buffers are released.
     retention: Retention,
     /// The geometric steps of the last sample, when asked for (fields that follow
@@ -89,6 +96,10 @@ impl Scratch {
         self.retention.trim(&mut self.decoded.data);
         self.retention.trim(&mut self.a);
         self.retention.trim(&mut self.b);
+        self.retention.trim(&mut self.tmp);
+        if self.retention.too_big(self.ftmp.capacity() * 4) {
+            self.ftmp = Vec::new();
+        }
         if self
             .retention
             .too_big(self.resizer.size_of_internal_buffers())
@@ -109,6 +120,8 @@ impl Scratch {
         self.decoded.data.capacity()
             + self.a.capacity()
             + self.b.capacity()
+            + self.tmp.capacity()
+            + self.ftmp.capacity() * 4
             + self.resizer.size_of_internal_buffers()
     }
 }
@@ -368,6 +381,8 @@ impl Pipeline {
             a,
             b,
             resizer,
+            tmp,
+            ftmp,
             geometry,
             ..
         } = scratch;
@@ -415,10 +430,7 @@ impl Pipeline {
                     Loc::B => b,
                     _ => out,
                 };
-                let op = pointwise_step(&ts[k], data, w, h, c, rng);
-                if let (Some(g), Some(op)) = (geometry.as_mut(), op) {
-                    g.push(op);
-                }
+                pointwise_step(&ts[k], data, w, h, c, rng, tmp, ftmp, geometry.as_mut());
                 k += 1;
             }
         }
@@ -529,7 +541,10 @@ fn resize_step(
     })
 }
 
-/// Runs one in-place step; what it did to the geometry, if anything.
+/// A step that keeps the image size, in place. Warps, sharpness and blur read a copy
+/// of their input from `tmp` (`ftmp` holds the blur's float rows). What it does to the
+/// geometry (a flip, a warp, an erased rectangle) goes to `geometry` when it is kept.
+#[allow(clippy::too_many_arguments)]
 fn pointwise_step(
     t: &Transform,
     data: &mut [u8],
@@ -537,6 +552,42 @@ fn pointwise_step(
     h: usize,
     c: usize,
     rng: &mut SampleRng,
+    tmp: &mut Vec<u8>,
+    ftmp: &mut Vec<f32>,
+    geometry: Option<&mut Geometry>,
+) {
+    if let Transform::Policy(p) = t {
+        let drawn = p.apply(rng, data, w, h, c, tmp);
+        if let Some(g) = geometry {
+            // Each warp the policy drew moves the fields, in order, as it moved the
+            // image (a mask goes through the same nearest-neighbour steps).
+            for op in drawn.ops() {
+                if let crate::transform::policy::Op::Warp(a) = op {
+                    g.push(warp_op(a, w, h));
+                }
+            }
+        }
+        return;
+    }
+    let op = pointwise_op(t, data, w, h, c, rng, tmp, ftmp, geometry.is_some());
+    if let (Some(g), Some(op)) = (geometry, op) {
+        g.push(op);
+    }
+}
+
+/// [`pointwise_step`]'s work for one step that is not a policy; what it did to the
+/// geometry when `record`.
+#[allow(clippy::too_many_arguments)]
+fn pointwise_op(
+    t: &Transform,
+    data: &mut [u8],
+    w: usize,
+    h: usize,
+    c: usize,
+    rng: &mut SampleRng,
+    tmp: &mut Vec<u8>,
+    ftmp: &mut Vec<f32>,
+    record: bool,
 ) -> Option<GeoOp> {
     match t {
         Transform::HorizontalFlip { p } => {
@@ -557,6 +608,17 @@ fn pointwise_step(
             fill_zero(data, w, c, r);
             return Some(GeoOp::Erase(r));
         }
+        Transform::Adjust(a) => a.apply(data, w, h, c, tmp),
+        Transform::Rotate { .. } | Transform::Affine { .. } => {
+            let warp = t.warp()?;
+            warp_in_place(&warp, data, w, h, c, tmp);
+            return record.then(|| warp_op(&warp, w, h));
+        }
+        Transform::Blur(bl) => {
+            let sigma = bl.draw(rng);
+            gaussian_blur(data, w, h, c, bl.kernel, sigma, ftmp);
+        }
+        Transform::Policy(_) => unreachable!("policies are run by pointwise_step"),
         Transform::Resize(_)
         | Transform::CenterCrop { .. }
         | Transform::RandomResizedCrop { .. }
@@ -564,4 +626,14 @@ fn pointwise_step(
         | Transform::Pad(_) => unreachable!("`{t}` changes the size"),
     }
     None
+}
+
+/// A same-size warp as a geometric step (its matrices in pixel-corner coordinates).
+fn warp_op(a: &crate::transform::affine::Affine, w: usize, h: usize) -> GeoOp {
+    let (inverse, forward) = a.matrices(w, h);
+    GeoOp::Affine {
+        forward: forward.0,
+        inverse: inverse.0,
+        to: (w, h),
+    }
 }

@@ -24,6 +24,20 @@
 //! | `gray[:p=P]` | `Grayscale(3)`, or `RandomGrayscale(P)` |
 //! | `erase[:p=0.5][:scale=0.02-0.33][:ratio=0.3-3.3]` | `RandomErasing(value=0)` |
 //! | `cutout:N` | Cutout with an N x N zero square |
+//! | `posterize:B` | `F.posterize(img, B)` |
+//! | `solarize:T` | `F.solarize(img, T)` |
+//! | `equalize`, `autocontrast`, `invert` | `F.equalize`, `F.autocontrast`, `F.invert` |
+//! | `brightness:F`, `contrast:F`, `color:F`, `sharpness:F` | `F.adjust_brightness`, `F.adjust_contrast`, `F.adjust_saturation`, `F.adjust_sharpness` |
+//! | `rotate:DEG[:fill=V]` | `F.rotate(img, DEG, fill=V)`: counter-clockwise, nearest |
+//! | `affine[:deg=D][:tx=X][:ty=Y][:shear=S][:fill=V]` | `F.affine(img, angle=D, translate=[X, Y], scale=1, shear=[S, 0])`, nearest |
+//! | `blur:K[:sigma=S]` | `F.gaussian_blur(img, [K, K], [S, S])`; `sigma=LO-HI` draws S like `GaussianBlur` |
+//! | `randaugment[:n=2][:m=9][:fill=V]` | `RandAugment(num_ops=n, magnitude=m)` |
+//! | `trivialaugment[:fill=V]` | `TrivialAugmentWide()` |
+//! | `autoaugment[:policy=imagenet][:fill=V]` | `AutoAugment(policy)`: imagenet, cifar10, svhn |
+//!
+//! The ops from `posterize` on follow `torchvision.transforms.v2.functional` on uint8
+//! tensors (see [`crate::transform::photometric`], [`crate::transform::affine`],
+//! [`crate::transform::blur`] and [`crate::transform::policy`]).
 //!
 //! Examples: `rrc:224,flip`, `resize:256,center:224`, `crop:32:pad=4,flip`,
 //! `rrc:224:scale=0.35-1,flip,jitter:0.4`. The `Display` of a [`Pipeline`] prints the
@@ -31,14 +45,22 @@
 
 use std::fmt;
 
+use crate::transform::blur::Blur;
 pub use crate::transform::check::validate;
 use crate::transform::check::{validate_as, MAX_SIZE};
 use crate::transform::color::Jitter;
 use crate::transform::erase::Erasing;
+use crate::transform::photometric::Adjust;
+use crate::transform::policy::{AutoPolicy, Policy, PolicyKind};
 use crate::transform::{ResizeTo, Transform};
 use crate::{Pipeline, SpecError};
 
-const KNOWN: &str = "resize, center, rrc, flip, crop, pad, jitter, gray, erase, cutout";
+const KNOWN: &str = "resize, center, rrc, flip, crop, pad, jitter, gray, erase, cutout, \
+    posterize, solarize, equalize, autocontrast, invert, brightness, contrast, color, sharpness, rotate, \
+    affine, blur, randaugment, trivialaugment, autoaugment";
+/// RandAugment's defaults (torchvision's `num_ops` and `magnitude`).
+pub const RANDAUGMENT_N: usize = 2;
+pub const RANDAUGMENT_M: usize = 9;
 /// torchvision's RandomResizedCrop defaults.
 pub const RRC_SCALE: (f64, f64) = (0.08, 1.0);
 pub const RRC_RATIO: (f64, f64) = (3.0 / 4.0, 4.0 / 3.0);
@@ -144,6 +166,42 @@ impl<'a> Part<'a> {
         match self.option(key) {
             None => Ok(default),
             Some(v) => parse_number(v).map_err(|r| self.err(format!("{key}: {r}"))),
+        }
+    }
+
+    /// The first plain argument as a number (`what` names it in the error).
+    fn value(&self, what: &str, example: &str) -> Result<f64, SpecError> {
+        let Some(v) = self.positional.first() else {
+            return Err(self.err(format!("'{}' needs {what}, e.g. {example}", self.name)));
+        };
+        parse_number(v).map_err(|r| self.err(format!("{what}: {r}")))
+    }
+
+    /// A whole number: the first plain argument (`key` None) or an option.
+    fn count(&self, key: Option<&str>, default: usize, example: &str) -> Result<usize, SpecError> {
+        let (what, v) = match key {
+            None => ("argument", self.positional.first().copied()),
+            Some(k) => (k, self.option(k)),
+        };
+        match v {
+            None if key.is_none() => Err(self.err(format!(
+                "'{}' needs a whole number, e.g. {example}",
+                self.name
+            ))),
+            None => Ok(default),
+            Some(v) => v
+                .parse::<usize>()
+                .map_err(|_| self.err(format!("{what}: '{v}' is not a whole number"))),
+        }
+    }
+
+    /// The `fill` option: one value 0..=255 for every channel (default 0).
+    fn fill(&self) -> Result<u8, SpecError> {
+        match self.option("fill") {
+            None => Ok(0),
+            Some(v) => v
+                .parse::<u8>()
+                .map_err(|_| self.err(format!("fill: '{v}' is not a value within 0..=255"))),
         }
     }
 
@@ -304,6 +362,105 @@ fn parse_part(text: &str) -> Result<Transform, SpecError> {
             }
             Transform::Cutout { size: w }
         }
+        "posterize" => {
+            p.expect(1, &[])?;
+            let bits = p.count(None, 0, "posterize:4")?;
+            if bits > 8 {
+                return Err(p.err(format!("bits must be within 0..=8, got {bits}")));
+            }
+            Transform::Adjust(Adjust::Posterize(bits as u8))
+        }
+        "solarize" => {
+            p.expect(1, &[])?;
+            Transform::Adjust(Adjust::Solarize(p.value("a threshold", "solarize:128")?))
+        }
+        "equalize" => {
+            p.expect(0, &[])?;
+            Transform::Adjust(Adjust::Equalize)
+        }
+        "autocontrast" => {
+            p.expect(0, &[])?;
+            Transform::Adjust(Adjust::AutoContrast)
+        }
+        "invert" => {
+            p.expect(0, &[])?;
+            Transform::Adjust(Adjust::Invert)
+        }
+        "brightness" | "contrast" | "color" | "saturation" | "sharpness" => {
+            p.expect(1, &[])?;
+            let example = format!("{}:1.5", p.name);
+            let f = p.value("a factor", &example)?;
+            Transform::Adjust(match p.name.as_str() {
+                "brightness" => Adjust::Brightness(f),
+                "contrast" => Adjust::Contrast(f),
+                "sharpness" => Adjust::Sharpness(f),
+                _ => Adjust::Color(f),
+            })
+        }
+        "rotate" => {
+            p.expect(1, &["fill"])?;
+            Transform::Rotate {
+                degrees: p.value("an angle in degrees", "rotate:30")?,
+                fill: p.fill()?,
+            }
+        }
+        "affine" => {
+            p.expect(0, &["deg", "tx", "ty", "shear", "fill"])?;
+            Transform::Affine {
+                degrees: p.number("deg", 0.0)?,
+                translate: (p.number("tx", 0.0)?, p.number("ty", 0.0)?),
+                shear: p.number("shear", 0.0)?,
+                fill: p.fill()?,
+            }
+        }
+        "blur" => {
+            p.expect(1, &["sigma"])?;
+            let kernel = p.count(None, 0, "blur:5:sigma=1.5")?;
+            let sigma = match p.option("sigma") {
+                None => {
+                    let s = Blur::default_sigma(kernel);
+                    (s, s)
+                }
+                Some(v) => match parse_number(v) {
+                    Ok(s) => (s, s),
+                    Err(_) => parse_range(v).map_err(|r| p.err(format!("sigma: {r}")))?,
+                },
+            };
+            Transform::Blur(Blur { kernel, sigma })
+        }
+        "randaugment" => {
+            p.expect(0, &["n", "m", "fill"])?;
+            Transform::Policy(Policy {
+                kind: PolicyKind::RandAugment {
+                    n: p.count(Some("n"), RANDAUGMENT_N, "")?,
+                    m: p.count(Some("m"), RANDAUGMENT_M, "")?,
+                },
+                fill: p.fill()?,
+            })
+        }
+        "trivialaugment" | "trivialaugmentwide" => {
+            p.expect(0, &["fill"])?;
+            Transform::Policy(Policy {
+                kind: PolicyKind::TrivialAugment,
+                fill: p.fill()?,
+            })
+        }
+        "autoaugment" => {
+            p.expect(0, &["policy", "fill"])?;
+            let policy = match p.option("policy") {
+                None => AutoPolicy::ImageNet,
+                Some(v) => AutoPolicy::parse(v).ok_or_else(|| {
+                    p.err(format!(
+                        "unknown policy '{v}' (known: {})",
+                        AutoPolicy::NAMES
+                    ))
+                })?,
+            };
+            Transform::Policy(Policy {
+                kind: PolicyKind::AutoAugment(policy),
+                fill: p.fill()?,
+            })
+        }
         "pad" => {
             p.expect(1, &[])?;
             let Some(v) = p.positional.first() else {
@@ -340,6 +497,13 @@ fn write_range(
 ) -> fmt::Result {
     if r != default {
         write!(f, ":{key}={}-{}", r.0, r.1)?;
+    }
+    Ok(())
+}
+
+fn write_fill(f: &mut fmt::Formatter<'_>, fill: u8) -> fmt::Result {
+    if fill != 0 {
+        write!(f, ":fill={fill}")?;
     }
     Ok(())
 }
@@ -413,6 +577,72 @@ impl fmt::Display for Transform {
                 write_range(f, "ratio", e.ratio, d.ratio)
             }
             Transform::Cutout { size } => write!(f, "cutout:{size}"),
+            Transform::Adjust(a) => match a {
+                Adjust::Posterize(b) => write!(f, "posterize:{b}"),
+                Adjust::Solarize(t) => write!(f, "solarize:{t}"),
+                Adjust::Equalize => f.write_str("equalize"),
+                Adjust::AutoContrast => f.write_str("autocontrast"),
+                Adjust::Invert => f.write_str("invert"),
+                Adjust::Brightness(v) => write!(f, "brightness:{v}"),
+                Adjust::Contrast(v) => write!(f, "contrast:{v}"),
+                Adjust::Color(v) => write!(f, "color:{v}"),
+                Adjust::Sharpness(v) => write!(f, "sharpness:{v}"),
+            },
+            Transform::Rotate { degrees, fill } => {
+                write!(f, "rotate:{degrees}")?;
+                write_fill(f, fill)
+            }
+            Transform::Affine {
+                degrees,
+                translate,
+                shear,
+                fill,
+            } => {
+                f.write_str("affine")?;
+                for (k, v) in [
+                    ("deg", degrees),
+                    ("tx", translate.0),
+                    ("ty", translate.1),
+                    ("shear", shear),
+                ] {
+                    if v != 0.0 {
+                        write!(f, ":{k}={v}")?;
+                    }
+                }
+                write_fill(f, fill)
+            }
+            Transform::Blur(b) => {
+                write!(f, "blur:{}", b.kernel)?;
+                let d = Blur::default_sigma(b.kernel);
+                if b.sigma.0 != b.sigma.1 {
+                    write!(f, ":sigma={}-{}", b.sigma.0, b.sigma.1)
+                } else if b.sigma.0 != d {
+                    write!(f, ":sigma={}", b.sigma.0)
+                } else {
+                    Ok(())
+                }
+            }
+            Transform::Policy(p) => {
+                match p.kind {
+                    PolicyKind::RandAugment { n, m } => {
+                        f.write_str("randaugment")?;
+                        if n != RANDAUGMENT_N {
+                            write!(f, ":n={n}")?;
+                        }
+                        if m != RANDAUGMENT_M {
+                            write!(f, ":m={m}")?;
+                        }
+                    }
+                    PolicyKind::TrivialAugment => f.write_str("trivialaugment")?,
+                    PolicyKind::AutoAugment(a) => {
+                        f.write_str("autoaugment")?;
+                        if a != AutoPolicy::ImageNet {
+                            write!(f, ":policy={}", a.name())?;
+                        }
+                    }
+                }
+                write_fill(f, p.fill)
+            }
         }
     }
 }
@@ -491,6 +721,12 @@ mod tests {
             "resize:64x48,center:30x20",
             "crop:32:pad=4,flip,jitter:b=0.1:h=0.05,gray,erase,cutout:16",
             "erase:p=1:scale=0.1-0.2:ratio=1-2",
+            "posterize:4,solarize:128,equalize,autocontrast,invert",
+            "brightness:1.5,contrast:0.5,color:0,sharpness:2",
+            "rotate:-30,rotate:12.5:fill=128,affine:deg=10:tx=-3:ty=4.5:shear=20",
+            "affine,affine:fill=7,blur:5,blur:9:sigma=2,blur:3:sigma=0.1-2",
+            "rrc:224,flip,randaugment,randaugment:n=3:m=14:fill=128",
+            "trivialaugment,autoaugment,autoaugment:policy=cifar10,autoaugment:policy=svhn",
             "pad:4,center:30",
         ] {
             let p = Pipeline::parse(spec).unwrap();
@@ -537,11 +773,57 @@ mod tests {
             ("cutout:4x8", "one side length"),
             (":224", "missing transform name"),
             ("none,flip", "unknown transform 'none'"),
+            ("posterize:9", "bits must be within 0..=8, got 9"),
+            ("posterize:-1", "'-1' is not a whole number"),
+            ("posterize", "'posterize' needs a whole number"),
+            ("solarize:256", "threshold must be within 0..=255"),
+            ("solarize", "'solarize' needs a threshold"),
+            (
+                "brightness:-0.5",
+                "factor must be a non-negative number, got -0.5",
+            ),
+            ("contrast", "'contrast' needs a factor, e.g. contrast:1.5"),
+            ("color:nan", "not a finite number"),
+            ("sharpness:x", "'x' is not a number"),
+            ("equalize:3", "'equalize' takes no argument"),
+            ("rotate", "'rotate' needs an angle"),
+            ("rotate:400", "angle must be within -360..=360"),
+            (
+                "rotate:30:fill=300",
+                "fill: '300' is not a value within 0..=255",
+            ),
+            (
+                "affine:shear=90",
+                "shear must be strictly between -90 and 90",
+            ),
+            ("affine:deg=-361", "deg must be within -360..=360"),
+            ("affine:tx=1e9", "tx must be within"),
+            ("affine:scale=2", "unknown option 'scale' for 'affine'"),
+            ("blur:4", "kernel size must be odd"),
+            (
+                "blur:5:sigma=0",
+                "sigma range 0-0 must satisfy 0 < lo <= hi",
+            ),
+            ("blur:5:sigma=2-1", "reversed"),
+            ("randaugment:m=31", "m must be within 0..=30, got 31"),
+            ("randaugment:n=17", "n must be within 0..=16, got 17"),
+            ("randaugment:n=two", "n: 'two' is not a whole number"),
+            ("randaugment:2", "'randaugment' takes no argument"),
+            (
+                "autoaugment:policy=coco",
+                "unknown policy 'coco' (known: imagenet, cifar10, svhn)",
+            ),
+            (
+                "trivialaugment:m=3",
+                "unknown option 'm' for 'trivialaugment'",
+            ),
         ];
         for (spec, want) in cases {
             let e = err(spec);
             assert!(e.contains(want), "'{spec}': got '{e}', want '{want}'");
         }
         assert!(err("rcc:224").contains("in 'rcc:224'"));
+        assert!(err("rrc:224,autoaugment:policy=x").contains("in 'autoaugment:policy=x'"));
+        assert!(err("randaugment:m=99").contains("in 'randaugment:m=99'"));
     }
 }

@@ -298,7 +298,9 @@ proptest! {
                             seed: u64) {
         let data: Vec<u8> = (0..w * h * c).map(|i| (i * 7) as u8).collect();
         let img = ImageView::new(w, h, c, &data).unwrap();
-        for spec in ["rrc:8,flip", "resize:9,center:8", "center:50x3", "crop:8:pad=2,jitter:0.5:h=0.5,gray:p=0.5,erase:p=1,cutout:5"] {
+        for spec in ["rrc:8,flip", "resize:9,center:8", "center:50x3", "crop:8:pad=2,jitter:0.5:h=0.5,gray:p=0.5,erase:p=1,cutout:5",
+                     "randaugment:n=4:m=30,trivialaugment,autoaugment:policy=svhn", "blur:31:sigma=0.5-9,sharpness:3,equalize,autocontrast",
+                     "rotate:33:fill=9,affine:deg=-20:tx=3.5:ty=-60:shear=70,posterize:1,solarize:0,contrast:2,color:3"] {
             let p = Pipeline::parse(spec).unwrap();
             let (ow, oh) = p.output_size(w, h);
             let mut out = vec![0u8; ow * oh * c];
@@ -313,4 +315,102 @@ fn pipeline_and_scratch_can_cross_threads() {
     fn send<T: Send + Default>() {}
     send_sync::<Pipeline>();
     send::<Scratch>();
+}
+
+#[test]
+fn policies_are_deterministic_per_sample_and_vary_between_samples() {
+    let (w, h) = (40, 30);
+    let img = gradient(w, h);
+    let view = ImageView::new(w, h, 3, &img).unwrap();
+    for spec in [
+        "randaugment",
+        "randaugment:n=3:m=15:fill=128",
+        "trivialaugment",
+        "autoaugment",
+        "autoaugment:policy=cifar10",
+        "blur:5:sigma=0.1-2",
+    ] {
+        let p = Pipeline::parse(spec).unwrap();
+        let run = |i: u64, scratch: &mut Scratch| {
+            let mut out = vec![0u8; img.len()];
+            p.run_image(view, &mut SampleRng::new(5, 1, i), scratch, &mut out)
+                .unwrap();
+            out
+        };
+        let mut scratch = Scratch::default();
+        let first: Vec<Vec<u8>> = (0..40).map(|i| run(i, &mut scratch)).collect();
+        // A used scratch gives the same bytes as a fresh one.
+        for (i, want) in first.iter().enumerate() {
+            assert_eq!(
+                &run(i as u64, &mut Scratch::default()),
+                want,
+                "{spec} sample {i}"
+            );
+        }
+        let distinct: std::collections::HashSet<&Vec<u8>> = first.iter().collect();
+        assert!(
+            distinct.len() > 5,
+            "{spec}: only {} distinct outputs",
+            distinct.len()
+        );
+    }
+}
+
+#[test]
+fn new_ops_compose_with_size_changing_steps() {
+    // The warps and the blur sit between resamples and crops: every buffer location.
+    let (w, h) = (64, 48);
+    let jpg = rgb_jpeg(w, h);
+    for spec in [
+        "rotate:30,rrc:16",
+        "rrc:32,rotate:30,center:16,blur:3",
+        "resize:20,randaugment:n=3,crop:16:pad=2,sharpness:2",
+        "trivialaugment,resize:16x12",
+    ] {
+        let p = Pipeline::parse(spec).unwrap();
+        let (ow, oh) = p.output_size(w, h);
+        let mut out = vec![0u8; ow * oh * 3];
+        let mut scratch = Scratch::default();
+        p.run_encoded(
+            &jpg,
+            3,
+            &mut SampleRng::new(3, 0, 0),
+            &mut scratch,
+            &mut out,
+        )
+        .unwrap();
+        let mut again = vec![0u8; ow * oh * 3];
+        p.run_encoded(
+            &jpg,
+            3,
+            &mut SampleRng::new(3, 0, 0),
+            &mut scratch,
+            &mut again,
+        )
+        .unwrap();
+        assert_eq!(out, again, "{spec}");
+    }
+}
+
+#[test]
+fn rotate_fills_the_uncovered_corners() {
+    let (w, h) = (20, 20);
+    let img = vec![200u8; w * h * 3];
+    let view = ImageView::new(w, h, 3, &img).unwrap();
+    let p = Pipeline::parse("rotate:45:fill=7").unwrap();
+    let mut out = vec![0u8; img.len()];
+    p.run_image(
+        view,
+        &mut SampleRng::from_seed(0),
+        &mut Scratch::default(),
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(
+        &out[..3],
+        &[7, 7, 7],
+        "a corner is outside the rotated image"
+    );
+    let c = (10 * w + 10) * 3;
+    assert_eq!(&out[c..c + 3], &[200, 200, 200], "the centre stays");
 }

@@ -8,6 +8,16 @@ The pipeline a PyTorch user writes for ImageNet-style training, measured the way
         RandomResizedCrop(224), RandomHorizontalFlip(), PILToTensor()]))
     DataLoader(ds, batch_size=64, shuffle=True, num_workers=W)
 
+With --pipeline randaugment (for `--transform rrc:224,flip,randaugment:n=2:m=9`) the
+transform is torchvision.transforms.v2's, as the reference training scripts build it
+on PIL images:
+
+    v2.Compose([v2.RandomResizedCrop(224), v2.RandomHorizontalFlip(),
+                v2.RandAugment(num_ops=2, magnitude=9), v2.PILToTensor()])
+
+and with --pipeline randaugment-tensor the same on uint8 tensors (v2.PILToTensor()
+first: RandAugment then runs the tensor kernels stoker's ops follow).
+
 For each W: one warm-up epoch (not timed; it also warms the page cache), then
 images/s over the timed full epochs (all batches consumed, nothing else done with
 them). Batches are u8 (N, 3, 224, 224), as ours are u8 (N, 224, 224, 3).
@@ -37,17 +47,33 @@ def worker_init(_worker_id):
     torch.set_num_threads(1)
 
 
-def make_loader(data, workers, batch_size, persistent, seed):
-    import torch
-    from torchvision import datasets, transforms
+PIPELINES = ("rrc-flip", "randaugment", "randaugment-tensor")
 
-    tf = transforms.Compose(
-        [
-            transforms.RandomResizedCrop(224),
-            transforms.RandomHorizontalFlip(),
-            transforms.PILToTensor(),
-        ]
-    )
+
+def make_transform(pipeline):
+    from torchvision import transforms
+
+    if pipeline == "rrc-flip":
+        return transforms.Compose(
+            [
+                transforms.RandomResizedCrop(224),
+                transforms.RandomHorizontalFlip(),
+                transforms.PILToTensor(),
+            ]
+        )
+    from torchvision.transforms import v2
+
+    ra = [v2.RandomResizedCrop(224), v2.RandomHorizontalFlip(), v2.RandAugment(num_ops=2, magnitude=9)]
+    if pipeline == "randaugment":
+        return v2.Compose(ra + [v2.PILToTensor()])
+    return v2.Compose([v2.PILToTensor()] + ra)
+
+
+def make_loader(data, workers, batch_size, persistent, seed, pipeline="rrc-flip"):
+    import torch
+    from torchvision import datasets
+
+    tf = make_transform(pipeline)
     ds = datasets.ImageFolder(data, transform=tf)
     g = torch.Generator()
     g.manual_seed(seed)
@@ -99,8 +125,8 @@ def run_epoch(loader):
     return n
 
 
-def measure(data, workers, epochs, batch_size, persistent, seed):
-    ds, loader = make_loader(data, workers, batch_size, persistent, seed)
+def measure(data, workers, epochs, batch_size, persistent, seed, pipeline="rrc-flip"):
+    ds, loader = make_loader(data, workers, batch_size, persistent, seed, pipeline)
     run_epoch(loader)  # warm-up: worker start, page cache, allocator
     snap = cpu_snapshot(loader)
     t0 = time.perf_counter()
@@ -123,6 +149,7 @@ def measure(data, workers, epochs, batch_size, persistent, seed):
         "images_per_cpu_second": n / cpu if cpu > 0 else None,
         "dataset_size": len(ds),
         "persistent_workers": persistent and workers > 0,
+        "pipeline": pipeline,
     }
 
 
@@ -140,6 +167,7 @@ def main(argv=None):
         "by default they persist, as stoker's pipeline does across epochs",
     )
     p.add_argument("--seed", type=int, default=0, help="shuffle seed (default 0)")
+    p.add_argument("--pipeline", choices=PIPELINES, default="rrc-flip", help="transform (default rrc-flip; see above)")
     p.add_argument("--json", action="store_true", help="print one JSON object per line")
     a = p.parse_args(argv)
     if a.epochs < 1 or a.batch_size < 1 or any(w < 0 for w in a.workers):
@@ -157,7 +185,7 @@ def main(argv=None):
             file=sys.stderr,
         )
     for w in a.workers:
-        r = measure(a.data, w, a.epochs, a.batch_size, not a.no_persistent, a.seed)
+        r = measure(a.data, w, a.epochs, a.batch_size, not a.no_persistent, a.seed, a.pipeline)
         r["torch"] = torch.__version__
         r["torchvision"] = torchvision.__version__
         if a.json:

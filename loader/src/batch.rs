@@ -67,6 +67,9 @@ pub struct Batch {
     pub images: Images,
     /// One label per sample.
     pub labels: Vec<u32>,
+    /// With MixUp/CutMix on ([`crate::LoaderConfig::mix`]): float32 (N, classes)
+    /// row-major, each row the weights of the labels mixed into that image.
+    pub soft_labels: Option<Vec<f32>>,
     /// The source index of each sample.
     pub indices: Vec<usize>,
     /// Samples of this batch left out under `on_error = skip`.
@@ -105,6 +108,13 @@ impl Batch {
     pub fn shape(&self) -> [usize; 4] {
         let (h, w, c) = self.image_shape;
         [self.len(), h, w, c]
+    }
+
+    /// The soft label row of sample `i`, when the batch is mixed.
+    pub fn soft_label(&self, i: usize) -> Option<&[f32]> {
+        let soft = self.soft_labels.as_deref()?;
+        let classes = soft.len() / self.len().max(1);
+        soft.get(i * classes..(i + 1) * classes)
     }
 
     /// The masks, u8 (N, H, W) with (H, W) those of the images, when the batch

@@ -149,6 +149,9 @@ pub struct LoaderConfig {
     /// bytes); `None` means half of the memory this process may use ([`physical_memory`]: the
     /// least of MemTotal, cgroup limits and RLIMIT_AS; 16 GiB where none is known).
     pub max_buffer_bytes: Option<usize>,
+    /// MixUp and/or CutMix on each finished batch, with soft labels (see
+    /// [`crate::mix`]); `None` leaves batches as they are.
+    pub mix: Option<crate::Mix>,
     /// The fields batches carry (see [`crate::sample`]): `None` means every field the
     /// source has. A field left out is not read at all.
     pub fields: Option<crate::Fields>,
@@ -182,6 +185,7 @@ impl Default for LoaderConfig {
             trace: None,
             max_pixels: stoker_augment::DEFAULT_MAX_PIXELS,
             max_buffer_bytes: None,
+            mix: None,
             fields: None,
             min_box_visibility: 0.0,
             max_instances: None,

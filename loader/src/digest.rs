@@ -19,9 +19,20 @@ impl Digest {
 
     pub fn update(&mut self, batch: &Batch) {
         self.update_parts(&batch.images, &batch.labels);
+        if let Some(soft) = &batch.soft_labels {
+            self.update_soft(soft);
+        }
         // Classification batches have no fields: their digest is what it always was.
         if let Some(f) = &batch.fields {
             self.update_fields(f, batch.masks().unwrap_or(&[]));
+        }
+    }
+
+    /// Adds a mixed batch's soft labels (after its [`update_parts`](Self::update_parts));
+    /// batches without them hash as before.
+    pub fn update_soft(&mut self, soft: &[f32]) {
+        for v in soft {
+            self.hasher.update(&v.to_bits().to_le_bytes());
         }
     }
 

@@ -371,6 +371,7 @@ mod tests {
         Batch {
             images: crate::Images::new(buf, len),
             labels: (0..n as u32).map(|l| l * 1000 + fill as u32).collect(),
+            soft_labels: None,
             indices: (0..n).collect(),
             skipped: 0,
             epoch: 0,

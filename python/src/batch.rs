@@ -45,9 +45,20 @@ impl BatchBuffer {
 pub type Pair<'py> = (Bound<'py, PyArray4<u8>>, Bound<'py, PyArray1<i64>>);
 
 /// A batch as Python gets it: the `(images, labels)` pair for classification, or a
-/// dict of the fields (`image`, `label`, `labels`, `text`, `boxes`, `box_labels`,
+/// dict: `image`, `label` and `soft_labels` (float32 (N, classes)) for a batch mixed by
+/// MixUp/CutMix; the fields (`image`, `label`, `labels`, `text`, `boxes`, `box_labels`,
 /// `box_count`, `mask`, `keypoints`, `keypoint_count`, `raw`) for a source with more.
-pub fn to_python(py: Python<'_>, batch: Batch, classes: usize) -> PyResult<Bound<'_, PyAny>> {
+pub fn to_python(py: Python<'_>, mut batch: Batch, classes: usize) -> PyResult<Bound<'_, PyAny>> {
+    if let Some(soft) = batch.soft_labels.take() {
+        let n = batch.len();
+        let classes = soft.len() / n.max(1);
+        let (images, labels) = to_numpy(py, batch)?;
+        let d = PyDict::new(py);
+        d.set_item("image", images)?;
+        d.set_item("label", labels)?;
+        d.set_item("soft_labels", PyArray1::from_vec(py, soft).reshape([n, classes])?)?;
+        return Ok(d.into_any());
+    }
     if batch.fields.is_none() {
         return to_numpy(py, batch).and_then(|pair| pair.into_pyobject(py).map(Bound::into_any));
     }

@@ -24,12 +24,15 @@ impl PyDigest {
     }
 
     /// Adds one batch: `images` a C-contiguous uint8 array (N, H, W, C), `labels` the
-    /// N labels (any integer array or sequence; each in 0..2**32).
+    /// N labels (any integer array or sequence; each in 0..2**32), and a mixed batch's
+    /// `soft_labels` (float32 (N, classes)).
+    #[pyo3(signature = (images, labels, soft_labels = None))]
     fn update(
         &mut self,
         py: Python<'_>,
         images: PyReadonlyArrayDyn<'_, u8>,
         labels: &Bound<'_, PyAny>,
+        soft_labels: Option<PyReadonlyArrayDyn<'_, f32>>,
     ) -> PyResult<()> {
         let labels: Vec<i64> = match labels.extract::<PyReadonlyArray1<'_, i64>>() {
             Ok(a) => a.as_array().to_vec(),
@@ -52,8 +55,19 @@ impl PyDigest {
                 labels.len()
             )));
         }
+        let soft = match &soft_labels {
+            None => None,
+            Some(a) => Some(a.as_slice().map_err(|_| {
+                PyValueError::new_err("soft_labels must be a C-contiguous float32 array")
+            })?),
+        };
         let inner = &mut self.inner;
-        py.detach(|| inner.update_parts(bytes, &labels));
+        py.detach(|| {
+            inner.update_parts(bytes, &labels);
+            if let Some(s) = soft {
+                inner.update_soft(s);
+            }
+        });
         Ok(())
     }
 

@@ -19,7 +19,8 @@ use crate::loader::PyLoader;
 /// How long one wait lasts before Python gets to run its signal handlers.
 const POLL: Duration = Duration::from_millis(50);
 
-/// The batches of one epoch of a `stoker.Loader`, as (images, labels) pairs.
+/// The batches of one epoch of a `stoker.Loader`, as (images, labels) pairs, or as
+/// dicts with `image`, `label` and `soft_labels` when MixUp/CutMix is on.
 #[pyclass(module = "stoker", name = "EpochIterator")]
 pub struct EpochIter {
     loader: Py<PyLoader>,

@@ -11,7 +11,7 @@ use pyo3::types::{PyDict, PyMapping};
 use stoker_augment::Pipeline;
 use stoker_loader::config::{MAX_BATCH_SIZE, MAX_IO_DEPTH, MAX_PREFETCH, MAX_WORKERS};
 use stoker_loader::{
-    source, Cursor, Field, Fields, Loader, LoaderConfig, LoaderState, Mode, OnError,
+    source, Cursor, Field, Fields, Loader, LoaderConfig, LoaderState, Mix, Mode, OnError,
 };
 
 use crate::args::{choice, in_range, Int, IntOrAuto};
@@ -23,6 +23,9 @@ use crate::errors::{busy, loader_error, source_error};
 /// epoch, or the rest of an interrupted one) for (images, labels) pairs: images a
 /// uint8 (N, H, W, C) numpy array viewing the loader's pooled buffer, labels int64
 /// (N,). Batches are the same bytes in either mode and for any number of workers.
+/// With `mixup=ALPHA` and/or `cutmix=ALPHA` (and `mix_prob`, the chance of CutMix
+/// when both are given) each batch is mixed and comes as a dict: `image`, `label`
+/// (each image's own label) and `soft_labels` (float32 (N, classes)).
 #[pyclass(module = "stoker", name = "Loader")]
 pub struct PyLoader {
     /// Dropped by hand (see `Drop`), to stop the pipeline with the GIL released.
@@ -58,6 +61,9 @@ impl PyLoader {
         split = "train",
         channels = None,
         cpu_budget = None,
+        mixup = None,
+        cutmix = None,
+        mix_prob = None,
         fields = None,
         images = None,
         masks = None,
@@ -83,6 +89,9 @@ impl PyLoader {
         split: &str,
         channels: Option<Int>,
         cpu_budget: Option<Int>,
+        mixup: Option<f64>,
+        cutmix: Option<f64>,
+        mix_prob: Option<f64>,
         fields: Option<Vec<String>>,
         // A path or a URL: a `pathlib.Path` works as well as a str.
         images: Option<PathBuf>,
@@ -159,6 +168,13 @@ impl PyLoader {
             on_error: match choice("on_error", on_error, &["fail", "skip"])? {
                 "fail" => OnError::Fail,
                 _ => OnError::Skip,
+            },
+            mix: match (mixup, cutmix, mix_prob) {
+                (None, None, None) => None,
+                _ => Some(
+                    Mix::new(mixup, cutmix, mix_prob)
+                        .map_err(|e| PyValueError::new_err(e.to_string()))?,
+                ),
             },
             fields,
             min_box_visibility: min_box_visibility as f32,

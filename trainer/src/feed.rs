@@ -85,7 +85,7 @@ impl<B: Backend + Clone + 'static> BatchFeed<B> for HostFeed {
 
     fn forward_backward(&mut self, model: &mut Model<B>) -> Result<(), FeedError> {
         let b = self.take()?;
-        model.forward_backward(&b.images, &b.labels, b.len())?;
+        model.forward_backward_mixed(&b.images, &b.labels, b.soft_labels.as_deref(), b.len())?;
         // `b` drops here: its buffer goes back to the loader's pool.
         Ok(())
     }
@@ -103,6 +103,8 @@ pub struct DeviceFeed {
     backend: CudaBackend,
     up: Uploader,
     batch: Option<DeviceBatch>,
+    /// The staged batch's host labels and soft labels, for the soft-target loss.
+    host: (Vec<u32>, Option<Vec<f32>>),
 }
 
 impl std::fmt::Debug for DeviceFeed {
@@ -137,6 +139,7 @@ impl DeviceFeed {
             backend: backend.clone(),
             up,
             batch: None,
+            host: (Vec::new(), None),
         })
     }
 
@@ -192,12 +195,16 @@ impl BatchFeed<CudaBackend> for DeviceFeed {
             self.up.release(old)?;
         }
         self.batch = Some(self.up.upload(&batch)?);
+        self.host = (batch.labels.clone(), batch.soft_labels.clone());
         // `batch` drops here: staged in pinned memory, its pool buffer is free again.
         Ok(())
     }
 
     fn forward_backward(&mut self, model: &mut Model<CudaBackend>) -> Result<(), FeedError> {
-        self.with_batch(|x, y, n| model.forward_backward_on(x, y, n))
+        let (labels, soft) = std::mem::take(&mut self.host);
+        self.with_batch(|x, y, n| {
+            model.forward_backward_on_mixed(x, y, &labels, soft.as_deref(), n)
+        })
     }
 
     fn evaluate(&mut self, model: &mut Model<CudaBackend>) -> Result<(), FeedError> {

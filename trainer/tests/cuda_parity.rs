@@ -573,6 +573,63 @@ fn softmax_xent_matches() {
 }
 
 #[test]
+fn softmax_xent_soft_matches() {
+    let Some(g) = gpu("softmax_xent_soft") else {
+        return;
+    };
+    let c = CpuBackend::new();
+    let mut rng = Rng::new(9);
+    for (classes, n) in [(10, 300), (2, 1), (1000, 17)] {
+        let z = randn(&mut rng, classes * n);
+        // Two labels mixed 0.7 / 0.3 plus 0.1 of label smoothing, as the trainer builds.
+        let mut t = vec![0.01 / classes as f32; classes * n];
+        for j in 0..n {
+            let a = (rng.next_u64() % classes as u64) as usize;
+            let b = (rng.next_u64() % classes as u64) as usize;
+            t[a * n + j] += 0.9 * 0.7;
+            t[b * n + j] += 0.9 * 0.3;
+        }
+        fn run<B: Backend>(be: &B, z: &[f32], t: &[f32], classes: usize) -> [Vec<f32>; 2] {
+            let n = z.len() / classes;
+            let (zb, tb) = (up(be, z), up(be, t));
+            let mut dz = be.alloc::<f32>(z.len()).unwrap();
+            let mut st = be.alloc::<f32>(2).unwrap();
+            be.softmax_xent_soft(
+                In::new(&zb),
+                In::new(&tb),
+                classes,
+                n,
+                Some(Out::new(&mut dz)),
+                Out::new(&mut st),
+            )
+            .unwrap();
+            [down(be, &dz, z.len()), down(be, &st, 2)]
+        }
+        let p = run(&c, &z, &t, classes);
+        let q = run(&g, &z, &t, classes);
+        close(
+            &format!("soft dlogits {classes}x{n}"),
+            &p[0],
+            &q[0],
+            1e-5,
+            1e-7,
+        );
+        close(
+            &format!("soft loss {classes}x{n}"),
+            &p[1][..1],
+            &q[1][..1],
+            1e-5,
+            1e-5,
+        );
+        exact(
+            &format!("soft correct {classes}x{n}"),
+            &p[1][1..],
+            &q[1][1..],
+        );
+    }
+}
+
+#[test]
 fn a_bad_label_is_reported_at_the_next_download() {
     if gpu("bad label").is_none() {
         return;

@@ -398,3 +398,58 @@ fn convnet_results_do_not_depend_on_the_thread_count() {
         );
     }
 }
+
+#[test]
+fn soft_labels_and_label_smoothing_reach_the_gradient() {
+    let b = CpuBackend::new();
+    let (input, n, k) = ((8, 8, 3), 6, 4);
+    let mut rng = Rng::new(5);
+    let (x, y) = batch(&mut rng, n, input, k);
+    let grads = |cfg: ModelConfig, soft: Option<&[f32]>| {
+        let mut m = Model::new(&b, cfg).unwrap();
+        m.forward_backward_mixed(&x, &y, soft, n).unwrap();
+        let loss = m.last_step_stats().unwrap().loss;
+        (m.grads_to_host().unwrap(), loss)
+    };
+    let cfg = || ModelConfig::new(ModelKind::Mlp, input, k, n).seed(3);
+    let (hard, hard_loss) = grads(cfg(), None);
+    // One-hot soft labels: the same step as the hard labels, to float rounding.
+    let mut onehot = vec![0.0f32; n * k];
+    for (i, &l) in y.iter().enumerate() {
+        onehot[i * k + l as usize] = 1.0;
+    }
+    let (same, same_loss) = grads(cfg(), Some(&onehot));
+    assert!((same_loss - hard_loss).abs() < 1e-5 * hard_loss.abs().max(1.0));
+    for (a, h) in same.iter().zip(&hard) {
+        assert!((a - h).abs() <= 1e-6 + 1e-5 * h.abs(), "{a} vs {h}");
+    }
+    // Mixed labels and smoothing each change the gradient.
+    let mut mixed = vec![0.0f32; n * k];
+    for i in 0..n {
+        mixed[i * k + y[i] as usize] += 0.6;
+        mixed[i * k + y[(i + n - 1) % n] as usize] += 0.4;
+    }
+    let (mix, _) = grads(cfg(), Some(&mixed));
+    let (smooth, smooth_loss) = grads(cfg().label_smoothing(0.1), None);
+    let moved = |g: &[f32]| g.iter().zip(&hard).any(|(a, h)| (a - h).abs() > 1e-4);
+    assert!(moved(&mix) && moved(&smooth));
+    // The loss is linear in the targets: smoothing by e is (1 - e) of the hard loss
+    // plus e of the mean over classes of the loss with every label set to that class.
+    let mean_k: f32 = (0..k as u32)
+        .map(|c| {
+            let mut m = Model::new(&b, cfg()).unwrap();
+            m.forward_backward(&x, &vec![c; n], n).unwrap();
+            m.last_step_stats().unwrap().loss
+        })
+        .sum::<f32>()
+        / k as f32;
+    let want = 0.9 * hard_loss + 0.1 * mean_k;
+    assert!((smooth_loss - want).abs() < 1e-5, "{smooth_loss} vs {want}");
+    // Wrong sizes and settings are errors, not panics.
+    let mut m = Model::new(&b, cfg()).unwrap();
+    assert!(m
+        .forward_backward_mixed(&x, &y, Some(&mixed[1..]), n)
+        .is_err());
+    assert!(Model::new(&b, cfg().label_smoothing(1.0)).is_err());
+    assert!(Model::new(&b, cfg().label_smoothing(f32::NAN)).is_err());
+}

@@ -1,11 +1,19 @@
 //! The valid range of every transform's parameters, checked once when a pipeline is
 //! built (from a spec string or from `Transform` values).
 
+use crate::transform::blur::MAX_KERNEL;
+use crate::transform::photometric::Adjust;
+use crate::transform::policy::{PolicyKind, BINS, MAX_OPS};
 use crate::transform::{ResizeTo, Transform};
 use crate::SpecError;
 
 /// The largest size (side, crop, pad) a transform may ask for.
 pub(crate) const MAX_SIZE: usize = 65536;
+
+/// Whether `v` is a number within `-limit..=limit` (false for NaN).
+fn within(v: f64, limit: f64) -> bool {
+    v.abs() <= limit
+}
 
 /// Check a transform's parameters (for transforms built in code).
 pub fn validate(t: &Transform) -> Result<(), SpecError> {
@@ -84,6 +92,70 @@ pub(crate) fn validate_as(t: &Transform, part: &str) -> Result<(), SpecError> {
             positive_range("scale", e.scale, 1.0)?;
             positive_range("ratio", e.ratio, f64::INFINITY)
         }
+        Transform::Adjust(a) => match a {
+            Adjust::Posterize(bits) if bits > 8 => {
+                err(format!("bits must be within 0..=8, got {bits}"))
+            }
+            Adjust::Solarize(t) if !(0.0..=255.0).contains(&t) => {
+                err(format!("threshold must be within 0..=255, got {t}"))
+            }
+            Adjust::Brightness(f)
+            | Adjust::Contrast(f)
+            | Adjust::Color(f)
+            | Adjust::Sharpness(f)
+                if !(f >= 0.0 && f.is_finite()) =>
+            {
+                err(format!("factor must be a non-negative number, got {f}"))
+            }
+            _ => Ok(()),
+        },
+        Transform::Rotate { degrees, .. } if !within(degrees, 360.0) => err(format!(
+            "angle must be within -360..=360 degrees, got {degrees}"
+        )),
+        Transform::Affine {
+            degrees,
+            translate,
+            shear,
+            ..
+        } => {
+            if !within(degrees, 360.0) {
+                return err(format!("deg must be within -360..=360, got {degrees}"));
+            }
+            for (name, t) in [("tx", translate.0), ("ty", translate.1)] {
+                if !within(t, MAX_SIZE as f64) {
+                    return err(format!(
+                        "{name} must be within -{MAX_SIZE}..={MAX_SIZE} pixels, got {t}"
+                    ));
+                }
+            }
+            if !(within(shear, 90.0) && shear.abs() != 90.0) {
+                return err(format!(
+                    "shear must be strictly between -90 and 90 degrees, got {shear}"
+                ));
+            }
+            Ok(())
+        }
+        Transform::Blur(b) => {
+            if b.kernel % 2 == 0 || !(1..=MAX_KERNEL).contains(&b.kernel) {
+                return err(format!(
+                    "kernel size must be odd and within 1..={MAX_KERNEL}, got {}",
+                    b.kernel
+                ));
+            }
+            positive_range("sigma", b.sigma, f64::INFINITY)
+        }
+        Transform::Policy(p) => match p.kind {
+            PolicyKind::RandAugment { n, m } => {
+                if n > MAX_OPS {
+                    return err(format!("n must be within 0..={MAX_OPS}, got {n}"));
+                }
+                if m >= BINS {
+                    return err(format!("m must be within 0..={}, got {m}", BINS - 1));
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        },
         _ => Ok(()),
     }
 }

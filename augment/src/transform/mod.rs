@@ -4,12 +4,16 @@
 //! numbers from the sample's [`SampleRng`](crate::SampleRng) in a fixed, documented
 //! order, so a (seed, epoch, index) triple always yields the same pixels.
 
+pub mod affine;
+pub mod blur;
 pub(crate) mod check;
 pub mod color;
 pub mod crop;
 pub mod erase;
 pub mod flip;
 pub mod normalize;
+pub mod photometric;
+pub mod policy;
 pub mod resize;
 
 /// Target of a resize.
@@ -59,6 +63,25 @@ pub enum Transform {
     /// Cutout (DeVries & Taylor 2017): a `size` x `size` zero square centred on a
     /// uniformly drawn pixel, clipped at the borders. Draws centre row, then column.
     Cutout { size: usize },
+    /// One of torchvision v2's photometric ops on uint8 tensors (`F.posterize`,
+    /// `F.solarize`, `F.equalize`, `F.autocontrast`, `F.invert`, `F.adjust_brightness`,
+    /// `F.adjust_contrast`, `F.adjust_saturation`, `F.adjust_sharpness`). No draws.
+    Adjust(photometric::Adjust),
+    /// `F.rotate(img, degrees, NEAREST, fill=fill)`: counter-clockwise about the centre,
+    /// same size. No draws.
+    Rotate { degrees: f64, fill: u8 },
+    /// `F.affine(img, angle=degrees, translate, scale=1, shear=[shear, 0], NEAREST,
+    /// fill=fill)`: `degrees` clockwise, as torchvision's `affine`. No draws.
+    Affine {
+        degrees: f64,
+        translate: (f64, f64),
+        shear: f64,
+        fill: u8,
+    },
+    /// `F.gaussian_blur(img, [k, k], [s, s])`; a sigma range draws s (one draw).
+    Blur(blur::Blur),
+    /// RandAugment, TrivialAugmentWide or AutoAugment; see [`policy`] for the draws.
+    Policy(policy::Policy),
 }
 
 impl Transform {
@@ -74,7 +97,12 @@ impl Transform {
             | Transform::ColorJitter(_)
             | Transform::Grayscale { .. }
             | Transform::RandomErasing(_)
-            | Transform::Cutout { .. } => false,
+            | Transform::Cutout { .. }
+            | Transform::Adjust(_)
+            | Transform::Rotate { .. }
+            | Transform::Affine { .. }
+            | Transform::Blur(_)
+            | Transform::Policy(_) => false,
         }
     }
 
@@ -93,7 +121,32 @@ impl Transform {
             | Transform::ColorJitter(_)
             | Transform::Grayscale { .. }
             | Transform::RandomErasing(_)
-            | Transform::Cutout { .. } => (w, h),
+            | Transform::Cutout { .. }
+            | Transform::Adjust(_)
+            | Transform::Rotate { .. }
+            | Transform::Affine { .. }
+            | Transform::Blur(_)
+            | Transform::Policy(_) => (w, h),
+        }
+    }
+
+    /// The warp of a `rotate` or `affine` step (same size, fixed parameters).
+    pub fn warp(&self) -> Option<affine::Affine> {
+        match *self {
+            Transform::Rotate { degrees, fill } => Some(affine::Affine::rotate(degrees, fill)),
+            Transform::Affine {
+                degrees,
+                translate,
+                shear,
+                fill,
+            } => Some(affine::Affine {
+                angle: degrees,
+                translate,
+                shear: (shear, 0.0),
+                center: None,
+                fill,
+            }),
+            _ => None,
         }
     }
 }

@@ -51,6 +51,8 @@ pub(crate) struct Shared {
     pub trace: Option<Arc<Trace>>,
     /// What `workers = auto` chose, when it is on.
     pub auto: Option<Arc<tune::AutoState>>,
+    /// MixUp/CutMix, and the class count of the soft labels.
+    pub mix: Option<(crate::Mix, usize)>,
     /// Fields beyond image and class; `None` for classification, whose samples
     /// take the path they always took.
     pub fields: Option<fields::FieldPlan>,
@@ -144,7 +146,29 @@ impl Loader {
         let (ow, oh) = cfg.transform.output_size(w, h);
         let c = cfg.channels.or(raw_c).unwrap_or(3);
         let shape = (oh, ow, c);
+        let mix = match cfg.mix {
+            None => None,
+            Some(m) => match source.classes().len() {
+                0 | 1 => {
+                    return Err(LoaderError::Config(format!(
+                        "mix '{m}': soft labels need at least 2 classes, and this data set \
+                         has {}",
+                        source.classes().len()
+                    )))
+                }
+                k => Some((m, k)),
+            },
+        };
         let fields = field_plan(source.as_ref(), cfg, (oh, ow))?;
+        if let (Some((m, _)), Some(plan)) = (&mix, &fields) {
+            // Mixing blends images and classes; boxes, masks and captions have no
+            // blend that a loss could use, so the two are not combined.
+            return Err(LoaderError::Config(format!(
+                "mix '{m}' mixes classes, and this loader's batches carry {}: pick \
+                 fields=[\"image\", \"label\"] to mix, or leave mixing out",
+                plan.fields
+            )));
+        }
         // A mask is one more byte per pixel in the same buffer.
         let with_masks = (
             oh,
@@ -176,6 +200,7 @@ impl Loader {
                     let io_cap = cfg.pool_capacity().saturating_mul(cfg.batch_size);
                     Arc::new(tune::AutoState::new(budget, cfg.io_depth, io_cap))
                 }),
+            mix,
             fields,
             fingerprint: std::sync::OnceLock::new(),
         });

@@ -12,6 +12,7 @@ use super::fields::FieldScratch;
 use super::{OnError, Shared};
 use crate::batch::{Batch, Images};
 use crate::metrics::add_time;
+use crate::mix::{mix_images, soft_labels, Mix};
 use crate::pool::PooledBuf;
 use crate::sample::{Annotation, SampleFields};
 use crate::source::{RecordKind, SourceError};
@@ -258,8 +259,14 @@ impl Shared {
             }
             indices.truncate(kept);
         }
-        let labels = indices.iter().map(|&i| self.source.label(i)).collect();
+        let labels: Vec<u32> = indices.iter().map(|&i| self.source.label(i)).collect();
         let len = indices.len() * self.slot_bytes();
+        let soft_labels = match &self.mix {
+            None => None,
+            Some((mix, classes)) => {
+                Some(self.mix_batch(mix, *classes, &mut buf, epoch, step, &indices, &labels)?)
+            }
+        };
         let mut images = Images::new(buf, len);
         let fields = self.fields.as_ref().map(|plan| {
             // The samples that were not skipped, in batch order.
@@ -284,6 +291,7 @@ impl Shared {
         Ok(Batch {
             images,
             labels,
+            soft_labels,
             indices,
             skipped: errors.len(),
             epoch,
@@ -291,6 +299,42 @@ impl Shared {
             image_shape: self.shape,
             fields,
         })
+    }
+}
+
+impl Shared {
+    /// MixUp/CutMix over a finished batch's images, drawn from (seed, epoch, step);
+    /// returns its soft labels.
+    #[allow(clippy::too_many_arguments)]
+    fn mix_batch(
+        &self,
+        mix: &Mix,
+        classes: usize,
+        buf: &mut PooledBuf,
+        epoch: u64,
+        step: usize,
+        indices: &[usize],
+        labels: &[u32],
+    ) -> Result<Vec<f32>, LoaderError> {
+        if let Some(pos) = labels.iter().position(|&l| l as usize >= classes) {
+            return Err(self.sample_error(
+                indices[pos],
+                format!(
+                    "label {} is not below the data set's {classes} classes (soft labels)",
+                    labels[pos]
+                ),
+            ));
+        }
+        let (h, w, _) = self.shape;
+        let draw = mix.draw(self.seed, epoch, step, w, h);
+        let n = labels.len();
+        mix_images(
+            &mut buf.as_mut_slice()[..n * self.slot_bytes()],
+            n,
+            self.shape,
+            &draw,
+        );
+        Ok(soft_labels(labels, classes, draw.lam()))
     }
 }
 

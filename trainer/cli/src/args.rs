@@ -55,6 +55,19 @@ pub struct Args {
     /// set, none otherwise).
     #[arg(long)]
     pub transform: Option<String>,
+    /// MixUp on every training batch, with this Beta alpha (e.g. 0.2): images blended
+    /// with their neighbour in the batch, soft labels for the loss.
+    #[arg(long, value_parser = parse_alpha)]
+    pub mixup: Option<f64>,
+    /// CutMix on every training batch, with this Beta alpha (e.g. 1.0).
+    #[arg(long, value_parser = parse_alpha)]
+    pub cutmix: Option<f64>,
+    /// With both --mixup and --cutmix: the chance that a batch uses CutMix (default 0.5).
+    #[arg(long, value_parser = parse_probability)]
+    pub mix_prob: Option<f64>,
+    /// Label smoothing of the training loss (0 to below 1; e.g. 0.1).
+    #[arg(long, default_value_t = 0.0, value_parser = parse_smoothing)]
+    pub label_smoothing: f32,
     /// Validation transform (default: none, or resize + centre crop to the training
     /// size when the images differ).
     #[arg(long)]
@@ -152,6 +165,20 @@ pub fn settings_fingerprint(a: &Args) -> u64 {
         a.compare_readers,
         a.resume.is_some()
     );
+    // Appended only when set, so that runs without them keep their fingerprint.
+    let plain =
+        a.mixup.is_none() && a.cutmix.is_none() && a.mix_prob.is_none() && a.label_smoothing == 0.0;
+    let text = if plain {
+        text
+    } else {
+        format!(
+            "{text} {:?} {:?} {:?} {}",
+            a.mixup,
+            a.cutmix,
+            a.mix_prob,
+            a.label_smoothing.to_bits()
+        )
+    };
     xxhash_rust::xxh3::xxh3_64(text.as_bytes())
 }
 
@@ -204,6 +231,24 @@ fn parse_lr(s: &str) -> Result<f32, String> {
 
 fn parse_weight_decay(s: &str) -> Result<f32, String> {
     number(s, 0.0, 1.0, false)
+}
+
+/// A Beta alpha for MixUp/CutMix: above 0, at most 1000.
+fn parse_alpha(s: &str) -> Result<f64, String> {
+    number(s, 0.0, 1000.0, true).map(f64::from)
+}
+
+fn parse_probability(s: &str) -> Result<f64, String> {
+    number(s, 0.0, 1.0, false).map(f64::from)
+}
+
+/// Label smoothing in [0, 1).
+fn parse_smoothing(s: &str) -> Result<f32, String> {
+    let v = number(s, 0.0, 1.0, false)?;
+    if v >= 1.0 {
+        return Err(format!("{s} is out of range (expected from 0 to below 1)"));
+    }
+    Ok(v)
 }
 
 impl Opt {

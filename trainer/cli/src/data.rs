@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use stoker_augment::Pipeline;
-use stoker_loader::{source, Loader, LoaderConfig, Mode, ShardPolicy, Source, Workers};
+use stoker_loader::{source, Loader, LoaderConfig, Mix, Mode, ShardPolicy, Source, Workers};
 
 /// The opened sources and the transforms that go with them.
 pub struct Data {
@@ -34,6 +34,8 @@ pub struct Reading {
     pub epochs: u64,
     /// The shuffle buffer of tar shards.
     pub shuffle_buffer: usize,
+    /// MixUp/CutMix of the training batches (never of the validation ones).
+    pub mix: Option<Mix>,
 }
 
 fn open(
@@ -129,6 +131,7 @@ impl Data {
             rank: r.rank,
             world: r.world,
             shard_policy: ShardPolicy::Pad,
+            mix: r.mix,
             ..LoaderConfig::default()
         };
         r.workers.apply(&mut cfg, r.cpu_budget);
@@ -146,6 +149,7 @@ impl Data {
                             // Each validation sample once, whatever the rank count: the
                             // ranks' sums are added up.
                             shard_policy: ShardPolicy::Exact,
+                            mix: None,
                             ..cfg.clone()
                         },
                     )

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use anyhow::Context;
-use stoker_loader::{LoaderConfig, Mode};
+use stoker_loader::{LoaderConfig, Mix, Mode};
 use stoker_trainer::train::{History, Observer, Stop, Totals, TrainConfig, Trainer};
 use stoker_trainer::{Backend, BatchFeed, Collective, Model, ModelConfig, Optimizer, Schedule};
 
@@ -135,6 +135,10 @@ fn train_once<B: Backend + Clone + 'static>(
         seed: a.seed,
         epochs: a.epochs,
         shuffle_buffer: a.shuffle_buffer as usize,
+        mix: match (a.mixup, a.cutmix, a.mix_prob) {
+            (None, None, None) => None,
+            (m, c, p) => Some(Mix::new(m, c, p).context("--mixup/--cutmix/--mix-prob")?),
+        },
     };
     let (train, val) = data.loaders(&reading)?;
     let kind = a.model.kind();
@@ -142,7 +146,9 @@ fn train_once<B: Backend + Clone + 'static>(
     let classes = data.train.classes().len();
     let model = Model::new(
         backend,
-        ModelConfig::new(kind, input, classes, a.batch_size).seed(a.seed),
+        ModelConfig::new(kind, input, classes, a.batch_size)
+            .seed(a.seed)
+            .label_smoothing(a.label_smoothing),
     )
     .context("building the model")?;
     let opt_kind = a.optimizer.kind(a.weight_decay);

@@ -124,6 +124,10 @@ fn every_flag_with_absurd_values() {
         "--log-every",
         "--max-steps",
         "--collective-timeout",
+        "--mixup",
+        "--cutmix",
+        "--mix-prob",
+        "--label-smoothing",
     ] {
         for value in NUMBERS {
             let mut args = base(flag);
@@ -165,6 +169,10 @@ fn every_flag_with_absurd_values() {
                 "jitter:nan",
                 "nonsense",
                 ",,",
+                "randaugment:m=99",
+                "autoaugment:policy=coco",
+                "rotate:nan",
+                "trivialaugment,mixup:0.2",
             ],
         ),
         ("--val-transform", &["rrc:0", "resize:99999999999"]),
@@ -215,4 +223,68 @@ fn every_flag_with_absurd_values() {
     let (code, stderr) = check_output(&args, &cache);
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("more than its limit"), "{stderr}");
+}
+
+#[test]
+fn mixing_flags_train_or_say_why_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let data = tmp.path().join("shapes");
+    let opts = ShapesOptions {
+        count: 24,
+        size: 16,
+        classes: 3,
+        seed: 1,
+    };
+    gen::shapes(&data, &opts, |_, _| {}).expect("generate shapes");
+    let d = data.to_str().unwrap();
+    let base = s(&[
+        "--data",
+        d,
+        "--val",
+        d,
+        "--model",
+        "mlp",
+        "--device",
+        "cpu",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "8",
+        "--max-steps",
+        "2",
+    ]);
+    let run = |extra: &[&str]| {
+        let mut args = base.clone();
+        args.extend(s(extra));
+        check_output(&args, &cache)
+    };
+    // The recipe: a policy, both mixes and label smoothing train.
+    let (code, err) = run(&[
+        "--transform",
+        "trivialaugment",
+        "--mixup",
+        "0.2",
+        "--cutmix",
+        "1.0",
+        "--mix-prob",
+        "0.3",
+        "--label-smoothing",
+        "0.1",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, err) = run(&["--transform", "randaugment:n=2:m=9", "--cutmix", "1"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, err) = run(&["--mixup", "0.2", "--mix-prob", "0.5"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("needs both mixup and cutmix"), "{err}");
+    let (code, err) = run(&["--mixup", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--mixup"), "{err}");
+    let (code, err) = run(&["--label-smoothing", "1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("below 1"), "{err}");
+    let (code, err) = run(&["--transform", "randaugment:m=31"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("m must be within 0..=30"), "{err}");
 }

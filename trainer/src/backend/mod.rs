@@ -561,6 +561,22 @@ pub trait Backend: Send + Sync {
         stats: Out<'_, Self>,
     ) -> BResult<()>;
 
+    /// Softmax + cross-entropy against soft targets `[classes, n]` (MixUp/CutMix
+    /// weights, label smoothing): the loss of sample j is `sum_k t[k, j] * -log
+    /// softmax(z)[k, j]`. Overwrites `stats[0..2]` with (sum of losses, number of
+    /// samples whose logits' argmax is their targets' argmax); if `dlogits` is given,
+    /// writes the gradient of the mean loss, `(softmax * sum_k t[k, j] - t) / n`.
+    #[allow(clippy::too_many_arguments)]
+    fn softmax_xent_soft(
+        &self,
+        logits: In<'_, Self>,
+        targets: In<'_, Self>,
+        classes: usize,
+        n: usize,
+        dlogits: Option<Out<'_, Self>>,
+        stats: Out<'_, Self>,
+    ) -> BResult<()>;
+
     /// One fused SGD pass over a flat buffer; elements `0..decay_len` get weight decay.
     #[allow(clippy::too_many_arguments)]
     fn sgd_step(

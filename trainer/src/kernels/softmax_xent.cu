@@ -39,6 +39,46 @@ extern "C" __global__ void xent_rows(const float* z, const u32* labels, u64 clas
     }
 }
 
+// Soft targets t [classes, n] (MixUp/CutMix weights, label smoothing): one thread per
+// sample j, loss sum_k t[k,j] * (logsumexp(z[.,j]) - z[k,j]), correct when the argmax of
+// the logits is the argmax of the targets, gradient (softmax * sum_k t - t) / n.
+extern "C" __global__ void xent_soft_rows(const float* z, const float* t, u64 classes, u64 n,
+                                          float* dz, int has_dz, float inv_n, float* rows) {
+    GRID_STRIDE(j, n) {
+        float mx = NEG_INF, tmx = NEG_INF;
+        u64 arg = 0, targ = 0;
+        for (u64 k = 0; k < classes; k++) {
+            float v = z[k * n + j];
+            if (v > mx) {
+                mx = v;
+                arg = k;
+            }
+            float tv = t[k * n + j];
+            if (tv > tmx) {
+                tmx = tv;
+                targ = k;
+            }
+        }
+        float sum = 0.0f;
+        for (u64 k = 0; k < classes; k++) sum += expf(z[k * n + j] - mx);
+        float lse = logf(sum) + mx;
+        float loss = 0.0f, tsum = 0.0f;
+        for (u64 k = 0; k < classes; k++) {
+            float tv = t[k * n + j];
+            loss += tv * (lse - z[k * n + j]);
+            tsum += tv;
+        }
+        rows[2 * j] = loss;
+        rows[2 * j + 1] = arg == targ ? 1.0f : 0.0f;
+        if (has_dz) {
+            for (u64 k = 0; k < classes; k++) {
+                float p = expf(z[k * n + j] - mx) / sum;
+                dz[k * n + j] = (p * tsum - t[k * n + j]) * inv_n;
+            }
+        }
+    }
+}
+
 // One block: stats = [sum of losses, number correct], summed in double in a fixed order.
 extern "C" __global__ void xent_sum(const float* rows, u64 n, float* stats) {
     __shared__ double sh[RED_THREADS];

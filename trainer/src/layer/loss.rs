@@ -33,6 +33,26 @@ impl SoftmaxCrossEntropy {
             stats,
         )
     }
+
+    /// As `forward_backward`, against soft targets `[classes, n]`.
+    pub fn forward_backward_soft<B: Backend>(
+        &self,
+        b: &B,
+        logits: &Tensor<B>,
+        targets: In<'_, B>,
+        n: usize,
+        dlogits: Option<&mut Tensor<B>>,
+        stats: Out<'_, B>,
+    ) -> BResult<()> {
+        b.softmax_xent_soft(
+            logits.view(),
+            targets,
+            self.classes,
+            n,
+            dlogits.map(|d| d.view_mut()),
+            stats,
+        )
+    }
 }
 
 #[cfg(test)]
@@ -90,6 +110,91 @@ mod tests {
             let lp = loss(&zp, &labels, classes, n);
             zp[i] -= 2.0 * eps;
             let lm = loss(&zp, &labels, classes, n);
+            let num = (lp - lm) / (2.0 * eps as f64) / n as f64;
+            assert!(
+                (num - g[i] as f64).abs() < 1e-3,
+                "dz[{i}]: {num} vs {}",
+                g[i]
+            );
+        }
+    }
+
+    /// Soft targets `[classes, n]` on the CPU backend: (dz, stats).
+    fn soft(z: &[f32], t: &[f32], classes: usize, n: usize) -> (Vec<f32>, Vec<f32>) {
+        let b = CpuBackend::new();
+        let zt = Tensor::from_slice(&b, &[classes, n], z).unwrap();
+        let tt = Tensor::from_slice(&b, &[classes, n], t).unwrap();
+        let mut dz = Tensor::zeros(&b, &[classes, n]).unwrap();
+        let mut stats = Tensor::zeros(&b, &[2]).unwrap();
+        SoftmaxCrossEntropy::new(classes)
+            .forward_backward_soft(&b, &zt, tt.view(), n, Some(&mut dz), stats.view_mut())
+            .unwrap();
+        (dz.to_vec(&b).unwrap(), stats.to_vec(&b).unwrap())
+    }
+
+    #[test]
+    fn one_hot_soft_targets_are_the_hard_loss() {
+        let b = CpuBackend::new();
+        let (classes, n) = (4, 5);
+        let mut rng = Rng::new(3);
+        let z: Vec<f32> = (0..classes * n).map(|_| rng.normal() as f32).collect();
+        let labels = [0u32, 3, 1, 1, 2];
+        let mut t = vec![0.0; classes * n];
+        for (j, &l) in labels.iter().enumerate() {
+            t[l as usize * n + j] = 1.0;
+        }
+        let (dz_soft, st_soft) = soft(&z, &t, classes, n);
+        let mut lb = b.alloc::<u32>(n).unwrap();
+        b.upload(&labels, Out::new(&mut lb)).unwrap();
+        let zt = Tensor::from_slice(&b, &[classes, n], &z).unwrap();
+        let mut dz = Tensor::zeros(&b, &[classes, n]).unwrap();
+        let mut stats = Tensor::zeros(&b, &[2]).unwrap();
+        SoftmaxCrossEntropy::new(classes)
+            .forward_backward(&b, &zt, In::new(&lb), n, Some(&mut dz), stats.view_mut())
+            .unwrap();
+        let hard = stats.to_vec(&b).unwrap();
+        assert!((st_soft[0] - hard[0]).abs() < 1e-5 * hard[0].abs().max(1.0));
+        assert_eq!(st_soft[1], hard[1]);
+        for (a, h) in dz_soft.iter().zip(dz.to_vec(&b).unwrap()) {
+            assert!((a - h).abs() < 1e-6, "{a} vs {h}");
+        }
+    }
+
+    #[test]
+    fn soft_gradient_matches_finite_differences() {
+        let (classes, n) = (5, 3);
+        let mut rng = Rng::new(4);
+        let z: Vec<f32> = (0..classes * n)
+            .map(|_| 1.5 * rng.normal() as f32)
+            .collect();
+        // Mixed pairs with smoothing: rows sum to 1.
+        let mut t = vec![0.02; classes * n];
+        for (j, (a, c)) in [(0usize, 2usize), (4, 4), (1, 3)].into_iter().enumerate() {
+            t[a * n + j] += 0.9 * 0.6;
+            t[c * n + j] += 0.9 * 0.4;
+        }
+        let loss = |z: &[f32]| -> f64 {
+            (0..n)
+                .map(|j| {
+                    let col: Vec<f64> = (0..classes).map(|k| z[k * n + j] as f64).collect();
+                    let m = col.iter().cloned().fold(f64::MIN, f64::max);
+                    let lse = col.iter().map(|v| (v - m).exp()).sum::<f64>().ln() + m;
+                    (0..classes)
+                        .map(|k| t[k * n + j] as f64 * (lse - col[k]))
+                        .sum::<f64>()
+                })
+                .sum()
+        };
+        let (g, st) = soft(&z, &t, classes, n);
+        assert!((st[0] as f64 - loss(&z)).abs() < 1e-4);
+        // Argmax of the targets: class 0 for sample 0 (0.56 vs 0.38).
+        for i in 0..z.len() {
+            let eps = 1e-3;
+            let mut zp = z.clone();
+            zp[i] += eps;
+            let lp = loss(&zp);
+            zp[i] -= 2.0 * eps;
+            let lm = loss(&zp);
             let num = (lp - lm) / (2.0 * eps as f64) / n as f64;
             assert!(
                 (num - g[i] as f64).abs() < 1e-3,

@@ -76,6 +76,9 @@ pub struct ModelConfig {
     /// Per-channel normalisation, in units of the [0, 1] pixel range.
     pub mean: Vec<f32>,
     pub std: Vec<f32>,
+    /// Label smoothing of the training loss: targets become `(1 - e) * target + e /
+    /// classes` (0 keeps the hard-label loss).
+    pub label_smoothing: f32,
 }
 
 impl ModelConfig {
@@ -94,7 +97,13 @@ impl ModelConfig {
             seed: 0,
             mean: vec![0.5; input.2],
             std: vec![0.25; input.2],
+            label_smoothing: 0.0,
         }
+    }
+
+    pub fn label_smoothing(mut self, e: f32) -> Self {
+        self.label_smoothing = e;
+        self
     }
 
     pub fn seed(mut self, seed: u64) -> Self {
@@ -151,6 +160,10 @@ pub struct Model<B: Backend + 'static> {
     loss: SoftmaxCrossEntropy,
     images: B::Buf<u8>,
     labels: B::Buf<u32>,
+    /// Soft targets `[classes, n]` for a mixed batch or label smoothing (allocated at
+    /// the first such step), and their host copy.
+    targets: Option<Tensor<B>>,
+    host_targets: Vec<f32>,
     /// [loss sum, correct] of the last training step.
     step_stats: Tensor<B>,
     eval_step: Tensor<B>,
@@ -179,6 +192,15 @@ impl<B: Backend + Clone + 'static> Model<B> {
         }
         if cfg.classes > u32::MAX as usize {
             return Err(config(what, "too many classes"));
+        }
+        if !(0.0..1.0).contains(&cfg.label_smoothing) {
+            return Err(config(
+                what,
+                format!(
+                    "label smoothing must be within 0..1 (1 excluded), got {}",
+                    cfg.label_smoothing
+                ),
+            ));
         }
         let layout = match cfg.kind {
             ModelKind::Mlp => DataLayout::FeatureMajor,
@@ -224,6 +246,8 @@ impl<B: Backend + Clone + 'static> Model<B> {
             loss: SoftmaxCrossEntropy::new(cfg.classes),
             images: b.alloc(nmax * h * w * c)?,
             labels: b.alloc(nmax)?,
+            targets: None,
+            host_targets: Vec::new(),
             step_stats: Tensor::zeros(b, &[2])?,
             eval_step: Tensor::zeros(b, &[2])?,
             train_acc: Tensor::zeros(b, &[2])?,
@@ -350,8 +374,93 @@ impl<B: Backend + Clone + 'static> Model<B> {
     /// (`n * h * w * c` bytes) and `labels`. Leaves the gradients in the model's gradient buffer and
     /// the loss on the device.
     pub fn forward_backward(&mut self, images: &[u8], labels: &[u32], n: usize) -> Result<()> {
+        self.forward_backward_mixed(images, labels, None, n)
+    }
+
+    /// `forward_backward` with a mixed batch's soft labels (float32 `(n, classes)`
+    /// row-major, e.g. MixUp/CutMix from the loader), or `None`; label smoothing applies
+    /// to either. Without both, this is the hard-label step.
+    pub fn forward_backward_mixed(
+        &mut self,
+        images: &[u8],
+        labels: &[u32],
+        soft: Option<&[f32]>,
+        n: usize,
+    ) -> Result<()> {
         self.upload_batch(images, labels, n)?;
-        self.run(None, n, true, None)
+        let soft = self.stage_targets(labels, soft, n)?;
+        self.run(None, n, true, None, soft)
+    }
+
+    /// `forward_backward_on` with the batch's host labels and soft labels, for the
+    /// soft-target loss (the device labels serve the hard one).
+    pub fn forward_backward_on_mixed(
+        &mut self,
+        images: &B::Buf<u8>,
+        labels: &B::Buf<u32>,
+        host_labels: &[u32],
+        soft: Option<&[f32]>,
+        n: usize,
+    ) -> Result<()> {
+        self.check_batch(n)?;
+        let soft = self.stage_targets(host_labels, soft, n)?;
+        self.run(Some((images, labels)), n, true, None, soft)
+    }
+
+    /// Builds and uploads the soft targets when the step needs them (soft labels given
+    /// or label smoothing on); `false` means the hard-label loss.
+    fn stage_targets(&mut self, labels: &[u32], soft: Option<&[f32]>, n: usize) -> Result<bool> {
+        let e = self.cfg.label_smoothing;
+        if soft.is_none() && e == 0.0 {
+            return Ok(false);
+        }
+        let k = self.cfg.classes;
+        if labels.len() != n {
+            return Err(ModelError::InputLen {
+                what: "labels",
+                expected: n,
+                got: labels.len(),
+            });
+        }
+        if let Some(s) = soft {
+            if s.len() != n * k {
+                return Err(ModelError::InputLen {
+                    what: "soft labels (n * classes)",
+                    expected: n * k,
+                    got: s.len(),
+                });
+            }
+        }
+        let t = &mut self.host_targets;
+        t.clear();
+        t.resize(k * n, e / k as f32);
+        for j in 0..n {
+            match soft {
+                Some(s) => {
+                    for (c, &w) in s[j * k..(j + 1) * k].iter().enumerate() {
+                        t[c * n + j] += (1.0 - e) * w;
+                    }
+                }
+                None => {
+                    let l = labels[j] as usize;
+                    if l >= k {
+                        return Err(ModelError::Label {
+                            index: j,
+                            label: labels[j],
+                            classes: k,
+                        });
+                    }
+                    t[l * n + j] += 1.0 - e;
+                }
+            }
+        }
+        if self.targets.is_none() {
+            self.targets = Some(Tensor::zeros(&self.backend, &[k * self.cfg.max_batch])?);
+        }
+        if let Some(dev) = self.targets.as_mut() {
+            self.backend.upload(&self.host_targets, dev.view_mut())?;
+        }
+        Ok(true)
     }
 
     /// As `forward_backward`, for a batch already on the device (e.g. uploaded by the
@@ -363,14 +472,14 @@ impl<B: Backend + Clone + 'static> Model<B> {
         n: usize,
     ) -> Result<()> {
         self.check_batch(n)?;
-        self.run(Some((images, labels)), n, true, None)
+        self.run(Some((images, labels)), n, true, None, false)
     }
 
     /// An eval-mode forward (running batch-norm statistics, no gradients); the loss and
     /// accuracy accumulate for `take_eval_stats`.
     pub fn evaluate(&mut self, images: &[u8], labels: &[u32], n: usize) -> Result<()> {
         self.upload_batch(images, labels, n)?;
-        self.run(None, n, false, None)
+        self.run(None, n, false, None, false)
     }
 
     /// As `evaluate`, for a batch already on the device.
@@ -381,7 +490,7 @@ impl<B: Backend + Clone + 'static> Model<B> {
         n: usize,
     ) -> Result<()> {
         self.check_batch(n)?;
-        self.run(Some((images, labels)), n, false, None)
+        self.run(Some((images, labels)), n, false, None, false)
     }
 
     /// A training step like `forward_backward` that also times each layer's forward and
@@ -396,7 +505,7 @@ impl<B: Backend + Clone + 'static> Model<B> {
     ) -> Result<Vec<(String, f64, f64)>> {
         self.upload_batch(images, labels, n)?;
         let mut prof = Vec::new();
-        self.run(None, n, true, Some(&mut prof))?;
+        self.run(None, n, true, Some(&mut prof), false)?;
         Ok(prof)
     }
 
@@ -406,6 +515,7 @@ impl<B: Backend + Clone + 'static> Model<B> {
         n: usize,
         train: bool,
         prof: Option<&mut Vec<(String, f64, f64)>>,
+        soft: bool,
     ) -> Result<()> {
         let Self {
             backend: b,
@@ -421,6 +531,7 @@ impl<B: Backend + Clone + 'static> Model<B> {
             loss,
             images,
             labels,
+            targets,
             step_stats,
             eval_step,
             train_acc,
@@ -468,14 +579,24 @@ impl<B: Backend + Clone + 'static> Model<B> {
             self.eval_samples += n as u64;
             return Ok(());
         }
-        loss.forward_backward(
-            &*b,
-            &acts[top],
-            lab,
-            n,
-            Some(&mut dacts[top]),
-            step_stats.view_mut(),
-        )?;
+        match targets.as_ref().filter(|_| soft) {
+            Some(t) => loss.forward_backward_soft(
+                &*b,
+                &acts[top],
+                t.view(),
+                n,
+                Some(&mut dacts[top]),
+                step_stats.view_mut(),
+            )?,
+            None => loss.forward_backward(
+                &*b,
+                &acts[top],
+                lab,
+                n,
+                Some(&mut dacts[top]),
+                step_stats.view_mut(),
+            )?,
+        }
         b.add(step_stats.view(), train_acc.view_mut(), 2)?;
         let loss_s = lap(&mut t, on)?;
         let mut bwd = vec![0.0; layers.len()];

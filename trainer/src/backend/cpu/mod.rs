@@ -503,6 +503,18 @@ impl Backend for CpuBackend {
         loss::softmax_xent(logits, labels, classes, n, dlogits, stats)
     }
 
+    fn softmax_xent_soft(
+        &self,
+        logits: In<'_, Self>,
+        targets: In<'_, Self>,
+        classes: usize,
+        n: usize,
+        dlogits: Option<Out<'_, Self>>,
+        stats: Out<'_, Self>,
+    ) -> BResult<()> {
+        loss::softmax_xent_soft(logits, targets, classes, n, dlogits, stats)
+    }
+
     fn sgd_step(
         &self,
         params: Out<'_, Self>,

@@ -132,6 +132,8 @@ kernels! {
         xent_rows(z: DevPtr, labels: DevPtr, classes: u64, n: u64, dz: DevPtr, has_dz: i32,
             inv_n: f32, rows: DevPtr, bad: DevPtr);
         xent_sum(rows: DevPtr, n: u64, stats: DevPtr);
+        xent_soft_rows(z: DevPtr, t: DevPtr, classes: u64, n: u64, dz: DevPtr, has_dz: i32,
+            inv_n: f32, rows: DevPtr);
     }
     "optim.cu" {
         sgd_step(p: DevPtr, g: DevPtr, buf: DevPtr, n: u64, decay_len: u64, lr: f32,

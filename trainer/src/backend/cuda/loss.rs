@@ -66,3 +66,54 @@ pub(super) fn softmax_xent(
             .map_err(cuda_err(op))
     })
 }
+
+/// The soft-target loss (`kernels/softmax_xent.cu`, `xent_soft_rows`), summed by the same
+/// fixed-order block as the hard one.
+pub(super) fn softmax_xent_soft(
+    backend: &CudaBackend,
+    logits: In<'_, CudaBackend>,
+    targets: In<'_, CudaBackend>,
+    classes: usize,
+    n: usize,
+    dlogits: Option<Out<'_, CudaBackend>>,
+    stats: Out<'_, CudaBackend>,
+) -> BResult<()> {
+    let op = "softmax_xent_soft";
+    let s = backend.stream();
+    let zp = device_addr(s, logits.buf, logits.off, classes * n, op, "logits")?;
+    let tp = device_addr(s, targets.buf, targets.off, classes * n, op, "targets")?;
+    let sp = device_addr(s, stats.buf, stats.off, 2, op, "stats")?;
+    let dz = match dlogits {
+        Some(d) => Some(device_addr(s, d.buf, d.off, classes * n, op, "dlogits")?),
+        None => None,
+    };
+    let inv_n = 1.0 / n.max(1) as f32;
+    backend.with_scratch(n.max(1) * 8, |rows| {
+        if n > 0 {
+            backend
+                .kernels()
+                .xent_soft_rows(
+                    s,
+                    backend.grid(n),
+                    zp,
+                    tp,
+                    classes as u64,
+                    n as u64,
+                    dz.unwrap_or(zp),
+                    dz.is_some() as i32,
+                    inv_n,
+                    rows,
+                )
+                .map_err(cuda_err(op))?;
+        }
+        let one = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (RED_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        backend
+            .kernels()
+            .xent_sum(s, one, rows, n as u64, sp)
+            .map_err(cuda_err(op))
+    })
+}

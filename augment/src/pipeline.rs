@@ -535,7 +535,12 @@ fn resize_step(
         | Transform::ColorJitter(_)
         | Transform::Grayscale { .. }
         | Transform::RandomErasing(_)
-        | Transform::Cutout { .. } => {
+        | Transform::Cutout { .. }
+        | Transform::Adjust(_)
+        | Transform::Rotate { .. }
+        | Transform::Affine { .. }
+        | Transform::Blur(_)
+        | Transform::Policy(_) => {
             unreachable!("`{t}` is not a size-changing step")
         }
     })

@@ -275,14 +275,23 @@ fn no_input_makes_it_panic() {
 fn every_decoder(bytes: &[u8]) -> Vec<(&'static str, Result<(), AugmentError>)> {
     let mut out = vec![
         ("decode", decode::decode(bytes, 3).map(|_| ())),
-        ("zune", decode::decode_into_zune(bytes, 3, &mut Image::default())),
+        (
+            "zune",
+            decode::decode_into_zune(bytes, 3, &mut Image::default()),
+        ),
     ];
     for (name, turbo) in [("pipeline", true), ("pipeline without turbo", false)] {
         let p = Pipeline::parse("rrc:16").unwrap();
         let mut scratch = Scratch::default();
         scratch.set_turbo(turbo);
         let mut img = vec![0u8; 16 * 16 * 3];
-        let r = p.run_encoded(bytes, 3, &mut SampleRng::new(1, 0, 0), &mut scratch, &mut img);
+        let r = p.run_encoded(
+            bytes,
+            3,
+            &mut SampleRng::new(1, 0, 0),
+            &mut scratch,
+            &mut img,
+        );
         out.push((name, r));
     }
     out

@@ -56,7 +56,10 @@ pub fn to_python(py: Python<'_>, mut batch: Batch, classes: usize) -> PyResult<B
         let d = PyDict::new(py);
         d.set_item("image", images)?;
         d.set_item("label", labels)?;
-        d.set_item("soft_labels", PyArray1::from_vec(py, soft).reshape([n, classes])?)?;
+        d.set_item(
+            "soft_labels",
+            PyArray1::from_vec(py, soft).reshape([n, classes])?,
+        )?;
         return Ok(d.into_any());
     }
     if batch.fields.is_none() {

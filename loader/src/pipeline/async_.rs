@@ -610,8 +610,7 @@ fn worker(
             read.and_then(|kind| {
                 // SAFETY: this worker is the only one given (job, pos). The bounds
                 // assert's panic becomes an error ending the epoch, not a lost worker.
-                let place =
-                    |p| LoaderError::from_panic("placing a sample in its batch".into(), p);
+                let place = |p| LoaderError::from_panic("placing a sample in its batch".into(), p);
                 let slot = catch_unwind(AssertUnwindSafe(|| unsafe { job.slot_mut(pos) }))
                     .map_err(place)?;
                 if shared.fields.is_none() {

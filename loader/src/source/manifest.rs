@@ -134,6 +134,15 @@ fn parse_line(v: &Value, k: &mut Option<usize>) -> Result<Raw, String> {
         .and_then(Value::as_str)
         .ok_or_else(|| "no \"image\" (a path or URL)".to_string())?
         .to_string();
+    parse_fields(obj, k, image)
+}
+
+/// A sample's fields in a JSON object (every key of a line but `image`).
+fn parse_fields(
+    obj: &serde_json::Map<String, Value>,
+    k: &mut Option<usize>,
+    image: String,
+) -> Result<Raw, String> {
     let mut raw = Raw {
         image,
         label: obj
@@ -204,6 +213,90 @@ fn parse_line(v: &Value, k: &mut Option<usize>) -> Result<Raw, String> {
         raw.ann.raw = Some(meta.to_string().into_bytes());
     }
     Ok(raw)
+}
+
+/// A sample's fields as one JSON object, the schema of a manifest line without `image`
+/// and `mask`: a tar shard's `.json` member, a packed record's fields. Classes are
+/// numbers here (the shard's class names, when it has them, are in its index); the
+/// label is also read from `cls` or `class`, as WebDataset writes it.
+pub(crate) fn parse_fields_json(
+    bytes: &[u8],
+    k: &mut Option<usize>,
+) -> Result<(Option<u32>, Annotation), String> {
+    let v: Value = serde_json::from_slice(bytes).map_err(|e| format!("json: {e}"))?;
+    let mut obj = v
+        .as_object()
+        .ok_or_else(|| "json: not a JSON object".to_string())?
+        .clone();
+    let mut label = None;
+    for key in ["cls", "class", "label"] {
+        if let Some(x) = obj.remove(key) {
+            label = Some(x);
+            break;
+        }
+    }
+    let raw = parse_fields(&obj, k, String::new())?;
+    let number = |c: &ClassRef| match c {
+        ClassRef::Index(i) if *i < crate::sample::MAX_CLASSES as u64 => Ok(*i as u32),
+        ClassRef::Index(i) => Err(format!(
+            "class {i} is past the limit of {} classes",
+            crate::sample::MAX_CLASSES
+        )),
+        ClassRef::Name(n) => Err(format!(
+            "class '{n}' is a name: a shard's json gives class numbers (the names go in \
+             the shard's index)"
+        )),
+    };
+    let label = label
+        .map(|x| class_ref(&x, "label").and_then(|c| number(&c)))
+        .transpose()?;
+    let mut ann = raw.ann;
+    ann.labels = raw.labels.iter().map(number).collect::<Result<_, _>>()?;
+    ann.box_labels = raw
+        .box_labels
+        .iter()
+        .map(number)
+        .collect::<Result<_, _>>()?;
+    Ok((label, ann))
+}
+
+/// The JSON object [`parse_fields_json`] reads back: `label` (when given), `labels`,
+/// `text`, `boxes` with `box_labels`, `keypoints` and `meta` (the raw bytes, which must
+/// be JSON), each only when the annotation has it.
+pub(crate) fn fields_json(
+    label: Option<u32>,
+    ann: &Annotation,
+    k: usize,
+) -> Result<Vec<u8>, String> {
+    use serde_json::json;
+    let mut obj = serde_json::Map::new();
+    if let Some(l) = label {
+        obj.insert("label".into(), json!(l));
+    }
+    if !ann.labels.is_empty() {
+        obj.insert("labels".into(), json!(ann.labels));
+    }
+    if let Some(t) = &ann.text {
+        obj.insert("text".into(), json!(t));
+    }
+    if !ann.boxes.is_empty() {
+        obj.insert("boxes".into(), json!(ann.boxes));
+        obj.insert("box_labels".into(), json!(ann.box_labels));
+    }
+    if !ann.keypoints.is_empty() && k > 0 {
+        let instances: Vec<Vec<&[f32]>> = ann
+            .keypoints
+            .chunks(3 * k)
+            .map(|inst| inst.chunks(3).collect())
+            .collect();
+        obj.insert("keypoints".into(), json!(instances));
+    }
+    if let Some(raw) = &ann.raw {
+        let meta: Value = serde_json::from_slice(raw)
+            .map_err(|e| format!("its raw bytes are not JSON ({e}), which a json member needs"))?;
+        obj.insert("meta".into(), meta);
+    }
+    serde_json::to_vec(&Value::Object(obj)).map_err(|e| format!("json: {e}"))
 }
 
 /// The class list: the header's, else the names used (sorted), else the numbers used.

@@ -1,7 +1,9 @@
 //! The index of one tar shard: each sample's key, the byte range of its image member
-//! and its label. Built by reading the 512-byte headers (seeking past the data where
-//! the reader can seek; only `cls` and `json` members are read), or loaded from the
-//! `SHARD.tar.idx` file that `stoker-load pack --format tar` writes beside each shard.
+//! and its label, and (version 2) the byte ranges of its members with other fields: a
+//! caption (`txt`), a `json` with more than a label, a mask (`mask.png`, `seg.png`).
+//! Built by reading the 512-byte headers (seeking past the data where the reader can
+//! seek; only `cls` and `json` members are read), or loaded from the `SHARD.tar.idx`
+//! file that `stoker-load pack --format tar` writes beside each shard.
 //!
 //! WebDataset's grouping: a member's key is its path up to the first `.` of its file
 //! name, the rest is its extension; consecutive members with one key are one sample.
@@ -12,18 +14,60 @@ use serde::{Deserialize, Serialize};
 
 /// What the sidecar index says it is.
 pub const INDEX_FORMAT: &str = "stoker-tar-index";
-/// The index version this reader writes and reads.
+/// The index version written for shards of image and label only (and read).
 pub const INDEX_VERSION: u32 = 1;
+/// The index version written for shards with more fields; it adds [`FieldIndex`].
+pub const INDEX_VERSION_FIELDS: u32 = 2;
 /// The sidecar index of `SHARD.tar` is `SHARD.tar` followed by this.
 pub const INDEX_SUFFIX: &str = ".idx";
 /// Image extensions, in the order one is picked when a sample has several.
-pub const IMAGE_EXTS: [&str; 3] = ["jpg", "jpeg", "png"];
+pub const IMAGE_EXTS: [&str; 4] = ["jpg", "jpeg", "png", "webp"];
+/// A sample's mask member (a PNG of class indices), in the order one is picked.
+pub const MASK_EXTS: [&str; 2] = ["mask.png", "seg.png"];
+/// A sample's caption member.
+pub const TEXT_EXT: &str = "txt";
+/// The label of a sample without one (in a shard whose samples carry other fields).
+pub const NO_LABEL: u32 = u32::MAX;
+/// Largest caption member read.
+const MAX_TEXT_BYTES: u64 = 1 << 20;
 /// Largest `cls` member read (a number), and `json` member.
 const MAX_CLS_BYTES: u64 = 64;
-const MAX_JSON_BYTES: u64 = 1 << 16;
+const MAX_JSON_BYTES: u64 = 1 << 22;
 
-/// One sample of a shard: key, image bytes `offset..offset + len` in the shard, label.
+/// One sample of a shard: key, image bytes `offset..offset + len` in the shard, label
+/// ([`NO_LABEL`] when it has none).
 pub type IndexedSample = (String, u64, u64, u32);
+
+/// A member with a field: its extension (`txt`, `json`, `mask.png`, ...) and its bytes
+/// `offset..offset + len` in the shard.
+pub type Member = (String, u64, u64);
+
+/// What version 2 of the index adds: the members beyond image and label. Empty for a
+/// shard of images and labels, whose index stays version 1 byte for byte.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldIndex {
+    /// The fields the samples carry beyond image and class (field names).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<String>,
+    /// Each sample's members with fields, in sample order (empty when none has any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<Vec<Member>>,
+    /// The largest class number the `json` members use (labels, box labels).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_class: Option<u32>,
+    /// Points per keypoint instance, when samples have keypoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keypoints: Option<usize>,
+    /// The points' names (left/right pairs swap under a flip), when the writer knew them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keypoint_names: Vec<String>,
+}
+
+impl FieldIndex {
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+}
 
 /// The index of one shard (also the sidecar file's JSON).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,6 +80,8 @@ pub struct ShardIndex {
     #[serde(default)]
     pub classes: Vec<String>,
     pub samples: Vec<IndexedSample>,
+    #[serde(flatten)]
+    pub extra: FieldIndex,
 }
 
 impl ShardIndex {
@@ -46,7 +92,17 @@ impl ShardIndex {
             tar_bytes,
             classes,
             samples,
+            extra: FieldIndex::default(),
         }
+    }
+
+    /// The index with fields beyond image and class (version 2 when there are any).
+    pub fn with_fields(mut self, extra: FieldIndex) -> Self {
+        if !extra.is_empty() {
+            self.version = INDEX_VERSION_FIELDS;
+        }
+        self.extra = extra;
+        self
     }
 
     /// Parses and checks a sidecar index for a shard of `tar_bytes` bytes.
@@ -59,11 +115,29 @@ impl ShardIndex {
                 idx.format
             ));
         }
-        if idx.version != INDEX_VERSION {
+        if idx.version != INDEX_VERSION && idx.version != INDEX_VERSION_FIELDS {
             return Err(format!(
-                "index version {} (this reader knows {INDEX_VERSION})",
+                "index version {} (this reader knows {INDEX_VERSION} and \
+                 {INDEX_VERSION_FIELDS})",
                 idx.version
             ));
+        }
+        let members = &idx.extra.members;
+        if !members.is_empty() && members.len() != idx.samples.len() {
+            return Err(format!(
+                "the index lists members for {} samples, and {} samples",
+                members.len(),
+                idx.samples.len()
+            ));
+        }
+        for (ext, offset, len) in members.iter().flatten() {
+            if offset.checked_add(*len).is_none_or(|end| end > tar_bytes) {
+                return Err(format!(
+                    "a .{} member: bytes {offset}..+{len} lie past the end of the shard \
+                     ({tar_bytes} bytes)",
+                    super::printable(ext)
+                ));
+            }
         }
         if idx.tar_bytes != tar_bytes {
             return Err(format!(
@@ -139,23 +213,61 @@ struct Pending {
     image: Option<(usize, u64, u64)>,
     cls: Option<u32>,
     json: Option<u32>,
+    /// Members with fields (a caption, a json with more than a label, a mask).
+    members: Vec<Member>,
     /// Extensions seen under this key: one twice means two samples share the key.
     exts: Vec<String>,
 }
 
+/// The fields found while scanning, for [`FieldIndex`].
+#[derive(Default)]
+struct Found {
+    fields: crate::sample::Fields,
+    members: Vec<Vec<Member>>,
+    max_class: Option<u32>,
+    keypoints: Option<usize>,
+}
+
+impl Found {
+    fn class(&mut self, c: u32) {
+        self.max_class = Some(self.max_class.map_or(c, |m| m.max(c)));
+    }
+
+    fn into_index(self) -> FieldIndex {
+        if self.members.iter().all(Vec::is_empty) {
+            return FieldIndex::default();
+        }
+        FieldIndex {
+            fields: self.fields.iter().map(|f| f.name().to_string()).collect(),
+            members: self.members,
+            max_class: self.max_class,
+            keypoints: self.keypoints,
+            keypoint_names: Vec::new(),
+        }
+    }
+}
+
 impl Pending {
-    fn flush(&mut self, out: &mut Vec<IndexedSample>) -> Result<(), String> {
+    fn flush(&mut self, out: &mut Vec<IndexedSample>, found: &mut Found) -> Result<(), String> {
         let p = std::mem::take(self);
         let Some((_, offset, len)) = p.image else {
             // A key with no image (metadata only) is not a sample.
             return Ok(());
         };
-        let label = p.cls.or(p.json).ok_or_else(|| {
-            format!(
-                "sample {}: no label (a .cls member or a class field in .json)",
-                super::printable(&p.key)
-            )
-        })?;
+        // A sample with other fields may go without a label (a caption set); one of
+        // image and label only may not (it would be an image without anything).
+        let label = match p.cls.or(p.json) {
+            Some(l) => l,
+            None if !p.members.is_empty() => NO_LABEL,
+            None => {
+                return Err(format!(
+                    "sample {}: no label (a .cls member or a class field in .json) and no \
+                     other field (.txt, .json, .mask.png)",
+                    super::printable(&p.key)
+                ))
+            }
+        };
+        found.members.push(p.members);
         out.push((p.key, offset, len, label));
         Ok(())
     }
@@ -168,8 +280,9 @@ impl Pending {
 pub fn scan<R: Read>(
     entries: ::tar::Entries<'_, R>,
     tar_bytes: Option<u64>,
-) -> Result<(Vec<IndexedSample>, u64), String> {
+) -> Result<(Vec<IndexedSample>, FieldIndex, u64), String> {
     let mut out = Vec::new();
+    let mut found = Found::default();
     let mut cur = Pending::default();
     let mut end_of_members = 0u64;
     for entry in entries {
@@ -205,7 +318,7 @@ pub fn scan<R: Read>(
             .into_owned();
         let (key, ext) = split_key(&raw);
         if key != cur.key {
-            cur.flush(&mut out)?;
+            cur.flush(&mut out, &mut found)?;
             cur.key = key.to_string();
         }
         // WebDataset refuses this too: `0.jpg 0.cls 0.jpg 0.cls` is two samples under
@@ -226,6 +339,25 @@ pub fn scan<R: Read>(
             if cur.image.is_none_or(|(r, _, _)| rank < r) {
                 cur.image = Some((rank, offset, size));
             }
+        } else if MASK_EXTS.contains(&ext.as_str()) {
+            use crate::sample::Field;
+            // One mask per sample: the first of the known names.
+            if !cur
+                .members
+                .iter()
+                .any(|(e, _, _)| MASK_EXTS.contains(&e.as_str()))
+            {
+                cur.members.push((ext.clone(), offset, size));
+                found.fields = found.fields.with(Field::Mask);
+            }
+        } else if ext == TEXT_EXT {
+            if size > MAX_TEXT_BYTES {
+                return Err(format!(
+                    "member {path}: {size} bytes, more than a caption may have ({MAX_TEXT_BYTES})"
+                ));
+            }
+            cur.members.push((ext.clone(), offset, size));
+            found.fields = found.fields.with(crate::sample::Field::Text);
         } else if ext == "cls" || ext == "json" {
             let limit = if ext == "cls" {
                 MAX_CLS_BYTES
@@ -234,7 +366,8 @@ pub fn scan<R: Read>(
             };
             if size > limit {
                 return Err(format!(
-                    "member {path}: {size} bytes, more than a label needs ({limit})"
+                    "member {path}: {size} bytes, more than a {} member may have ({limit})",
+                    if ext == "cls" { "label" } else { "json" }
                 ));
             }
             let mut bytes = Vec::with_capacity(size as usize);
@@ -250,11 +383,40 @@ pub fn scan<R: Read>(
                 cur.cls = Some(parse_cls(&bytes).map_err(err)?);
             } else {
                 cur.json = parse_json_label(&bytes).map_err(err)?;
+                let (_, ann) =
+                    crate::source::manifest::parse_fields_json(&bytes, &mut found.keypoints)
+                        .map_err(err)?;
+                if note_fields(&ann, &mut found) {
+                    cur.members.push((ext.clone(), offset, size));
+                }
             }
         }
     }
-    cur.flush(&mut out)?;
-    Ok((out, end_of_members))
+    cur.flush(&mut out, &mut found)?;
+    Ok((out, found.into_index(), end_of_members))
+}
+
+/// Notes the fields a `json` member carries beyond a label; false when it has none.
+fn note_fields(ann: &crate::sample::Annotation, found: &mut Found) -> bool {
+    use crate::sample::Field;
+    let present = [
+        (Field::Labels, !ann.labels.is_empty()),
+        (Field::Text, ann.text.is_some()),
+        (Field::Boxes, !ann.boxes.is_empty()),
+        (Field::Keypoints, !ann.keypoints.is_empty()),
+        (Field::Raw, ann.raw.is_some()),
+    ];
+    let mut any = false;
+    for (f, has) in present {
+        if has {
+            found.fields = found.fields.with(f);
+            any = true;
+        }
+    }
+    for &c in ann.labels.iter().chain(&ann.box_labels) {
+        found.class(c);
+    }
+    any
 }
 
 #[cfg(test)]

@@ -12,12 +12,19 @@
 //! there is none, by streaming each shard once (said on stderr, and kept in the cache
 //! folder when one is given). The layout is in `docs/remote-data.md`.
 //!
+//! Samples may carry more than image and label (`docs/samples.md`): a caption
+//! (`KEY.txt`), fields in `KEY.json` (multi-label tags, boxes, keypoints, `meta`) and a
+//! mask (`KEY.mask.png` or `KEY.seg.png`). Their members' ranges are in the index; a
+//! sample's members are consecutive, so one read of their span serves them all.
+//!
 //! One concern per file: `pattern.rs` (brace patterns), `index.rs` (the index of one
-//! shard: scanning headers, the sidecar format), `writer.rs` (packing any source into
-//! shards) and, with the `remote` feature, `remote.rs` (loading remote indexes).
+//! shard: scanning headers, the sidecar format), `members.rs` (fields from a sample's
+//! members), `writer.rs` (packing any source into shards) and, with the `remote`
+//! feature, `remote.rs` (loading remote indexes).
 
 mod index;
 mod manifest;
+mod members;
 mod pattern;
 #[cfg(feature = "remote")]
 mod remote;
@@ -29,8 +36,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use index::{
-    parse_cls, parse_json_label, split_key, ShardIndex, IMAGE_EXTS, INDEX_FORMAT, INDEX_SUFFIX,
-    INDEX_VERSION,
+    parse_cls, parse_json_label, split_key, FieldIndex, Member, ShardIndex, IMAGE_EXTS,
+    INDEX_FORMAT, INDEX_SUFFIX, INDEX_VERSION, INDEX_VERSION_FIELDS, MASK_EXTS, NO_LABEL, TEXT_EXT,
 };
 #[cfg(feature = "remote")]
 pub use manifest::check_remote as check_remote_manifest;
@@ -39,6 +46,7 @@ pub use pattern::{expand, is_pattern};
 pub use writer::{pack_tar, TarPackStats, SHARD_PREFIX};
 
 use super::{read_at, ReadFuture, RecordKind, Source, SourceError, MAX_CLASSES};
+use crate::sample::{Annotation, Field, Fields, KeypointSchema};
 
 /// Without a class table, the class list is numbered from the labels seen (0 to the
 /// largest): it may hold at most this many numbers per distinct label seen (or
@@ -106,6 +114,10 @@ pub struct TarSource {
     samples: Vec<Sample>,
     keys: Vec<String>,
     classes: Vec<String>,
+    /// Each sample's members with fields (empty: a shard of images and labels only).
+    members: Vec<Vec<Member>>,
+    fields: Fields,
+    schema: KeypointSchema,
 }
 
 impl std::fmt::Debug for TarSource {
@@ -161,16 +173,14 @@ pub fn shards_in(dir: &Path) -> Result<Option<Vec<PathBuf>>, SourceError> {
     Ok(Some(tars))
 }
 
-/// Class names from the sidecar index beside a local shard, if one is there and
-/// describes this shard.
-fn sidecar_classes(path: &Path, tar_bytes: u64) -> Vec<String> {
+/// The sidecar index beside a local shard, if one is there and describes this shard:
+/// its class names and keypoint names are kept (the headers have neither).
+fn sidecar(path: &Path, tar_bytes: u64) -> Option<ShardIndex> {
     let mut side = path.as_os_str().to_os_string();
     side.push(INDEX_SUFFIX);
     std::fs::read(PathBuf::from(side))
         .ok()
         .and_then(|b| ShardIndex::parse(&b, tar_bytes).ok())
-        .map(|i| i.classes)
-        .unwrap_or_default()
 }
 
 /// Indexes one local shard by its headers (seeking past the data).
@@ -186,11 +196,18 @@ fn scan_local(path: &Path) -> Result<(File, ShardIndex), SourceError> {
     let entries = archive
         .entries_with_seek()
         .map_err(|e| SourceError::io(path, e))?;
-    let (samples, end) =
+    let (samples, mut extra, end) =
         index::scan(entries, Some(len)).map_err(|r| SourceError::format(path, r))?;
     check_end(end, len).map_err(|r| SourceError::format(path, r))?;
-    let classes = sidecar_classes(path, len);
-    Ok((file, ShardIndex::new(len, classes, samples)))
+    let side = sidecar(path, len);
+    let classes = side.as_ref().map(|s| s.classes.clone()).unwrap_or_default();
+    if let Some(s) = side {
+        extra.keypoint_names = s.extra.keypoint_names;
+    }
+    Ok((
+        file,
+        ShardIndex::new(len, classes, samples).with_fields(extra),
+    ))
 }
 
 impl TarSource {
@@ -231,8 +248,14 @@ impl TarSource {
             samples: Vec::new(),
             keys: Vec::new(),
             classes: Vec::new(),
+            members: Vec::new(),
+            fields: Fields::NONE,
+            schema: KeypointSchema::default(),
         };
+        let with_fields = shards.iter().any(|(_, idx)| !idx.extra.is_empty());
         let mut max_label = None::<u32>;
+        let mut unlabelled = 0usize;
+        let mut k = None::<usize>;
         // One bit per possible label (128 KiB): which labels were seen.
         let mut seen = vec![0u64; MAX_CLASSES / 64];
         for (i, (shard, idx)) in shards.into_iter().enumerate() {
@@ -248,7 +271,47 @@ impl TarSource {
                 out.classes = idx.classes.clone();
             }
             let start = out.samples.len();
+            let extra = idx.extra;
+            if with_fields {
+                for name in &extra.fields {
+                    let f = name
+                        .parse::<Field>()
+                        .map_err(|e| bad(format!("{}: the index's fields: {e}", shard.name)))?;
+                    out.fields = out.fields.with(f);
+                }
+                if let Some(c) = extra.max_class {
+                    max_label = Some(max_label.map_or(c, |m| m.max(c)));
+                    seen[(c as usize).min(MAX_CLASSES - 1) / 64] |= 1 << (c % 64);
+                }
+                if let Some(n) = extra.keypoints {
+                    if k.is_some_and(|k| k != n) {
+                        return Err(bad(format!(
+                            "{}: keypoint instances of {n} points, other shards have {}",
+                            shard.name,
+                            k.unwrap_or(0)
+                        )));
+                    }
+                    k = Some(n);
+                    if out.schema.is_empty() && extra.keypoint_names.len() == n {
+                        out.schema = KeypointSchema::from_names(extra.keypoint_names.clone());
+                    }
+                }
+                let mut members = extra.members;
+                members.resize(idx.samples.len(), Vec::new());
+                out.members.extend(members);
+            }
             for (key, offset, len, label) in idx.samples {
+                if label == NO_LABEL && with_fields {
+                    unlabelled += 1;
+                    out.samples.push(Sample {
+                        shard: i as u32,
+                        offset,
+                        len,
+                        label: 0,
+                    });
+                    out.keys.push(key);
+                    continue;
+                }
                 if label as usize >= MAX_CLASSES {
                     return Err(bad(format!(
                         "{} sample {}: label {label} is out of bounds (labels are class \
@@ -270,11 +333,18 @@ impl TarSource {
             out.ranges.push(start..out.samples.len());
             out.shards.push(shard);
         }
-        let Some(max_label) = max_label else {
+        if out.samples.is_empty() {
             return Err(bad(format!(
                 "{} shard(s) but no samples (an image member and a label per key)",
                 out.shards.len()
             )));
+        }
+        if with_fields {
+            out.finish_fields(unlabelled, k, &bad)?;
+        }
+        let Some(max_label) = max_label else {
+            // Samples without labels and without class numbers (captions, masks).
+            return Ok(out);
         };
         let needed = max_label as usize + 1;
         if out.classes.is_empty() {
@@ -296,6 +366,34 @@ impl TarSource {
             )));
         }
         Ok(out)
+    }
+
+    /// The field set of a data set with more than images and labels, once every shard
+    /// is in: a class when every sample has a label (some but not all is an error).
+    fn finish_fields(
+        &mut self,
+        unlabelled: usize,
+        k: Option<usize>,
+        bad: &dyn Fn(String) -> SourceError,
+    ) -> Result<(), SourceError> {
+        self.fields = self.fields.with(Field::Image);
+        match unlabelled {
+            0 => self.fields = self.fields.with(Field::Class),
+            n if n == self.samples.len() => {}
+            n => {
+                return Err(bad(format!(
+                    "{n} of {} samples have no label (.cls, or a class in .json) and the \
+                     others have one: give every sample a label, or none",
+                    self.samples.len()
+                )));
+            }
+        }
+        if let Some(n) = k {
+            if self.schema.len() != n {
+                self.schema = KeypointSchema::from_names((0..n).map(|i| i.to_string()).collect());
+            }
+        }
+        Ok(())
     }
 
     /// Number of shards.
@@ -346,6 +444,74 @@ impl TarSource {
             ShardData::Local(_) => None,
         }
     }
+
+    /// Reads bytes `range` of sample `index`'s shard into `buf`.
+    fn read_range(
+        &self,
+        index: usize,
+        range: Range<u64>,
+        buf: &mut Vec<u8>,
+    ) -> Result<(), SourceError> {
+        buf.clear();
+        let (_, shard) = self.sample(index)?;
+        let len = usize::try_from(range.end - range.start).map_err(|_| {
+            self.record_error(
+                index,
+                format!("{} bytes are too many", range.end - range.start),
+            )
+        })?;
+        match &shard.data {
+            ShardData::Local(file) => {
+                buf.resize(len, 0);
+                match read_at(file, buf, range.start) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        buf.clear();
+                        return Err(self.record_error(
+                            index,
+                            format!(
+                                "the shard ends before bytes {}..{} (it was truncated after it \
+                                 was opened)",
+                                range.start, range.end
+                            ),
+                        ));
+                    }
+                    Err(e) => {
+                        buf.clear();
+                        return Err(self.record_error(index, format!("reading: {e}")));
+                    }
+                }
+                // After the read: a rewrite that began before it shows by now.
+                let now = file.metadata().ok().map(|m| stamp_of(&m));
+                if let (Some(then), Some(now)) = (shard.stamp, now) {
+                    if now != then {
+                        buf.clear();
+                        return Err(self.record_error(
+                            index,
+                            format!(
+                                "the shard changed since it was indexed ({} bytes then, {} \
+                                 now, or a new modification time): open the data set again",
+                                then.0, now.0
+                            ),
+                        ));
+                    }
+                }
+            }
+            #[cfg(feature = "remote")]
+            ShardData::Remote { object, cache } => {
+                let (object, cache) = (object.clone(), cache.clone());
+                let mut owned = std::mem::take(buf);
+                let (res, owned) = crate::storage::wait(async move {
+                    let r = crate::storage::read_into(&object, cache.as_deref(), range, &mut owned)
+                        .await;
+                    (r, owned)
+                })?;
+                *buf = owned;
+                res?;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Source for TarSource {
@@ -376,62 +542,8 @@ impl Source for TarSource {
     }
 
     fn read(&self, index: usize, buf: &mut Vec<u8>) -> Result<RecordKind, SourceError> {
-        buf.clear();
-        let (s, shard) = self.sample(index)?;
-        let len = usize::try_from(s.len)
-            .map_err(|_| self.record_error(index, format!("{} bytes are too many", s.len)))?;
-        match &shard.data {
-            ShardData::Local(file) => {
-                buf.resize(len, 0);
-                match read_at(file, buf, s.offset) {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        buf.clear();
-                        return Err(self.record_error(
-                            index,
-                            format!(
-                                "the shard ends before bytes {}..{} (it was truncated after it \
-                                 was opened)",
-                                s.offset,
-                                s.offset + s.len
-                            ),
-                        ));
-                    }
-                    Err(e) => {
-                        buf.clear();
-                        return Err(self.record_error(index, format!("reading: {e}")));
-                    }
-                }
-                // After the read: a rewrite that began before it shows by now.
-                let now = file.metadata().ok().map(|m| stamp_of(&m));
-                if let (Some(then), Some(now)) = (shard.stamp, now) {
-                    if now != then {
-                        buf.clear();
-                        return Err(self.record_error(
-                            index,
-                            format!(
-                                "the shard changed since it was indexed ({} bytes then, {} \
-                                 now, or a new modification time): open the data set again",
-                                then.0, now.0
-                            ),
-                        ));
-                    }
-                }
-            }
-            #[cfg(feature = "remote")]
-            ShardData::Remote { object, cache } => {
-                let (object, cache) = (object.clone(), cache.clone());
-                let range = s.offset..s.offset + s.len;
-                let mut owned = std::mem::take(buf);
-                let (res, owned) = crate::storage::wait(async move {
-                    let r = crate::storage::read_into(&object, cache.as_deref(), range, &mut owned)
-                        .await;
-                    (r, owned)
-                })?;
-                *buf = owned;
-                res?;
-            }
-        }
+        let (s, _) = self.sample(index)?;
+        self.read_range(index, s.offset..s.offset + s.len, buf)?;
         if buf.is_empty() {
             return Err(self.record_error(index, "empty image member".into()));
         }
@@ -440,6 +552,62 @@ impl Source for TarSource {
 
     fn format(&self) -> &'static str {
         "tar"
+    }
+
+    fn fields(&self) -> Fields {
+        if self.members.is_empty() {
+            Fields::CLASSIFICATION
+        } else {
+            self.fields
+        }
+    }
+
+    fn keypoint_schema(&self) -> Option<&KeypointSchema> {
+        Some(&self.schema).filter(|s| !s.is_empty())
+    }
+
+    fn read_sample(
+        &self,
+        index: usize,
+        wanted: Fields,
+        buf: &mut Vec<u8>,
+        ann: &mut Annotation,
+    ) -> Result<RecordKind, SourceError> {
+        ann.clear();
+        let members = self.members.get(index).map_or(&[][..], Vec::as_slice);
+        let used: Vec<&Member> = members
+            .iter()
+            .filter(|m| members::wanted(&m.0, wanted))
+            .collect();
+        if used.is_empty() {
+            self.read(index, buf)?;
+        } else {
+            // The image and the members wanted lie in one span (a sample's members
+            // are consecutive): one read, then each is cut out of it.
+            let (s, _) = self.sample(index)?;
+            let start = used.iter().map(|m| m.1).fold(s.offset, u64::min);
+            let end = used
+                .iter()
+                .map(|m| m.1 + m.2)
+                .fold(s.offset + s.len, u64::max);
+            let mut span = Vec::new();
+            self.read_range(index, start..end, &mut span)?;
+            let cut = |off: u64, len: u64| &span[(off - start) as usize..][..len as usize];
+            buf.clear();
+            buf.extend_from_slice(cut(s.offset, s.len));
+            if buf.is_empty() {
+                return Err(self.record_error(index, "empty image member".into()));
+            }
+            for m in used {
+                members::read_member(&m.0, cut(m.1, m.2), wanted, ann)
+                    .map_err(|r| self.record_error(index, format!(".{} member: {r}", m.0)))?;
+            }
+        }
+        let missing = members::missing(ann, wanted, self.fields);
+        if let Some(what) = missing {
+            return Err(self.record_error(index, what));
+        }
+        Ok(RecordKind::Encoded)
     }
 
     fn shards(&self) -> Option<&[Range<usize>]> {

@@ -82,11 +82,11 @@ async fn index_by_reading(obj: &Object, cache: Option<&Cache>) -> Result<ShardIn
             .await
         }
     };
-    let (samples, end) = scanned
+    let (samples, extra, end) = scanned
         .map_err(|e| remote_err(url.clone(), format!("indexing failed: {e}")))?
         .map_err(|r| remote_err(url.clone(), r))?;
     check_end(end, size).map_err(|r| remote_err(url.clone(), r))?;
-    Ok(ShardIndex::new(size, Vec::new(), samples))
+    Ok(ShardIndex::new(size, Vec::new(), samples).with_fields(extra))
 }
 
 /// The index of one remote shard.

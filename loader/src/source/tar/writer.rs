@@ -1,5 +1,6 @@
 //! Packing any source into WebDataset tar shards: `KEY.jpg`/`KEY.png` and `KEY.cls`
-//! per sample, shards of at most a given size, each written under a temporary name,
+//! per sample (and, for a source with more fields, `KEY.txt`, `KEY.json` and
+//! `KEY.mask.png`; `docs/samples.md`), shards of at most a given size, each written under a temporary name,
 //! flushed and renamed (so a shard name is always a whole shard), followed by its
 //! sidecar index `SHARD.tar.idx`; after the last shard, the manifest `shards.json`.
 
@@ -7,8 +8,9 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use super::index::{IndexedSample, ShardIndex, INDEX_SUFFIX};
+use super::index::{FieldIndex, IndexedSample, Member, ShardIndex, INDEX_SUFFIX, NO_LABEL};
 use super::manifest::{Manifest, ShardEntry, MANIFEST_NAME};
+use crate::sample::{Annotation, Field, MaskData};
 use crate::source::{RecordKind, Source, SourceError};
 
 /// A writer that keeps the CRC-32 of what goes through it (for the manifest).
@@ -95,6 +97,8 @@ struct ShardWriter {
     builder: Option<::tar::Builder<BufWriter<Crc<File>>>>,
     pos: u64,
     samples: Vec<IndexedSample>,
+    /// Each sample's members with fields (for a source with more than image and class).
+    members: Vec<Vec<Member>>,
     /// Set once the shard has its final name: until then a drop removes it.
     renamed: bool,
 }
@@ -115,6 +119,7 @@ impl ShardWriter {
             builder: Some(builder),
             pos: 0,
             samples: Vec::new(),
+            members: Vec::new(),
             renamed: false,
         })
     }
@@ -146,9 +151,38 @@ impl ShardWriter {
         Ok(())
     }
 
-    /// Ends the archive, syncs and renames it, then writes its index; returns its
-    /// manifest entry.
-    fn finish(mut self, classes: &[String]) -> Result<ShardEntry, SourceError> {
+    /// Adds a sample with fields: the image, `KEY.cls` when it has a label, and its
+    /// other fields as members.
+    fn add_fields(
+        &mut self,
+        key: &str,
+        ext: &str,
+        image: &[u8],
+        label: Option<u32>,
+        parts: &[(&str, Vec<u8>)],
+    ) -> Result<(), SourceError> {
+        let offset = self.member(&format!("{key}.{ext}"), image)?;
+        if let Some(l) = label {
+            self.member(&format!("{key}.cls"), l.to_string().as_bytes())?;
+        }
+        let mut members = Vec::with_capacity(parts.len());
+        for (ext, bytes) in parts {
+            let at = self.member(&format!("{key}.{ext}"), bytes)?;
+            members.push((ext.to_string(), at, bytes.len() as u64));
+        }
+        self.samples.push((
+            key.to_string(),
+            offset,
+            image.len() as u64,
+            label.unwrap_or(NO_LABEL),
+        ));
+        self.members.push(members);
+        Ok(())
+    }
+
+    /// Ends the archive, syncs and renames it, then writes its index (with `extra`'s
+    /// fields when the samples have members); returns its manifest entry.
+    fn finish(mut self, classes: &[String], extra: &FieldIndex) -> Result<ShardEntry, SourceError> {
         let tmp = self.tmp.clone();
         let io = |e| SourceError::io(&tmp, e);
         let builder = self
@@ -165,7 +199,13 @@ impl ShardWriter {
         self.renamed = true;
         let samples = std::mem::take(&mut self.samples);
         let count = samples.len() as u64;
-        let idx = ShardIndex::new(bytes, classes.to_vec(), samples);
+        let mut idx = ShardIndex::new(bytes, classes.to_vec(), samples);
+        if !extra.is_empty() {
+            idx = idx.with_fields(FieldIndex {
+                members: std::mem::take(&mut self.members),
+                ..extra.clone()
+            });
+        }
         let mut side = self.path.as_os_str().to_os_string();
         side.push(INDEX_SUFFIX);
         let side = PathBuf::from(side);
@@ -263,18 +303,41 @@ pub fn pack_tar(
     let mut buf = Vec::new();
     let mut cur: Option<ShardWriter> = None;
     let mut written = Vec::new();
+    let fields = src.fields();
+    let extra = field_index(src);
+    let mut ann = Annotation::default();
     for i in 0..total {
-        let kind = src.read(i, &mut buf)?;
+        let kind = if extra.is_empty() {
+            src.read(i, &mut buf)?
+        } else {
+            src.read_sample(i, fields, &mut buf, &mut ann)?
+        };
         let (image, ext) = encoded(kind, &buf, &src.describe(i))?;
         let label = src.label(i);
         let key = format!("{i:0width$}");
-        let need = 512 + padded(image.len() as u64) + 1024;
+        let parts = if extra.is_empty() {
+            Vec::new()
+        } else {
+            member_parts(&ann, extra.keypoints.unwrap_or(0)).map_err(|reason| {
+                SourceError::Record {
+                    what: src.describe(i),
+                    reason,
+                }
+            })?
+        };
+        let need = 512
+            + padded(image.len() as u64)
+            + 1024
+            + parts
+                .iter()
+                .map(|(_, b)| 512 + padded(b.len() as u64))
+                .sum::<u64>();
         if cur
             .as_ref()
             .is_some_and(|w| !w.samples.is_empty() && w.pos + need + 1024 > shard_bytes)
         {
             if let Some(w) = cur.take() {
-                let entry = w.finish(src.classes())?;
+                let entry = w.finish(src.classes(), &extra)?;
                 stats.bytes += entry.bytes;
                 written.push(entry);
             }
@@ -291,13 +354,18 @@ pub fn pack_tar(
             stats.shards += 1;
         }
         if let Some(w) = cur.as_mut() {
-            w.add(&key, ext, &image, label)?;
+            if extra.is_empty() {
+                w.add(&key, ext, &image, label)?;
+            } else {
+                let label = fields.contains(Field::Class).then_some(label);
+                w.add_fields(&key, ext, &image, label, &parts)?;
+            }
         }
         stats.records += 1;
         progress(i + 1, total);
     }
     if let Some(w) = cur.take() {
-        let entry = w.finish(src.classes())?;
+        let entry = w.finish(src.classes(), &extra)?;
         stats.bytes += entry.bytes;
         written.push(entry);
     }
@@ -306,4 +374,69 @@ pub fn pack_tar(
     crate::durable::write_bytes(&manifest, &Manifest::new(written).to_json())
         .map_err(|e| SourceError::io(&manifest, e))?;
     Ok(stats)
+}
+
+/// The index's fields for a source with more than image and class (empty otherwise,
+/// so that a classification pack writes what it always wrote).
+fn field_index(src: &dyn Source) -> FieldIndex {
+    let fields = src.fields();
+    let beyond: Vec<String> = fields
+        .iter()
+        .filter(|f| !matches!(f, Field::Image | Field::Class))
+        .map(|f| f.name().to_string())
+        .collect();
+    if beyond.is_empty() {
+        return FieldIndex::default();
+    }
+    let schema = src.keypoint_schema();
+    FieldIndex {
+        fields: beyond,
+        members: Vec::new(),
+        // Class numbers below the class count: the reader numbers classes up to it.
+        max_class: src.classes().len().checked_sub(1).map(|m| m as u32),
+        keypoints: schema.map(|s| s.len()),
+        keypoint_names: schema.map(|s| s.names.clone()).unwrap_or_default(),
+    }
+}
+
+/// A sample's fields as tar members: the caption as `txt`, labels, boxes, keypoints
+/// and `meta` as `json`, the mask as `mask.png`.
+fn member_parts(ann: &Annotation, k: usize) -> Result<Vec<(&'static str, Vec<u8>)>, String> {
+    let mut parts = Vec::new();
+    if let Some(t) = &ann.text {
+        parts.push(("txt", t.as_bytes().to_vec()));
+    }
+    let json_part = Annotation {
+        text: None,
+        mask: None,
+        ..ann.clone()
+    };
+    if json_part != Annotation::default() {
+        let bytes = crate::source::manifest::fields_json(None, &json_part, k)?;
+        parts.push(("json", bytes));
+    }
+    match &ann.mask {
+        None => {}
+        Some(MaskData::Png(bytes)) => parts.push(("mask.png", bytes.clone())),
+        Some(MaskData::Raw {
+            width,
+            height,
+            data,
+        }) => parts.push(("mask.png", grey_png(*width, *height, data)?)),
+    }
+    Ok(parts)
+}
+
+/// A class map as a greyscale PNG (what the readers decode back to the same bytes).
+fn grey_png(width: usize, height: usize, data: &[u8]) -> Result<Vec<u8>, String> {
+    use image::ImageEncoder;
+    let (w, h) = (
+        u32::try_from(width).map_err(|_| format!("a mask {width} wide"))?,
+        u32::try_from(height).map_err(|_| format!("a mask {height} high"))?,
+    );
+    let mut out = Vec::new();
+    image::codecs::png::PngEncoder::new(&mut out)
+        .write_image(data, w, h, image::ExtendedColorType::L8)
+        .map_err(|e| format!("encoding the mask as PNG: {e}"))?;
+    Ok(out)
 }

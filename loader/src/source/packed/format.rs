@@ -1,12 +1,16 @@
-//! The packed format's byte layout: the fixed header, index entries and the class
-//! table, with their encoders and checked decoders (specified in docs/packed-format.md).
+//! The packed format's byte layout: the fixed header, index entries, the class table
+//! and (version 2) the field table and sample records, with their encoders and checked
+//! decoders (specified in docs/packed-format.md).
 
 use crate::source::RecordKind;
 
 /// The first eight bytes of every packed file.
 pub const MAGIC: [u8; 8] = *b"STKPACK1";
-/// The format version this build writes and reads.
+/// The format version of files of images and labels (written for them, and read).
 pub const VERSION: u32 = 1;
+/// The format version of files whose records carry fields beyond image and label: a
+/// field table after the class table, and each record a [`SampleRecord`].
+pub const VERSION_FIELDS: u32 = 2;
 /// Size of the fixed header in bytes.
 pub const HEADER_LEN: usize = 128;
 /// Size of one index entry in bytes: offset u64, length u64, label u32, crc32 u32.
@@ -49,6 +53,8 @@ pub fn layout_name(layout: RecordKind) -> String {
 /// The decoded fixed header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Header {
+    /// [`VERSION`], or [`VERSION_FIELDS`] with the field table below.
+    pub(crate) version: u32,
     pub(crate) count: u64,
     pub(crate) layout: RecordKind,
     pub(crate) num_classes: u32,
@@ -59,6 +65,10 @@ pub(crate) struct Header {
     pub(crate) classes_crc: u32,
     pub(crate) index_offset: u64,
     pub(crate) index_crc: u32,
+    /// Version 2: the field table (JSON), where it is and its CRC-32.
+    pub(crate) fields_offset: u64,
+    pub(crate) fields_len: u64,
+    pub(crate) fields_crc: u32,
 }
 
 fn put_u32(b: &mut [u8], at: usize, v: u32) {
@@ -84,7 +94,7 @@ impl Header {
     pub(crate) fn encode(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
         b[0..8].copy_from_slice(&MAGIC);
-        put_u32(&mut b, 8, VERSION);
+        put_u32(&mut b, 8, self.version);
         put_u32(&mut b, 12, HEADER_LEN as u32);
         put_u64(&mut b, 16, self.count);
         let (layout, w, h, c) = match self.layout {
@@ -107,7 +117,12 @@ impl Header {
         put_u64(&mut b, 72, self.classes_len);
         put_u64(&mut b, 80, self.index_offset);
         put_u32(&mut b, 88, self.index_crc);
-        // 92..124 reserved, zero.
+        if self.version == VERSION_FIELDS {
+            put_u64(&mut b, 92, self.fields_offset);
+            put_u64(&mut b, 100, self.fields_len);
+            put_u32(&mut b, 108, self.fields_crc);
+        }
+        // Then reserved, zero, up to the checksum.
         let crc = crc32fast::hash(&b[..HEADER_CRC_AT]);
         put_u32(&mut b, HEADER_CRC_AT, crc);
         b
@@ -135,9 +150,10 @@ impl Header {
         let u32_at = |at| get_u32(b, at).unwrap_or(0);
         let u64_at = |at| get_u64(b, at).unwrap_or(0);
         let version = u32_at(8);
-        if version != VERSION {
+        if version != VERSION && version != VERSION_FIELDS {
             return Err(format!(
-                "unsupported version {version} (this build reads version {VERSION})"
+                "unsupported version {version} (this build reads versions {VERSION} and \
+                 {VERSION_FIELDS})"
             ));
         }
         let stored = u32_at(HEADER_CRC_AT);
@@ -150,7 +166,7 @@ impl Header {
         let header_len = u32_at(12);
         if header_len as usize != HEADER_LEN {
             return Err(format!(
-                "header length field is {header_len}, version {VERSION} uses {HEADER_LEN}"
+                "header length field is {header_len}, version {version} uses {HEADER_LEN}"
             ));
         }
         let layout = match u32_at(24) {
@@ -178,7 +194,9 @@ impl Header {
             }
             other => return Err(format!("unknown record layout {other}")),
         };
+        let v2 = version == VERSION_FIELDS;
         let h = Header {
+            version,
             count: u64_at(16),
             layout,
             num_classes: u32_at(40),
@@ -189,11 +207,16 @@ impl Header {
             classes_len: u64_at(72),
             index_offset: u64_at(80),
             index_crc: u32_at(88),
+            fields_offset: if v2 { u64_at(92) } else { 0 },
+            fields_len: if v2 { u64_at(100) } else { 0 },
+            fields_crc: if v2 { u32_at(108) } else { 0 },
         };
-        if b[92..HEADER_CRC_AT].iter().any(|&x| x != 0) {
+        let reserved = if v2 { 112 } else { 92 };
+        if b[reserved..HEADER_CRC_AT].iter().any(|&x| x != 0) {
             return Err("reserved header bytes are not zero".into());
         }
-        if h.num_classes == 0 {
+        // A version 2 file of captions or masks may have no classes (no labels).
+        if h.num_classes == 0 && !v2 {
             return Err("header lists no classes".into());
         }
         let region = |name: &str, offset: u64, len: u64| -> Result<(), String> {
@@ -217,6 +240,9 @@ impl Header {
         region("index", h.index_offset, index_len)?;
         region("class table", h.classes_offset, h.classes_len)?;
         region("record data", h.data_offset, h.data_len)?;
+        if v2 {
+            region("field table", h.fields_offset, h.fields_len)?;
+        }
         if usize::try_from(h.count).is_err() {
             return Err(format!("record count {} does not fit in memory", h.count));
         }
@@ -291,6 +317,58 @@ impl Entry {
     }
 }
 
+/// The field table of a version 2 file: the fields its records carry beyond image and
+/// class, and the keypoints' names.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FieldTable {
+    pub fields: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keypoint_names: Vec<String>,
+}
+
+/// A version 2 record: `u32 image length | image | u32 json length | json | mask`,
+/// lengths little-endian; the json is the fields' object (`docs/samples.md`) and the
+/// mask a PNG, or nothing.
+pub struct SampleRecord<'a> {
+    pub image: &'a [u8],
+    pub json: &'a [u8],
+    pub mask: &'a [u8],
+}
+
+impl<'a> SampleRecord<'a> {
+    pub fn encode(&self, out: &mut Vec<u8>) -> Result<(), String> {
+        let len = |b: &[u8], what: &str| {
+            u32::try_from(b.len()).map_err(|_| format!("{what} of {} bytes is too large", b.len()))
+        };
+        out.extend_from_slice(&len(self.image, "an image")?.to_le_bytes());
+        out.extend_from_slice(self.image);
+        out.extend_from_slice(&len(self.json, "a fields object")?.to_le_bytes());
+        out.extend_from_slice(self.json);
+        out.extend_from_slice(self.mask);
+        Ok(())
+    }
+
+    /// Splits a record's bytes (whose checksum has been checked).
+    pub fn decode(b: &'a [u8]) -> Result<SampleRecord<'a>, String> {
+        let part = |at: usize, what: &str| -> Result<(&'a [u8], usize), String> {
+            let n = get_u32(b, at)
+                .ok_or_else(|| format!("the record ends before its {what} length"))?
+                as usize;
+            let start = at + 4;
+            b.get(start..start + n)
+                .map(|p| (p, start + n))
+                .ok_or_else(|| format!("its {what} ({n} bytes) runs past the record"))
+        };
+        let (image, at) = part(0, "image")?;
+        let (json, at) = part(at, "fields")?;
+        Ok(SampleRecord {
+            image,
+            json,
+            mask: &b[at..],
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,6 +376,7 @@ mod tests {
     #[test]
     fn header_round_trip() {
         let h = Header {
+            version: VERSION,
             count: 3,
             layout: RecordKind::Raw {
                 width: 28,
@@ -312,6 +391,9 @@ mod tests {
             classes_crc: 7,
             index_offset: 128 + 3 * 784 + 50,
             index_crc: 9,
+            fields_offset: 0,
+            fields_len: 0,
+            fields_crc: 0,
         };
         let b = h.encode();
         let len = h.index_offset + 3 * ENTRY_LEN as u64;
@@ -333,6 +415,7 @@ mod tests {
             .unwrap_err()
             .starts_with("truncated: header"));
         let mut b = Header {
+            version: VERSION,
             count: 0,
             layout: RecordKind::Encoded,
             num_classes: 1,
@@ -343,16 +426,39 @@ mod tests {
             classes_crc: 0,
             index_offset: 128,
             index_crc: 0,
+            fields_offset: 0,
+            fields_len: 0,
+            fields_crc: 0,
         }
         .encode();
         b[40] ^= 1;
         assert!(Header::decode(&b, 200)
             .unwrap_err()
             .starts_with("header checksum mismatch"));
-        b[8] = 2;
+        b[8] = 3;
         assert!(Header::decode(&b, 200)
             .unwrap_err()
-            .starts_with("unsupported version 2"));
+            .starts_with("unsupported version 3"));
+    }
+
+    #[test]
+    fn sample_records_round_trip_and_damage_is_named() {
+        let mut b = Vec::new();
+        let r = SampleRecord {
+            image: b"jpeg",
+            json: b"{}",
+            mask: b"png!",
+        };
+        r.encode(&mut b).unwrap();
+        let d = SampleRecord::decode(&b).unwrap();
+        assert_eq!(
+            (d.image, d.json, d.mask),
+            (&b"jpeg"[..], &b"{}"[..], &b"png!"[..])
+        );
+        assert!(SampleRecord::decode(&b[..6]).unwrap_err().contains("image"));
+        assert!(SampleRecord::decode(&b[..9])
+            .unwrap_err()
+            .contains("fields length"));
     }
 
     #[test]

@@ -5,8 +5,19 @@ use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 
-use super::format::{decode_classes, layout_name, raw_len, Entry, Header, ENTRY_LEN, HEADER_LEN};
+use super::format::{
+    decode_classes, layout_name, raw_len, Entry, FieldTable, Header, SampleRecord, ENTRY_LEN,
+    HEADER_LEN,
+};
+use crate::sample::{Annotation, Field, Fields, KeypointSchema, MaskData};
 use crate::source::{read_at, RecordKind, Source, SourceError};
+
+/// What a version 2 file's records carry beyond image and class.
+#[derive(Debug)]
+struct SampleFields {
+    fields: Fields,
+    schema: KeypointSchema,
+}
 
 /// Where record bytes come from.
 enum Records {
@@ -31,6 +42,8 @@ pub struct PackedReader {
     header: Header,
     index: Vec<u8>,
     classes: Vec<String>,
+    /// Version 2 files: each record is a [`SampleRecord`] with these fields.
+    fields: Option<SampleFields>,
 }
 
 impl std::fmt::Debug for PackedReader {
@@ -66,13 +79,14 @@ impl PackedReader {
                 Err(e) => Err(SourceError::io(path, e)),
             }
         };
-        let (header, index, classes) = Self::check(path, file_len, region)?;
+        let (header, index, classes, fields) = Self::check(path, file_len, region)?;
         Ok(PackedReader {
             path: path.to_path_buf(),
             records: Records::File(file),
             header,
             index,
             classes,
+            fields,
         })
     }
 
@@ -98,13 +112,14 @@ impl PackedReader {
                 .map(<[u8]>::to_vec)
                 .ok_or_else(|| SourceError::format(path, format!("{what} lies outside the file")))
         };
-        let (header, index, classes) = Self::check(path, map.len() as u64, region)?;
+        let (header, index, classes, fields) = Self::check(path, map.len() as u64, region)?;
         Ok(PackedReader {
             path: path.to_path_buf(),
             records: Records::Map(map),
             header,
             index,
             classes,
+            fields,
         })
     }
 
@@ -123,13 +138,14 @@ impl PackedReader {
             let bytes = crate::storage::wait(async move { obj.get_range(offset..end).await })??;
             Ok(bytes.to_vec())
         };
-        let (header, index, classes) = Self::check(&path, object.size, region)?;
+        let (header, index, classes, fields) = Self::check(&path, object.size, region)?;
         Ok(PackedReader {
             path,
             records: Records::Remote(object),
             header,
             index,
             classes,
+            fields,
         })
     }
 
@@ -139,7 +155,7 @@ impl PackedReader {
         path: &Path,
         file_len: u64,
         region: impl Fn(u64, u64, &str) -> Result<Vec<u8>, SourceError>,
-    ) -> Result<(Header, Vec<u8>, Vec<String>), SourceError> {
+    ) -> Result<(Header, Vec<u8>, Vec<String>, Option<SampleFields>), SourceError> {
         if file_len == 0 {
             return Err(SourceError::format(path, "empty file"));
         }
@@ -170,7 +186,7 @@ impl PackedReader {
                     e.offset, header.data_offset
                 )));
             }
-            if e.label >= header.num_classes {
+            if e.label >= header.num_classes && !(header.num_classes == 0 && e.label == 0) {
                 return Err(bad(format!(
                     "record {i} has label {}, but the file lists {} classes",
                     e.label, header.num_classes
@@ -202,7 +218,37 @@ impl PackedReader {
             )));
         }
         let classes = decode_classes(&table, header.num_classes).map_err(bad)?;
-        Ok((header, index, classes))
+        let fields = if header.version == super::format::VERSION_FIELDS {
+            let table = region(header.fields_offset, header.fields_len, "field table")?;
+            let computed = crc32fast::hash(&table);
+            if computed != header.fields_crc {
+                return Err(bad(format!(
+                    "field table checksum mismatch (stored {:#010x}, computed {computed:#010x})",
+                    header.fields_crc
+                )));
+            }
+            let t: FieldTable =
+                serde_json::from_slice(&table).map_err(|e| bad(format!("field table: {e}")))?;
+            let mut fields = Fields::NONE;
+            for name in &t.fields {
+                let f = name
+                    .parse::<Field>()
+                    .map_err(|e| bad(format!("field table: {e}")))?;
+                fields = fields.with(f);
+            }
+            if header.num_classes == 0 && fields.contains(Field::Class) {
+                return Err(bad(
+                    "the records have classes but the file lists none".into()
+                ));
+            }
+            Some(SampleFields {
+                fields: fields.with(Field::Image),
+                schema: KeypointSchema::from_names(t.keypoint_names),
+            })
+        } else {
+            None
+        };
+        Ok((header, index, classes, fields))
     }
 
     /// The file this reader reads.
@@ -290,33 +336,9 @@ impl PackedReader {
             reason,
         }
     }
-}
 
-impl Source for PackedReader {
-    fn len(&self) -> usize {
-        self.header.count as usize
-    }
-
-    fn classes(&self) -> &[String] {
-        &self.classes
-    }
-
-    fn label(&self, index: usize) -> u32 {
-        match self.entry(index) {
-            Some(e) => e.label,
-            None => panic!(
-                "{}: label of record {index} asked, the file holds {}",
-                self.path.display(),
-                self.len()
-            ),
-        }
-    }
-
-    fn describe(&self, index: usize) -> String {
-        format!("{} record {index}", self.path.display())
-    }
-
-    fn read(&self, index: usize, buf: &mut Vec<u8>) -> Result<RecordKind, SourceError> {
+    /// Reads and checks record `index` whole (for a version 2 file, the sample record).
+    fn read_record(&self, index: usize, buf: &mut Vec<u8>) -> Result<RecordKind, SourceError> {
         buf.clear();
         let (e, len) = self.located(index)?;
         let what = || format!("bytes {}..{}", e.offset, e.offset.saturating_add(e.len));
@@ -372,6 +394,109 @@ impl Source for PackedReader {
         self.verified(index, &e, buf)
     }
 
+    /// In a version 2 file, leaves only the image of the sample record in `buf`.
+    fn image_only(&self, index: usize, buf: &mut Vec<u8>) -> Result<(), SourceError> {
+        if self.fields.is_none() {
+            return Ok(());
+        }
+        let n = SampleRecord::decode(buf)
+            .map_err(|r| self.record_error(index, r))?
+            .image
+            .len();
+        buf.drain(..4);
+        buf.truncate(n);
+        Ok(())
+    }
+}
+
+impl Source for PackedReader {
+    fn len(&self) -> usize {
+        self.header.count as usize
+    }
+
+    fn classes(&self) -> &[String] {
+        &self.classes
+    }
+
+    fn label(&self, index: usize) -> u32 {
+        match self.entry(index) {
+            Some(e) => e.label,
+            None => panic!(
+                "{}: label of record {index} asked, the file holds {}",
+                self.path.display(),
+                self.len()
+            ),
+        }
+    }
+
+    fn describe(&self, index: usize) -> String {
+        format!("{} record {index}", self.path.display())
+    }
+
+    fn read(&self, index: usize, buf: &mut Vec<u8>) -> Result<RecordKind, SourceError> {
+        let kind = self.read_record(index, buf)?;
+        self.image_only(index, buf)?;
+        Ok(kind)
+    }
+
+    fn fields(&self) -> Fields {
+        self.fields
+            .as_ref()
+            .map_or(Fields::CLASSIFICATION, |f| f.fields)
+    }
+
+    fn keypoint_schema(&self) -> Option<&KeypointSchema> {
+        self.fields
+            .as_ref()
+            .map(|f| &f.schema)
+            .filter(|s| !s.is_empty())
+    }
+
+    fn read_sample(
+        &self,
+        index: usize,
+        wanted: Fields,
+        buf: &mut Vec<u8>,
+        ann: &mut Annotation,
+    ) -> Result<RecordKind, SourceError> {
+        ann.clear();
+        let Some(f) = &self.fields else {
+            return self.read(index, buf);
+        };
+        let kind = self.read_record(index, buf)?;
+        let rec = SampleRecord::decode(buf).map_err(|r| self.record_error(index, r))?;
+        let mut k = None;
+        let (_, a) = crate::source::manifest::parse_fields_json(rec.json, &mut k)
+            .map_err(|r| self.record_error(index, r))?;
+        let want = |x: Field| wanted.contains(x) && f.fields.contains(x);
+        if want(Field::Labels) {
+            ann.labels = a.labels;
+        }
+        if want(Field::Text) {
+            ann.text = Some(a.text.ok_or_else(|| {
+                self.record_error(index, "no caption (other records have one)".into())
+            })?);
+        }
+        if want(Field::Boxes) {
+            ann.boxes = a.boxes;
+            ann.box_labels = a.box_labels;
+        }
+        if want(Field::Keypoints) {
+            ann.keypoints = a.keypoints;
+        }
+        if want(Field::Raw) {
+            ann.raw = a.raw;
+        }
+        if want(Field::Mask) {
+            if rec.mask.is_empty() {
+                return Err(self.record_error(index, "no mask (other records have one)".into()));
+            }
+            ann.mask = Some(MaskData::Png(rec.mask.to_vec()));
+        }
+        self.image_only(index, buf)?;
+        Ok(kind)
+    }
+
     fn read_async(
         self: std::sync::Arc<Self>,
         index: usize,
@@ -394,7 +519,9 @@ impl Source for PackedReader {
                 });
                 match task.await {
                     Ok((Ok(()), mut buf)) => {
-                        let out = self.verified(index, &e, &mut buf);
+                        let out = self
+                            .verified(index, &e, &mut buf)
+                            .and_then(|k| self.image_only(index, &mut buf).map(|()| k));
                         (out, buf)
                     }
                     Ok((Err(err), buf)) => (Err(err.into()), buf),

@@ -5,8 +5,10 @@ use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use super::format::{
-    encode_classes, layout_name, raw_len, Entry, Header, HEADER_LEN, MAX_CLASS_NAME,
+    encode_classes, layout_name, raw_len, Entry, FieldTable, Header, SampleRecord, HEADER_LEN,
+    MAX_CLASS_NAME, VERSION, VERSION_FIELDS,
 };
+use crate::sample::{Annotation, Field, MaskData};
 use crate::source::{RecordKind, Source, SourceError};
 
 /// What a finished pack wrote.
@@ -32,6 +34,8 @@ pub struct PackedWriter {
     file: Option<BufWriter<File>>,
     layout: RecordKind,
     classes: Vec<String>,
+    /// Version 2: the fields the records carry (see [`PackedWriter::create_with_fields`]).
+    fields: Option<FieldTable>,
     index: Vec<u8>,
     count: u64,
     pos: u64,
@@ -70,6 +74,26 @@ impl PackedWriter {
                 "a packed file needs at least one class",
             ));
         }
+        Self::create_any(out, layout, classes, None)
+    }
+
+    /// Start a version 2 pack to `out`, whose records carry the fields of `table` as
+    /// well (appended with [`append_sample`](Self::append_sample)); without a class in
+    /// them, `classes` may be empty.
+    pub fn create_with_fields(
+        out: &Path,
+        classes: &[String],
+        table: FieldTable,
+    ) -> Result<Self, SourceError> {
+        Self::create_any(out, RecordKind::Encoded, classes, Some(table))
+    }
+
+    fn create_any(
+        out: &Path,
+        layout: RecordKind,
+        classes: &[String],
+        fields: Option<FieldTable>,
+    ) -> Result<Self, SourceError> {
         if u32::try_from(classes.len()).is_err() {
             return Err(SourceError::format(out, "too many classes"));
         }
@@ -108,6 +132,7 @@ impl PackedWriter {
             file: Some(BufWriter::with_capacity(1 << 20, file)),
             layout,
             classes: classes.to_vec(),
+            fields,
             index: Vec::new(),
             count: 0,
             pos: 0,
@@ -130,10 +155,48 @@ impl PackedWriter {
         Ok(())
     }
 
+    /// Append one record with its fields (a version 2 pack): the encoded image, the
+    /// fields' JSON object and the mask's PNG bytes (empty: none).
+    pub fn append_sample(
+        &mut self,
+        image: &[u8],
+        json: &[u8],
+        mask: &[u8],
+        label: u32,
+    ) -> Result<(), SourceError> {
+        let what = || format!("{} record {}", self.out.display(), self.count);
+        if self.fields.is_none() {
+            return Err(SourceError::Record {
+                what: what(),
+                reason: "a sample with fields needs a pack made by create_with_fields".into(),
+            });
+        }
+        let mut bytes = Vec::with_capacity(image.len() + json.len() + mask.len() + 8);
+        SampleRecord { image, json, mask }
+            .encode(&mut bytes)
+            .map_err(|reason| SourceError::Record {
+                what: what(),
+                reason,
+            })?;
+        self.push(&bytes, label)
+    }
+
     /// Append one record.
     pub fn append(&mut self, bytes: &[u8], label: u32) -> Result<(), SourceError> {
+        if self.fields.is_some() {
+            return Err(SourceError::Record {
+                what: format!("{} record {}", self.out.display(), self.count),
+                reason: "a pack with fields takes samples (append_sample)".into(),
+            });
+        }
+        self.push(bytes, label)
+    }
+
+    fn push(&mut self, bytes: &[u8], label: u32) -> Result<(), SourceError> {
         let what = || format!("{} record {}", self.out.display(), self.count);
-        if label as usize >= self.classes.len() {
+        // Without classes (a version 2 file of captions or masks) labels are all 0.
+        let unlabelled = self.classes.is_empty() && self.fields.is_some() && label == 0;
+        if label as usize >= self.classes.len() && !unlabelled {
             return Err(SourceError::Record {
                 what: what(),
                 reason: format!("label {label} but only {} classes", self.classes.len()),
@@ -183,7 +246,23 @@ impl PackedWriter {
         let index_offset = self.pos;
         let index = std::mem::take(&mut self.index);
         self.write_bytes(&index)?;
+        let (version, fields_offset, fields_len, fields_crc) = match &self.fields {
+            None => (VERSION, 0, 0, 0),
+            Some(t) => {
+                let table = serde_json::to_vec(t)
+                    .map_err(|e| SourceError::format(&self.out, format!("field table: {e}")))?;
+                let at = self.pos;
+                self.write_bytes(&table)?;
+                (
+                    VERSION_FIELDS,
+                    at,
+                    table.len() as u64,
+                    crc32fast::hash(&table),
+                )
+            }
+        };
         let header = Header {
+            version,
             count: self.count,
             layout: self.layout,
             num_classes: self.classes.len() as u32,
@@ -194,6 +273,9 @@ impl PackedWriter {
             classes_crc: crc32fast::hash(&table),
             index_offset,
             index_crc: crc32fast::hash(&index),
+            fields_offset,
+            fields_len,
+            fields_crc,
         };
         let file_bytes = self.pos;
         let tmp = self.tmp.clone();
@@ -248,6 +330,10 @@ pub fn pack_source(
             "nothing to pack: the source is empty",
         ));
     }
+    let fields = src.fields();
+    if !fields.is_classification() {
+        return pack_fields(src, out, progress);
+    }
     let mut buf = Vec::new();
     let layout = src.read(0, &mut buf)?;
     let mut writer = PackedWriter::create(out, layout, src.classes())?;
@@ -275,6 +361,58 @@ pub fn pack_source(
             },
             other => other,
         })?;
+        progress(i + 1, total);
+    }
+    writer.finish()
+}
+
+/// [`pack_source`] for a source with fields beyond image and class: a version 2 file.
+fn pack_fields(
+    src: &dyn Source,
+    out: &Path,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<PackStats, SourceError> {
+    let fields = src.fields();
+    let schema = src.keypoint_schema();
+    let table = FieldTable {
+        fields: fields.iter().map(|f| f.name().to_string()).collect(),
+        keypoint_names: schema.map(|s| s.names.clone()).unwrap_or_default(),
+    };
+    let k = schema.map_or(0, |s| s.len());
+    let mut writer = PackedWriter::create_with_fields(out, src.classes(), table)?;
+    let (mut buf, mut ann) = (Vec::new(), Annotation::default());
+    let total = src.len();
+    for i in 0..total {
+        let record = |reason: String| SourceError::Record {
+            what: src.describe(i),
+            reason,
+        };
+        if src.read_sample(i, fields, &mut buf, &mut ann)? != RecordKind::Encoded {
+            return Err(record(
+                "raw pixels with fields: a packed file with fields holds encoded images".into(),
+            ));
+        }
+        let mask = match ann.mask.take() {
+            None => Vec::new(),
+            Some(MaskData::Png(bytes)) => bytes,
+            Some(MaskData::Raw {
+                width,
+                height,
+                data,
+            }) => crate::source::tar::grey_png(width, height, &data).map_err(record)?,
+        };
+        let json = crate::source::manifest::fields_json(None, &ann, k).map_err(record)?;
+        let label = if fields.contains(Field::Class) {
+            src.label(i)
+        } else {
+            0
+        };
+        writer
+            .append_sample(&buf, &json, &mask, label)
+            .map_err(|e| match e {
+                SourceError::Record { reason, .. } => record(reason),
+                other => other,
+            })?;
         progress(i + 1, total);
     }
     writer.finish()

@@ -43,6 +43,7 @@ pub use index::{
 pub use manifest::check_remote as check_remote_manifest;
 pub use manifest::{check_local as check_manifest, Manifest, ShardEntry, MANIFEST_NAME};
 pub use pattern::{expand, is_pattern};
+pub(crate) use writer::grey_png;
 pub use writer::{pack_tar, TarPackStats, SHARD_PREFIX};
 
 use super::{read_at, ReadFuture, RecordKind, Source, SourceError, MAX_CLASSES};

@@ -428,7 +428,7 @@ fn member_parts(ann: &Annotation, k: usize) -> Result<Vec<(&'static str, Vec<u8>
 }
 
 /// A class map as a greyscale PNG (what the readers decode back to the same bytes).
-fn grey_png(width: usize, height: usize, data: &[u8]) -> Result<Vec<u8>, String> {
+pub(crate) fn grey_png(width: usize, height: usize, data: &[u8]) -> Result<Vec<u8>, String> {
     use image::ImageEncoder;
     let (w, h) = (
         u32::try_from(width).map_err(|_| format!("a mask {width} wide"))?,

@@ -359,7 +359,7 @@ fn address_space_limit() -> Option<u64> {
         };
         // SAFETY: getrlimit writes the struct it is given and nothing else.
         let rc = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) };
-        (rc == 0 && lim.rlim_cur != libc::RLIM_INFINITY).then_some(lim.rlim_cur as u64)
+        (rc == 0 && lim.rlim_cur != libc::RLIM_INFINITY).then_some(lim.rlim_cur)
     }
     #[cfg(not(unix))]
     {

@@ -567,3 +567,53 @@ fn a_stopped_server_ends_an_async_epoch_within_the_documented_time() {
         o.worst_case()
     );
 }
+
+#[test]
+fn every_format_with_fields_reads_from_s3_as_locally() {
+    let Some(moto) = Moto::start("every_format_with_fields_reads_from_s3_as_locally") else {
+        return;
+    };
+    let o = moto.options();
+    moto.create_bucket("fields");
+    let dir = tempfile::tempdir().unwrap();
+    let scenes = dir.path().join("scenes");
+    let opts = gen::ScenesOptions {
+        count: 16,
+        width: 40,
+        height: 32,
+        max_shapes: 3,
+        classes: 10,
+        seed: 2,
+    };
+    gen::scenes(&scenes, &opts, |_, _| {}).unwrap();
+    let manifest = source::open(&scenes.join("train.jsonl"), true).unwrap();
+    let pack = dir.path().join("scenes.pack");
+    packed::pack_source(manifest.as_ref(), &pack, |_, _| {}).unwrap();
+    let shards = dir.path().join("shards");
+    tar::pack_tar(manifest.as_ref(), &shards, 10 << 10, |_, _| {}).unwrap();
+    storage::upload_dir(&scenes, "s3://fields/scenes/", &o, 8).unwrap();
+    storage::upload_file(&pack, "s3://fields/scenes.pack", &o).unwrap();
+    storage::upload_dir(&shards, "s3://fields/shards/", &o, 8).unwrap();
+
+    let c = LoaderConfig {
+        transform: stoker_augment::Pipeline::parse("rrc:24:scale=0.5-1,flip").unwrap(),
+        shuffle: false,
+        ..cfg(Mode::Async)
+    };
+    let want = digest(manifest.clone(), c.clone());
+    for url in [
+        "s3://fields/scenes/train.jsonl",
+        "s3://fields/scenes.pack",
+        "s3://fields/shards/",
+    ] {
+        let got = open(url, &o);
+        assert_eq!(got.fields(), manifest.fields(), "{url}");
+        assert_eq!(digest(got, c.clone()), want, "{url}");
+    }
+    // Segmentation pairs (images/ and masks/ of the same set): boxes aside, the mask
+    // and image of every sample match the local pairs.
+    let local_pairs = source::open(&scenes, true).unwrap();
+    let remote_pairs = open("s3://fields/scenes/", &o);
+    assert_eq!(remote_pairs.fields(), local_pairs.fields());
+    assert_eq!(digest(remote_pairs, c.clone()), digest(local_pairs, c));
+}

@@ -56,6 +56,11 @@ pub fn classes(s: &str) -> Result<usize, String> {
     count_in(s, 1, stoker_loader::gen::SHAPES.len())
 }
 
+/// Shapes per scene at most (as the Python `gen_scenes` takes).
+pub fn max_shapes(s: &str) -> Result<usize, String> {
+    count_in(s, 1, 64)
+}
+
 /// Records `inspect` checks (0 = all).
 pub fn limit(s: &str) -> Result<usize, String> {
     count_in(s, 0, usize::MAX)

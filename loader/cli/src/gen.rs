@@ -35,7 +35,7 @@ pub struct Args {
     #[arg(long, value_parser = args::image_size)]
     height: Option<u32>,
     /// Scenes: the most shapes per image.
-    #[arg(long, default_value_t = 4, value_parser = args::classes)]
+    #[arg(long, default_value_t = 4, value_parser = args::max_shapes)]
     max_shapes: usize,
 }
 

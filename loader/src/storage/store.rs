@@ -25,7 +25,8 @@ pub struct Bucket {
     url: DataUrl,
     /// What the client was built from, and in which process: a forked child builds
     /// its own (the parent's connections and their tasks did not come along).
-    options: RemoteOptions,
+    /// Shared: every object of a listing carries its bucket.
+    options: Arc<RemoteOptions>,
     pid: u32,
 }
 
@@ -157,7 +158,7 @@ impl Bucket {
             Bucket {
                 store,
                 url: parsed,
-                options: options.clone(),
+                options: Arc::new(options.clone()),
                 pid: std::process::id(),
             },
             key,

@@ -329,6 +329,7 @@ pub struct FieldTable {
 /// A version 2 record: `u32 image length | image | u32 json length | json | mask`,
 /// lengths little-endian; the json is the fields' object (`docs/samples.md`) and the
 /// mask a PNG, or nothing.
+#[derive(Debug)]
 pub struct SampleRecord<'a> {
     pub image: &'a [u8],
     pub json: &'a [u8],

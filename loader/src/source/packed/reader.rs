@@ -12,6 +12,9 @@ use super::format::{
 use crate::sample::{Annotation, Field, Fields, KeypointSchema, MaskData};
 use crate::source::{read_at, RecordKind, Source, SourceError};
 
+/// What opening a file checked: its header, index, class names and fields.
+type Checked = (Header, Vec<u8>, Vec<String>, Option<SampleFields>);
+
 /// What a version 2 file's records carry beyond image and class.
 #[derive(Debug)]
 struct SampleFields {
@@ -155,7 +158,7 @@ impl PackedReader {
         path: &Path,
         file_len: u64,
         region: impl Fn(u64, u64, &str) -> Result<Vec<u8>, SourceError>,
-    ) -> Result<(Header, Vec<u8>, Vec<String>, Option<SampleFields>), SourceError> {
+    ) -> Result<Checked, SourceError> {
         if file_len == 0 {
             return Err(SourceError::format(path, "empty file"));
         }

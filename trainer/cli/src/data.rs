@@ -111,7 +111,7 @@ impl Data {
         if target == Target::Labels {
             for (what, path, src) in [
                 ("training", Some(train_path), Some(&train)),
-                ("validation", val_path, val.as_ref()),
+                ("validation", val_path.as_deref(), val.as_ref()),
             ] {
                 if let (Some(p), Some(s)) = (path, src) {
                     if !s.fields().contains(Field::Labels) {

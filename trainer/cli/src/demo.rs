@@ -75,14 +75,14 @@ fn make(dir: &Path, count: usize, seed: u64) -> anyhow::Result<()> {
     })
 }
 
-/// Runs generator `gen` into `dir` unless the folder is there, with a progress bar.
+/// Runs `generate` into `dir` unless the folder is there, with a progress bar.
 fn make_with(
     dir: &Path,
     count: usize,
     what: &str,
-    gen: impl FnOnce(&Path, &mut dyn FnMut(usize, usize)) -> Result<(), gen::GenError>,
+    generate: impl FnOnce(&Path, &mut dyn FnMut(usize, usize)) -> Result<(), gen::GenError>,
 ) -> anyhow::Result<()> {
-    // `gen::shapes` writes to a temporary folder and renames it when complete, so an
+    // The generators write to a temporary folder and rename it when complete, so an
     // existing folder is a whole one.
     if dir.exists() {
         return Ok(());
@@ -96,7 +96,7 @@ fn make_with(
     } else {
         indicatif::ProgressBar::hidden()
     };
-    let made = gen(dir, &mut |done, _| bar.set_position(done as u64));
+    let made = generate(dir, &mut |done, _| bar.set_position(done as u64));
     bar.finish_and_clear();
     match made {
         Ok(_) => Ok(()),

@@ -643,7 +643,7 @@ fn sigmoid_bce_matches() {
             .map(|v| 8.0 * v)
             .collect();
         let t: Vec<f32> = (0..classes * n)
-            .map(|_| (rng.next_u64() % 4 == 0) as u8 as f32)
+            .map(|_| f32::from(u8::from(rng.next_u64().is_multiple_of(4))))
             .collect();
         fn run<B: Backend>(be: &B, z: &[f32], t: &[f32], classes: usize) -> [Vec<f32>; 2] {
             let n = z.len() / classes;
@@ -663,7 +663,13 @@ fn sigmoid_bce_matches() {
         }
         let p = run(&c, &z, &t, classes);
         let q = run(&g, &z, &t, classes);
-        close(&format!("bce dlogits {classes}x{n}"), &p[0], &q[0], 1e-5, 1e-8);
+        close(
+            &format!("bce dlogits {classes}x{n}"),
+            &p[0],
+            &q[0],
+            1e-5,
+            1e-8,
+        );
         close(
             &format!("bce loss {classes}x{n}"),
             &p[1][..1],
@@ -671,7 +677,11 @@ fn sigmoid_bce_matches() {
             1e-5,
             1e-5,
         );
-        exact(&format!("bce exact matches {classes}x{n}"), &p[1][1..], &q[1][1..]);
+        exact(
+            &format!("bce exact matches {classes}x{n}"),
+            &p[1][1..],
+            &q[1][1..],
+        );
     }
 }
 

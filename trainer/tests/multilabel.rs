@@ -107,7 +107,10 @@ fn multi_label_training_lowers_the_loss_and_beats_chance() {
     let log = &t.history.log;
     let (first, last) = (log.first().unwrap().loss, log.last().unwrap().loss);
     // Logits start near 0: the loss starts near ln 2 per term.
-    assert!((first - std::f32::consts::LN_2).abs() < 0.15, "first loss {first}");
+    assert!(
+        (first - std::f32::consts::LN_2).abs() < 0.15,
+        "first loss {first}"
+    );
     assert!(last < 0.5 * first, "loss {first} -> {last}");
     // The best answer that ignores the image: the commonest tag set of the validation
     // data, right for that share of it.

@@ -162,7 +162,8 @@ impl Data {
             // Multi-label: the tags and nothing else a rich source may carry (boxes,
             // masks, captions are not read). Classification keeps the source's fields
             // as it always did.
-            fields: (self.target == Target::Labels).then(|| Fields::of(&[Field::Image, Field::Labels])),
+            fields: (self.target == Target::Labels)
+                .then(|| Fields::of(&[Field::Image, Field::Labels])),
             ..LoaderConfig::default()
         };
         r.workers.apply(&mut cfg, r.cpu_budget);
@@ -218,9 +219,7 @@ fn resolve_target(arg: TargetArg, train: &dyn Source) -> Target {
     match arg {
         TargetArg::Class => Target::Class,
         TargetArg::Labels => Target::Labels,
-        TargetArg::Auto if f.contains(Field::Labels) && !f.contains(Field::Class) => {
-            Target::Labels
-        }
+        TargetArg::Auto if f.contains(Field::Labels) && !f.contains(Field::Class) => Target::Labels,
         TargetArg::Auto => Target::Class,
     }
 }

@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use anyhow::Context;
 use stoker_loader::{LoaderConfig, Mix, Mode};
-use stoker_trainer::train::{History, Observer, Stop, Totals, TrainConfig, Trainer};
 use stoker_trainer::model::Target;
+use stoker_trainer::train::{History, Observer, Stop, Totals, TrainConfig, Trainer};
 use stoker_trainer::{Backend, BatchFeed, Collective, Model, ModelConfig, Optimizer, Schedule};
 
 use crate::args::Args;

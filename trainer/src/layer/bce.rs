@@ -89,7 +89,10 @@ mod tests {
         let z: Vec<f32> = (0..classes * n)
             .map(|_| 2.5 * rng.normal() as f32)
             .collect();
-        let t = k_hot(&[&[0, 3], &[], &[5], &[1, 2, 4], &[0, 1, 2, 3, 4, 5]], classes);
+        let t = k_hot(
+            &[&[0, 3], &[], &[5], &[1, 2, 4], &[0, 1, 2, 3, 4, 5]],
+            classes,
+        );
         let (g, st) = run(&z, &t, classes, n);
         let nk = (n * classes) as f64;
         // stats[0] / n is the mean over all n * classes terms.
@@ -191,10 +194,17 @@ mod tests {
             / numel;
         let (g, st) = run(&z, &t, classes, n);
         let ours = st[0] as f64 / n as f64;
-        assert!((ours - torch_mean).abs() < 1e-5 * torch_mean, "{ours} vs {torch_mean}");
+        assert!(
+            (ours - torch_mean).abs() < 1e-5 * torch_mean,
+            "{ours} vs {torch_mean}"
+        );
         for (i, (&zz, &tt)) in z.iter().zip(&t).enumerate() {
             let want = (1.0 / (1.0 + (-(zz as f64)).exp()) - tt as f64) / numel;
-            assert!((g[i] as f64 - want).abs() < 1e-7, "dz[{i}] {} vs {want}", g[i]);
+            assert!(
+                (g[i] as f64 - want).abs() < 1e-7,
+                "dz[{i}] {} vs {want}",
+                g[i]
+            );
         }
     }
 }

@@ -11,19 +11,19 @@
 //! exactly one writer per step, so nothing needs zeroing between steps.
 
 pub mod act;
+pub mod bce;
 pub mod bn_pool;
 pub mod conv;
 pub mod linear;
-pub mod bce;
 pub mod loss;
 pub mod norm;
 pub mod pool;
 
 pub use act::Relu;
+pub use bce::SigmoidBce;
 pub use bn_pool::BatchNormReluPool;
 pub use conv::Conv2d;
 pub use linear::Linear;
-pub use bce::SigmoidBce;
 pub use loss::SoftmaxCrossEntropy;
 pub use norm::{BatchNorm2d, DataNorm};
 pub use pool::{GlobalAvgPool, MaxPool2d};

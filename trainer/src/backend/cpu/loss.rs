@@ -1,6 +1,6 @@
 //! The losses on the CPU: softmax and cross-entropy (hard or soft targets), and sigmoid
-//! + binary cross-entropy (multi-label), over a batch of logits, with the gradient of
-//! the mean loss, in one sequential pass (a fixed summation order).
+//! with binary cross-entropy (multi-label), over a batch of logits, with the gradient
+//! of the mean loss, in one sequential pass (a fixed summation order).
 
 use super::{read_slice, write_slice, CpuBackend};
 use crate::backend::{BResult, BackendError, In, Out};

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use safetensors::{Dtype, SafeTensorError, SafeTensors, View};
 
 use crate::backend::{Backend, BackendError};
-use crate::model::Model;
+use crate::model::{Model, Target};
 use crate::optim::Optimizer;
 use crate::param::ParamInfo;
 
@@ -24,6 +24,9 @@ const KEY_FORMAT: &str = "stoker.format";
 const KEY_KIND: &str = "stoker.model.kind";
 const KEY_INPUT: &str = "stoker.model.input";
 const KEY_CLASSES: &str = "stoker.model.classes";
+/// Written only for a multi-label model, so that classification checkpoints stay as
+/// they were; absent means `class`.
+const KEY_TARGET: &str = "stoker.model.target";
 const KEY_OPTIM: &str = "stoker.optimizer";
 const KEY_OPTIM_STEPS: &str = "stoker.optimizer.steps";
 const FORMAT: &str = "stoker-checkpoint-1";
@@ -150,6 +153,10 @@ pub fn save<B: Backend + Clone + 'static>(
     for (k, v) in model_id(model) {
         meta.insert(k.into(), v);
     }
+    let target = model.config().target;
+    if target != Target::Class {
+        meta.insert(KEY_TARGET.into(), target.to_string());
+    }
     meta.insert(KEY_OPTIM.into(), opt.kind().name().into());
     meta.insert(KEY_OPTIM_STEPS.into(), opt.steps().to_string());
     let bytes = safetensors::serialize(tensors.iter().map(|(n, t)| (n.as_str(), t)), Some(meta))
@@ -221,6 +228,16 @@ pub fn load<B: Backend + Clone + 'static>(
                 found: format!("{k}={found}"),
             });
         }
+    }
+    // The weights fit either way; the head was trained for one target, though.
+    let found = meta.get(KEY_TARGET).map_or("class", String::as_str);
+    let want = model.config().target.as_str();
+    if found != want {
+        return Err(CheckpointError::Mismatch {
+            path: p(),
+            expected: format!("{KEY_TARGET}={want}"),
+            found: format!("{KEY_TARGET}={found}"),
+        });
     }
     let oname = get(KEY_OPTIM)?;
     if oname != opt.kind().name() {

@@ -24,6 +24,18 @@ pub enum ModelError {
         label: u32,
         classes: usize,
     },
+    /// A classification call on a multi-label model, or the other way round.
+    #[error("the model is built for {model} targets, not {given}")]
+    WrongTarget {
+        model: &'static str,
+        given: &'static str,
+    },
+    /// A multi-label step with no tags to learn (a batch without the `labels` field).
+    #[error(
+        "multi-label training needs each sample's `labels` tags, and this batch has none \
+         (train on a data set with a `labels` field, or on its classes)"
+    )]
+    NoTags,
     #[error("cannot build {what}: {reason}")]
     Config { what: String, reason: String },
 }

@@ -16,12 +16,12 @@
 //! copy and compute follow each other as the sync reader's name promises.
 
 use stoker_loader::upload::{DeviceBatch, UploadError, Uploader};
-use stoker_loader::{Batch, Mode};
+use stoker_loader::{Batch, BatchFields, Field, Mode};
 
 use crate::backend::cuda::{CudaBackend, CudaBuf};
 use crate::backend::{Backend, BackendError};
 use crate::error::ModelError;
-use crate::model::Model;
+use crate::model::{Model, Target};
 
 /// What handing a batch to the model can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +85,11 @@ impl<B: Backend + Clone + 'static> BatchFeed<B> for HostFeed {
 
     fn forward_backward(&mut self, model: &mut Model<B>) -> Result<(), FeedError> {
         let b = self.take()?;
+        if model.config().target == Target::Labels {
+            let tags = k_hot(b.fields.as_deref(), model.config().classes)?;
+            model.forward_backward_labels(&b.images, &tags, b.len())?;
+            return Ok(());
+        }
         model.forward_backward_mixed(&b.images, &b.labels, b.soft_labels.as_deref(), b.len())?;
         // `b` drops here: its buffer goes back to the loader's pool.
         Ok(())
@@ -92,9 +97,23 @@ impl<B: Backend + Clone + 'static> BatchFeed<B> for HostFeed {
 
     fn evaluate(&mut self, model: &mut Model<B>) -> Result<(), FeedError> {
         let b = self.take()?;
+        if model.config().target == Target::Labels {
+            let tags = k_hot(b.fields.as_deref(), model.config().classes)?;
+            model.evaluate_labels(&b.images, &tags, b.len())?;
+            return Ok(());
+        }
         model.evaluate(&b.images, &b.labels, b.len())?;
         Ok(())
     }
+}
+
+/// A batch's multi-label tags, u8 `(n, classes)` k-hot; an error when the batch has
+/// none (a source without the `labels` field, or fields not asked for).
+fn k_hot(fields: Option<&BatchFields>, classes: usize) -> Result<Vec<u8>, ModelError> {
+    fields
+        .filter(|f| f.fields.contains(Field::Labels))
+        .map(|f| f.labels_k_hot(classes))
+        .ok_or(ModelError::NoTags)
 }
 
 /// The device path on CUDA: batches go through the loader's upload stage, and the
@@ -105,6 +124,9 @@ pub struct DeviceFeed {
     batch: Option<DeviceBatch>,
     /// The staged batch's host labels and soft labels, for the soft-target loss.
     host: (Vec<u32>, Option<Vec<f32>>),
+    /// The staged batch's other fields, whose tags a multi-label model learns (they
+    /// go up with the step, as soft labels do).
+    fields: Option<Box<BatchFields>>,
 }
 
 impl std::fmt::Debug for DeviceFeed {
@@ -140,6 +162,7 @@ impl DeviceFeed {
             up,
             batch: None,
             host: (Vec::new(), None),
+            fields: None,
         })
     }
 
@@ -189,25 +212,42 @@ impl BatchFeed<CudaBackend> for DeviceFeed {
         }
     }
 
-    fn put(&mut self, batch: Batch) -> Result<(), FeedError> {
+    fn put(&mut self, mut batch: Batch) -> Result<(), FeedError> {
         if let Some(old) = self.batch.take() {
             // A batch put but never used: free its slot rather than leak it.
             self.up.release(old)?;
         }
         self.batch = Some(self.up.upload(&batch)?);
         self.host = (batch.labels.clone(), batch.soft_labels.clone());
+        self.fields = batch.fields.take();
         // `batch` drops here: staged in pinned memory, its pool buffer is free again.
         Ok(())
     }
 
     fn forward_backward(&mut self, model: &mut Model<CudaBackend>) -> Result<(), FeedError> {
         let (labels, soft) = std::mem::take(&mut self.host);
+        let fields = self.fields.take();
+        if model.config().target == Target::Labels {
+            // Inside `with_batch`, so that a batch without tags still frees its slot.
+            return self.with_batch(|x, y, n| {
+                let tags = k_hot(fields.as_deref(), model.config().classes)?;
+                model.forward_backward_on_labels(x, y, &tags, n)
+            });
+        }
         self.with_batch(|x, y, n| {
             model.forward_backward_on_mixed(x, y, &labels, soft.as_deref(), n)
         })
     }
 
     fn evaluate(&mut self, model: &mut Model<CudaBackend>) -> Result<(), FeedError> {
+        let fields = self.fields.take();
+        if model.config().target == Target::Labels {
+            // Inside `with_batch`, so that a batch without tags still frees its slot.
+            return self.with_batch(|x, y, n| {
+                let tags = k_hot(fields.as_deref(), model.config().classes)?;
+                model.evaluate_on_labels(x, y, &tags, n)
+            });
+        }
         self.with_batch(|x, y, n| model.evaluate_on(x, y, n))
     }
 

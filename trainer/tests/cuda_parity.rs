@@ -630,6 +630,62 @@ fn softmax_xent_soft_matches() {
 }
 
 #[test]
+fn sigmoid_bce_matches() {
+    let Some(g) = gpu("sigmoid_bce") else {
+        return;
+    };
+    let c = CpuBackend::new();
+    let mut rng = Rng::new(11);
+    for (classes, n) in [(10, 300), (2, 1), (80, 17)] {
+        // Logits up to ~±24, some far past where a naive log(sigmoid) overflows.
+        let z: Vec<f32> = randn(&mut rng, classes * n)
+            .into_iter()
+            .map(|v| 8.0 * v)
+            .collect();
+        let t: Vec<f32> = (0..classes * n)
+            .map(|_| f32::from(u8::from(rng.next_u64().is_multiple_of(4))))
+            .collect();
+        fn run<B: Backend>(be: &B, z: &[f32], t: &[f32], classes: usize) -> [Vec<f32>; 2] {
+            let n = z.len() / classes;
+            let (zb, tb) = (up(be, z), up(be, t));
+            let mut dz = be.alloc::<f32>(z.len()).unwrap();
+            let mut st = be.alloc::<f32>(2).unwrap();
+            be.sigmoid_bce(
+                In::new(&zb),
+                In::new(&tb),
+                classes,
+                n,
+                Some(Out::new(&mut dz)),
+                Out::new(&mut st),
+            )
+            .unwrap();
+            [down(be, &dz, z.len()), down(be, &st, 2)]
+        }
+        let p = run(&c, &z, &t, classes);
+        let q = run(&g, &z, &t, classes);
+        close(
+            &format!("bce dlogits {classes}x{n}"),
+            &p[0],
+            &q[0],
+            1e-5,
+            1e-8,
+        );
+        close(
+            &format!("bce loss {classes}x{n}"),
+            &p[1][..1],
+            &q[1][..1],
+            1e-5,
+            1e-5,
+        );
+        exact(
+            &format!("bce exact matches {classes}x{n}"),
+            &p[1][1..],
+            &q[1][1..],
+        );
+    }
+}
+
+#[test]
 fn a_bad_label_is_reported_at_the_next_download() {
     if gpu("bad label").is_none() {
         return;

@@ -16,6 +16,17 @@ pub enum Opt {
     Adamw,
 }
 
+/// What to learn from each sample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TargetArg {
+    /// `labels` when the data has multi-label tags and no class, else `class`.
+    Auto,
+    /// One class per sample: softmax cross-entropy, top-1 accuracy.
+    Class,
+    /// The set of tags in `labels`: sigmoid + binary cross-entropy, exact-match ratio.
+    Labels,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Arch {
     Mlp,
@@ -32,7 +43,9 @@ pub enum Arch {
                   for data.\n\nWith no --data: make the demo set (10 classes of shapes, 32x32 \
                   px, 10000 training and 2000 validation images) in the stoker cache folder \
                   ($STOKER_CACHE, else $XDG_CACHE_HOME/stoker, else ~/.cache/stoker) if it is \
-                  missing, and train the convnet on it."
+                  missing, and train the convnet on it. With --target labels and no --data: \
+                  the multi-label demo instead (scenes of 1 to 4 shapes, 32x32 px, each \
+                  image tagged with the shapes it shows)."
 )]
 pub struct Args {
     /// Training data: an image folder (one sub-folder per class), a packed file, tar
@@ -65,6 +78,11 @@ pub struct Args {
     /// With both --mixup and --cutmix: the chance that a batch uses CutMix (default 0.5).
     #[arg(long, value_parser = parse_probability)]
     pub mix_prob: Option<f64>,
+    /// What to train on: `class` (one per sample, softmax cross-entropy), `labels`
+    /// (multi-label tags, sigmoid + binary cross-entropy, reported as the exact-match
+    /// ratio), or `auto`: `labels` when the data has tags and no class.
+    #[arg(long, value_enum, default_value_t = TargetArg::Auto)]
+    pub target: TargetArg,
     /// Label smoothing of the training loss (0 to below 1; e.g. 0.1).
     #[arg(long, default_value_t = 0.0, value_parser = parse_smoothing)]
     pub label_smoothing: f32,
@@ -168,6 +186,11 @@ pub fn settings_fingerprint(a: &Args) -> u64 {
     // Appended only when set, so that runs without them keep their fingerprint.
     let plain =
         a.mixup.is_none() && a.cutmix.is_none() && a.mix_prob.is_none() && a.label_smoothing == 0.0;
+    // Likewise the target: auto resolves from the data, which the ranks compare.
+    let text = match a.target {
+        TargetArg::Auto => text,
+        t => format!("{text} target={t:?}"),
+    };
     let text = if plain {
         text
     } else {

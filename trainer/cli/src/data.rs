@@ -6,7 +6,12 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use stoker_augment::Pipeline;
-use stoker_loader::{source, Loader, LoaderConfig, Mix, Mode, ShardPolicy, Source, Workers};
+use stoker_loader::{
+    source, Field, Fields, Loader, LoaderConfig, Mix, Mode, ShardPolicy, Source, Workers,
+};
+use stoker_trainer::model::Target;
+
+use crate::args::TargetArg;
 
 /// The opened sources and the transforms that go with them.
 pub struct Data {
@@ -17,6 +22,8 @@ pub struct Data {
     pub transform: Pipeline,
     /// None: no resizing when the images already match, else resize and centre-crop.
     pub val_transform: Option<Pipeline>,
+    /// What the model learns: `--target`, with `auto` resolved from the data.
+    pub target: Target,
 }
 
 /// Loader settings shared by the training and validation loaders.
@@ -73,6 +80,7 @@ impl Data {
         val_path: Option<&Path>,
         transform: &str,
         val_transform: Option<&str>,
+        target: TargetArg,
         options: &source::OpenOptions,
     ) -> anyhow::Result<Data> {
         let train = open(train_path, true, "training", options)?;
@@ -99,6 +107,24 @@ impl Data {
                 );
             }
         }
+        let target = resolve_target(target, train.as_ref());
+        if target == Target::Labels {
+            for (what, path, src) in [
+                ("training", Some(train_path), Some(&train)),
+                ("validation", val_path.as_deref(), val.as_ref()),
+            ] {
+                if let (Some(p), Some(s)) = (path, src) {
+                    if !s.fields().contains(Field::Labels) {
+                        bail!(
+                            "--target labels: the {what} data {} has no multi-label tags (no \
+                             `labels` field; it has: {})",
+                            p.display(),
+                            s.fields()
+                        );
+                    }
+                }
+            }
+        }
         let transform = Pipeline::parse(transform).context("--transform")?;
         let val_transform = val_transform
             .map(|s| Pipeline::parse(s).context("--val-transform"))
@@ -110,6 +136,7 @@ impl Data {
             val,
             transform,
             val_transform,
+            target,
         })
     }
 
@@ -132,6 +159,11 @@ impl Data {
             world: r.world,
             shard_policy: ShardPolicy::Pad,
             mix: r.mix,
+            // Multi-label: the tags and nothing else a rich source may carry (boxes,
+            // masks, captions are not read). Classification keeps the source's fields
+            // as it always did.
+            fields: (self.target == Target::Labels)
+                .then(|| Fields::of(&[Field::Image, Field::Labels])),
             ..LoaderConfig::default()
         };
         r.workers.apply(&mut cfg, r.cpu_budget);
@@ -177,5 +209,17 @@ impl Data {
             None => None,
         };
         Ok((train, val))
+    }
+}
+
+/// `--target auto` is `labels` for data with multi-label tags and no class (a
+/// manifest of tags, the scenes generator), else `class`, as before tags existed.
+fn resolve_target(arg: TargetArg, train: &dyn Source) -> Target {
+    let f = train.fields();
+    match arg {
+        TargetArg::Class => Target::Class,
+        TargetArg::Labels => Target::Labels,
+        TargetArg::Auto if f.contains(Field::Labels) && !f.contains(Field::Class) => Target::Labels,
+        TargetArg::Auto => Target::Class,
     }
 }

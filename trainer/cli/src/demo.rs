@@ -1,11 +1,13 @@
-//! The demo data set: procedural shapes, a training and a validation split, made once
-//! in the stoker cache folder and reused by later runs.
+//! The demo data sets: procedural shapes, a training and a validation split, made once
+//! in the stoker cache folder and reused by later runs. The classification demo has
+//! one shape per image; the multi-label one (`--target labels`) has scenes of several,
+//! each image tagged with the kinds it shows.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use stoker_loader::gen::{self, ShapesOptions};
+use stoker_loader::gen::{self, ScenesOptions, ShapesOptions};
 
 /// Side of the demo images: small enough that the convnet trains in about two
 /// minutes on two CPU cores, large enough that the ten shapes stay distinct.
@@ -26,14 +28,67 @@ pub fn ensure() -> anyhow::Result<(PathBuf, PathBuf)> {
     Ok((train, val))
 }
 
+/// Scenes of the multi-label demo: 1 to this many shapes per image. More would crowd
+/// a 32 px image; fewer would make most images single-label.
+pub const SCENE_SHAPES: usize = 4;
+/// Its training augmentation: flips only (a shifted crop could cut a small shape off
+/// the image and leave a tag with nothing to see).
+pub const SCENES_TRANSFORM: &str = "flip";
+
+/// The multi-label demo's (train, val) manifests, generated first when missing.
+pub fn ensure_scenes() -> anyhow::Result<(PathBuf, PathBuf)> {
+    let root = gen::cache_dir().join(format!("train-scenes-{SIZE}px"));
+    let (train, val) = (root.join("train"), root.join("val"));
+    make_with(&train, TRAIN_COUNT, "scenes", |dir, bar| {
+        gen::scenes(dir, &scenes_options(TRAIN_COUNT, 1), bar).map(|_| ())
+    })?;
+    make_with(&val, VAL_COUNT, "scenes", |dir, bar| {
+        gen::scenes(dir, &scenes_options(VAL_COUNT, 2), bar).map(|_| ())
+    })?;
+    Ok((train.join("train.jsonl"), val.join("train.jsonl")))
+}
+
+fn scenes_options(count: usize, seed: u64) -> ScenesOptions {
+    ScenesOptions {
+        count,
+        width: SIZE,
+        height: SIZE,
+        max_shapes: SCENE_SHAPES,
+        classes: 10,
+        seed,
+    }
+}
+
 fn make(dir: &Path, count: usize, seed: u64) -> anyhow::Result<()> {
-    // `gen::shapes` writes to a temporary folder and renames it when complete, so an
+    make_with(dir, count, "shapes", |dir, bar| {
+        gen::shapes(
+            dir,
+            &ShapesOptions {
+                count,
+                size: SIZE,
+                classes: 10,
+                seed,
+            },
+            bar,
+        )
+        .map(|_| ())
+    })
+}
+
+/// Runs `generate` into `dir` unless the folder is there, with a progress bar.
+fn make_with(
+    dir: &Path,
+    count: usize,
+    what: &str,
+    generate: impl FnOnce(&Path, &mut dyn FnMut(usize, usize)) -> Result<(), gen::GenError>,
+) -> anyhow::Result<()> {
+    // The generators write to a temporary folder and rename it when complete, so an
     // existing folder is a whole one.
     if dir.exists() {
         return Ok(());
     }
     eprintln!(
-        "making the demo set: {count} shapes of {SIZE}x{SIZE} px in {}",
+        "making the demo set: {count} {what} of {SIZE}x{SIZE} px in {}",
         dir.display()
     );
     let bar = if std::io::stderr().is_terminal() {
@@ -41,16 +96,7 @@ fn make(dir: &Path, count: usize, seed: u64) -> anyhow::Result<()> {
     } else {
         indicatif::ProgressBar::hidden()
     };
-    let made = gen::shapes(
-        dir,
-        &ShapesOptions {
-            count,
-            size: SIZE,
-            classes: 10,
-            seed,
-        },
-        |done, _| bar.set_position(done as u64),
-    );
+    let made = generate(dir, &mut |done, _| bar.set_position(done as u64));
     bar.finish_and_clear();
     match made {
         Ok(_) => Ok(()),

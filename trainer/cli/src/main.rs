@@ -16,11 +16,12 @@ use std::time::Duration;
 
 use anyhow::bail;
 use clap::Parser;
+use stoker_trainer::model::Target;
 use stoker_trainer::{
     feed, open_device, BatchFeed, CpuBackend, Device, DevicePref, HostFeed, Launch,
 };
 
-use args::Args;
+use args::{Args, TargetArg};
 use cluster::Cluster;
 use data::Data;
 use training::train_and_report;
@@ -154,32 +155,46 @@ fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
             a.val.as_deref(),
             a.transform.as_deref().unwrap_or("none"),
             a.val_transform.as_deref(),
+            a.target,
             &open_options,
         )?,
         None => {
+            // `--target labels` asks for tags: the multi-label demo has them.
+            let (ensure, transform): (fn() -> anyhow::Result<_>, _) = match a.target {
+                TargetArg::Labels => (demo::ensure_scenes, demo::SCENES_TRANSFORM),
+                _ => (demo::ensure, demo::TRANSFORM),
+            };
             // One process per machine makes the demo set; the others wait, then find it.
             if cluster.launch.local_rank == 0 {
-                demo::ensure()?;
+                ensure()?;
             }
             cluster.barrier()?;
-            let (train, val) = demo::ensure()?;
+            let (train, val) = ensure()?;
             Data::open(
                 &train,
                 Some(a.val.as_deref().unwrap_or(&val)),
-                a.transform.as_deref().unwrap_or(demo::TRANSFORM),
+                a.transform.as_deref().unwrap_or(transform),
                 a.val_transform.as_deref(),
+                a.target,
                 &open_options,
             )?
         }
     };
     say(&format!(
-        "data: {} ({}, {} images, {} classes), transform '{}'",
+        "data: {} ({}, {} images, {} classes{}), transform '{}'",
         data.train_path.display(),
         data.train.format(),
         data.train.len(),
         data.train.classes().len(),
+        match data.target {
+            Target::Labels => ", multi-label tags",
+            Target::Class => "",
+        },
         data.transform
     ));
+    if data.target == Target::Labels && a.label_smoothing != 0.0 {
+        bail!("--label-smoothing applies to class targets; multi-label training has none");
+    }
     match (&data.val, &data.val_path) {
         (Some(v), Some(p)) => say(&format!(
             "validation: {} ({}, {} images)",

@@ -16,6 +16,8 @@ pub struct Console {
     lines_to_stderr: bool,
     /// Prefix of every line, e.g. `[sync] ` when several runs share the screen.
     tag: String,
+    /// The name of the accuracy when it is not top-1 (multi-label: `exact-match`).
+    metric: Option<&'static str>,
 }
 
 impl Console {
@@ -25,7 +27,14 @@ impl Console {
             bar: ProgressBar::hidden(),
             lines_to_stderr,
             tag: tag.to_string(),
+            metric: None,
         }
+    }
+
+    /// Names the accuracy in the epoch lines (`None`: top-1, unnamed as before).
+    pub fn metric(mut self, metric: Option<&'static str>) -> Self {
+        self.metric = metric;
+        self
     }
 
     /// Prints a line without tearing the progress bar.
@@ -73,18 +82,20 @@ impl Observer for Console {
 
     fn epoch_end(&mut self, rec: &EpochRecord) {
         self.bar.finish_and_clear();
-        self.line(&epoch_line(rec, self.epochs));
+        self.line(&epoch_line(rec, self.epochs, self.metric));
     }
 }
 
-/// `epoch  3/10  loss 0.4123  train 86.2%  val 91.0%  1234 img/s  data wait 3.1%  ...`
-pub fn epoch_line(rec: &EpochRecord, epochs: u64) -> String {
+/// `epoch  3/10  loss 0.4123  train 86.2%  val 91.0%  1234 img/s  data wait 3.1%  ...`;
+/// with a `metric` named, `train exact-match 40.2%  val exact-match 38.0%`.
+pub fn epoch_line(rec: &EpochRecord, epochs: u64, metric: Option<&str>) -> String {
+    let m = metric.map_or(String::new(), |m| format!("{m} "));
     let val = match rec.val {
-        Some(v) => format!("val {:5.1}%", 100.0 * v.accuracy),
-        None => "val    -  ".to_string(),
+        Some(v) => format!("val {m}{:5.1}%", 100.0 * v.accuracy),
+        None => format!("val {m}   -  "),
     };
     format!(
-        "epoch {:>2}/{}  loss {:.4}  train {:5.1}%  {}  {:6.0} img/s  data wait {:4.1}%  {:.1} s (+{:.1} s eval)",
+        "epoch {:>2}/{}  loss {:.4}  train {m}{:5.1}%  {}  {:6.0} img/s  data wait {:4.1}%  {:.1} s (+{:.1} s eval)",
         rec.epoch + 1,
         epochs,
         rec.train_loss,
@@ -123,6 +134,13 @@ pub struct RunInfo {
     pub val_data: Option<String>,
     /// From start to end of the training loop, evaluation included.
     pub wall_seconds: f64,
+    /// `labels` for a multi-label run (absent for classification, as before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<&'static str>,
+    /// What the `*_accuracy` figures measure when it is not top-1: `exact-match`
+    /// (every tag of a sample right at threshold 0.5).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metric: Option<&'static str>,
 }
 
 /// What `--workers auto` did.
@@ -269,14 +287,15 @@ pub fn summary_text(info: &RunInfo, h: &History) -> String {
         );
     }
     if let Some(e) = h.epochs.last() {
+        let metric = info.metric.unwrap_or("accuracy");
         s += &format!(
-            "\nfinal: train loss {:.4}, train accuracy {:.1}%",
+            "\nfinal: train loss {:.4}, train {metric} {:.1}%",
             e.train_loss,
             100.0 * e.train_accuracy
         );
         if let Some(v) = e.val {
             s += &format!(
-                ", val loss {:.4}, val accuracy {:.2}%",
+                ", val loss {:.4}, val {metric} {:.2}%",
                 v.loss,
                 100.0 * v.accuracy
             );

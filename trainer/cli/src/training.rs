@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use stoker_loader::{LoaderConfig, Mix, Mode};
+use stoker_trainer::model::Target;
 use stoker_trainer::train::{History, Observer, Stop, Totals, TrainConfig, Trainer};
 use stoker_trainer::{Backend, BatchFeed, Collective, Model, ModelConfig, Optimizer, Schedule};
 
@@ -148,7 +149,8 @@ fn train_once<B: Backend + Clone + 'static>(
         backend,
         ModelConfig::new(kind, input, classes, a.batch_size)
             .seed(a.seed)
-            .label_smoothing(a.label_smoothing),
+            .label_smoothing(a.label_smoothing)
+            .target(data.target),
     )
     .context("building the model")?;
     let opt_kind = a.optimizer.kind(a.weight_decay);
@@ -166,11 +168,15 @@ fn train_once<B: Backend + Clone + 'static>(
     };
     let say = |s: &str| a.say(s);
     say(&format!(
-        "model: {kind}, {} parameters, input {}x{}x{}, {classes} classes, on {}",
+        "model: {kind}, {} parameters, input {}x{}x{}, {classes} classes{}, on {}",
         model.param_count(),
         input.0,
         input.1,
         input.2,
+        match data.target {
+            Target::Labels => " (multi-label: sigmoid + binary cross-entropy, exact-match)",
+            Target::Class => "",
+        },
         backend.name()
     ));
     let reader = match mode {
@@ -225,7 +231,8 @@ fn train_once<B: Backend + Clone + 'static>(
     } else {
         String::new()
     };
-    let mut console = Console::new(a.epochs, a.json, &tag);
+    let metric = (data.target == Target::Labels).then(|| data.target.metric());
+    let mut console = Console::new(a.epochs, a.json, &tag).metric(metric);
     let obs: &mut dyn Observer = if a.quiet { &mut () } else { &mut console };
     let t = Instant::now();
     let stop = trainer.run(obs)?;
@@ -261,6 +268,8 @@ fn train_once<B: Backend + Clone + 'static>(
         train_data: data.train_path.display().to_string(),
         val_data: data.val_path.as_ref().map(|p| p.display().to_string()),
         wall_seconds,
+        target: (data.target != Target::Class).then(|| data.target.as_str()),
+        metric,
     };
     Ok((trainer.history, info))
 }

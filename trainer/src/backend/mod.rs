@@ -577,6 +577,24 @@ pub trait Backend: Send + Sync {
         stats: Out<'_, Self>,
     ) -> BResult<()>;
 
+    /// Sigmoid + binary cross-entropy against k-hot targets `[classes, n]` (multi-label
+    /// tags, 0 or 1; any value in [0, 1] works): every logit is its own yes/no
+    /// question. Overwrites `stats[0..2]` with (sum over samples of each sample's
+    /// loss averaged over its classes, number of samples whose every prediction
+    /// `z > 0` matches its target `t > 0.5`), so that `stats[0] / n` is PyTorch's
+    /// `BCEWithLogitsLoss()` (mean over all `n * classes` terms). If `dlogits` is
+    /// given, writes the gradient of that mean, `(sigmoid(z) - t) / (n * classes)`.
+    #[allow(clippy::too_many_arguments)]
+    fn sigmoid_bce(
+        &self,
+        logits: In<'_, Self>,
+        targets: In<'_, Self>,
+        classes: usize,
+        n: usize,
+        dlogits: Option<Out<'_, Self>>,
+        stats: Out<'_, Self>,
+    ) -> BResult<()>;
+
     /// One fused SGD pass over a flat buffer; elements `0..decay_len` get weight decay.
     #[allow(clippy::too_many_arguments)]
     fn sgd_step(

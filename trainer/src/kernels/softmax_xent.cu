@@ -79,6 +79,32 @@ extern "C" __global__ void xent_soft_rows(const float* z, const float* t, u64 cl
     }
 }
 
+// Sigmoid + binary cross-entropy against k-hot targets t [classes, n] (multi-label):
+// one thread per sample j, loss mean_k (max(z, 0) - z t + log(1 + exp(-|z|))), which
+// never overflows; correct when every z > 0 matches t > 0.5; gradient of the mean over
+// all n * classes terms, (sigmoid(z) - t) * inv_nk.
+extern "C" __global__ void bce_rows(const float* z, const float* t, u64 classes, u64 n,
+                                    float* dz, int has_dz, float inv_k, float inv_nk,
+                                    float* rows) {
+    GRID_STRIDE(j, n) {
+        float loss = 0.0f;
+        int all_right = 1;
+        for (u64 k = 0; k < classes; k++) {
+            float v = z[k * n + j];
+            float tv = t[k * n + j];
+            float e = expf(-fabsf(v));
+            loss += fmaxf(v, 0.0f) - v * tv + log1pf(e);
+            all_right &= (v > 0.0f) == (tv > 0.5f);
+            if (has_dz) {
+                float sig = v >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+                dz[k * n + j] = (sig - tv) * inv_nk;
+            }
+        }
+        rows[2 * j] = loss * inv_k;
+        rows[2 * j + 1] = all_right ? 1.0f : 0.0f;
+    }
+}
+
 // One block: stats = [sum of losses, number correct], summed in double in a fixed order.
 extern "C" __global__ void xent_sum(const float* rows, u64 n, float* stats) {
     __shared__ double sh[RED_THREADS];

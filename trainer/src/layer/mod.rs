@@ -11,6 +11,7 @@
 //! exactly one writer per step, so nothing needs zeroing between steps.
 
 pub mod act;
+pub mod bce;
 pub mod bn_pool;
 pub mod conv;
 pub mod linear;
@@ -19,6 +20,7 @@ pub mod norm;
 pub mod pool;
 
 pub use act::Relu;
+pub use bce::SigmoidBce;
 pub use bn_pool::BatchNormReluPool;
 pub use conv::Conv2d;
 pub use linear::Linear;

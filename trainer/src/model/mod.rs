@@ -9,6 +9,7 @@
 
 pub mod convnet;
 pub mod mlp;
+pub mod multilabel;
 pub mod resnet;
 
 use std::fmt;
@@ -17,9 +18,10 @@ use std::time::Instant;
 
 use crate::backend::{Backend, DataLayout, In, Out};
 use crate::error::{config, ModelError, Result};
-use crate::layer::{Builder, Ctx, DataNorm, Layer, Shape, SoftmaxCrossEntropy};
+use crate::layer::{Builder, Ctx, DataNorm, Layer, Shape, SigmoidBce, SoftmaxCrossEntropy};
 use crate::param::{ParamInfo, Registry};
 use crate::tensor::Tensor;
+pub use multilabel::Target;
 
 /// The models this crate builds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -79,6 +81,9 @@ pub struct ModelConfig {
     /// Label smoothing of the training loss: targets become `(1 - e) * target + e /
     /// classes` (0 keeps the hard-label loss).
     pub label_smoothing: f32,
+    /// What the model learns: one class per sample (softmax cross-entropy, the
+    /// default) or a set of tags (sigmoid + binary cross-entropy).
+    pub target: Target,
 }
 
 impl ModelConfig {
@@ -98,7 +103,13 @@ impl ModelConfig {
             mean: vec![0.5; input.2],
             std: vec![0.25; input.2],
             label_smoothing: 0.0,
+            target: Target::Class,
         }
+    }
+
+    pub fn target(mut self, target: Target) -> Self {
+        self.target = target;
+        self
     }
 
     pub fn label_smoothing(mut self, e: f32) -> Self {
@@ -121,9 +132,11 @@ impl ModelConfig {
 /// Loss and accuracy over some samples, read back from the device.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Stats {
-    /// Mean cross-entropy per sample.
+    /// Mean cross-entropy per sample (for [`Target::Labels`], the binary cross-entropy
+    /// averaged over every sample and class, as PyTorch's `BCEWithLogitsLoss()`).
     pub loss: f32,
-    /// Fraction of samples whose argmax matched the label.
+    /// Fraction of samples whose argmax matched the label (for [`Target::Labels`]:
+    /// whose every tag was predicted right at threshold 0.5, the exact-match ratio).
     pub accuracy: f32,
     pub samples: u64,
 }
@@ -135,6 +148,25 @@ impl Stats {
             loss: sums[0] / d,
             accuracy: sums[1] / d,
             samples,
+        }
+    }
+}
+
+/// Which loss a step runs against which targets: the hard labels, the staged soft
+/// targets (softmax cross-entropy either way), or the staged k-hot tags (sigmoid BCE).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StepLoss {
+    Hard,
+    Soft,
+    KHot,
+}
+
+impl StepLoss {
+    fn hard_or_soft(soft: bool) -> Self {
+        if soft {
+            StepLoss::Soft
+        } else {
+            StepLoss::Hard
         }
     }
 }
@@ -158,6 +190,7 @@ pub struct Model<B: Backend + 'static> {
     /// Gradients of `acts` (index 0 unused: nothing needs the input's gradient).
     dacts: Vec<Tensor<B>>,
     loss: SoftmaxCrossEntropy,
+    bce: SigmoidBce,
     images: B::Buf<u8>,
     labels: B::Buf<u32>,
     /// Soft targets `[classes, n]` for a mixed batch or label smoothing (allocated at
@@ -244,6 +277,7 @@ impl<B: Backend + Clone + 'static> Model<B> {
         Ok(Self {
             backend: backend.clone(),
             loss: SoftmaxCrossEntropy::new(cfg.classes),
+            bce: SigmoidBce::new(cfg.classes),
             images: b.alloc(nmax * h * w * c)?,
             labels: b.alloc(nmax)?,
             targets: None,
@@ -324,6 +358,18 @@ impl<B: Backend + Clone + 'static> Model<B> {
     }
 
     fn check_batch(&self, n: usize) -> Result<()> {
+        self.check_batch_for(n, Target::Class)
+    }
+
+    /// `check_batch` for a call that trains or evaluates on `target`: a model built
+    /// for the other kind refuses it rather than run the wrong loss.
+    fn check_batch_for(&self, n: usize, target: Target) -> Result<()> {
+        if self.cfg.target != target {
+            return Err(ModelError::WrongTarget {
+                model: self.cfg.target.as_str(),
+                given: target.as_str(),
+            });
+        }
         if n == 0 {
             return Err(ModelError::EmptyBatch);
         }
@@ -389,7 +435,7 @@ impl<B: Backend + Clone + 'static> Model<B> {
     ) -> Result<()> {
         self.upload_batch(images, labels, n)?;
         let soft = self.stage_targets(labels, soft, n)?;
-        self.run(None, n, true, None, soft)
+        self.run(None, n, true, None, StepLoss::hard_or_soft(soft))
     }
 
     /// `forward_backward_on` with the batch's host labels and soft labels, for the
@@ -404,7 +450,13 @@ impl<B: Backend + Clone + 'static> Model<B> {
     ) -> Result<()> {
         self.check_batch(n)?;
         let soft = self.stage_targets(host_labels, soft, n)?;
-        self.run(Some((images, labels)), n, true, None, soft)
+        self.run(
+            Some((images, labels)),
+            n,
+            true,
+            None,
+            StepLoss::hard_or_soft(soft),
+        )
     }
 
     /// Builds and uploads the soft targets when the step needs them (soft labels given
@@ -472,14 +524,14 @@ impl<B: Backend + Clone + 'static> Model<B> {
         n: usize,
     ) -> Result<()> {
         self.check_batch(n)?;
-        self.run(Some((images, labels)), n, true, None, false)
+        self.run(Some((images, labels)), n, true, None, StepLoss::Hard)
     }
 
     /// An eval-mode forward (running batch-norm statistics, no gradients); the loss and
     /// accuracy accumulate for `take_eval_stats`.
     pub fn evaluate(&mut self, images: &[u8], labels: &[u32], n: usize) -> Result<()> {
         self.upload_batch(images, labels, n)?;
-        self.run(None, n, false, None, false)
+        self.run(None, n, false, None, StepLoss::Hard)
     }
 
     /// As `evaluate`, for a batch already on the device.
@@ -490,7 +542,7 @@ impl<B: Backend + Clone + 'static> Model<B> {
         n: usize,
     ) -> Result<()> {
         self.check_batch(n)?;
-        self.run(Some((images, labels)), n, false, None, false)
+        self.run(Some((images, labels)), n, false, None, StepLoss::Hard)
     }
 
     /// A training step like `forward_backward` that also times each layer's forward and
@@ -505,7 +557,7 @@ impl<B: Backend + Clone + 'static> Model<B> {
     ) -> Result<Vec<(String, f64, f64)>> {
         self.upload_batch(images, labels, n)?;
         let mut prof = Vec::new();
-        self.run(None, n, true, Some(&mut prof), false)?;
+        self.run(None, n, true, Some(&mut prof), StepLoss::Hard)?;
         Ok(prof)
     }
 
@@ -515,7 +567,7 @@ impl<B: Backend + Clone + 'static> Model<B> {
         n: usize,
         train: bool,
         prof: Option<&mut Vec<(String, f64, f64)>>,
-        soft: bool,
+        step_loss: StepLoss,
     ) -> Result<()> {
         let Self {
             backend: b,
@@ -529,6 +581,7 @@ impl<B: Backend + Clone + 'static> Model<B> {
             acts,
             dacts,
             loss,
+            bce,
             images,
             labels,
             targets,
@@ -573,14 +626,35 @@ impl<B: Backend + Clone + 'static> Model<B> {
             }
         }
         let top = layers.len();
+        // The k-hot targets of a multi-label step; staged by its caller.
+        let k_hot = match step_loss {
+            StepLoss::KHot => Some(targets.as_ref().ok_or(ModelError::NoTags)?),
+            _ => None,
+        };
         if !train {
-            loss.forward_backward(&*b, &acts[top], lab, n, None, eval_step.view_mut())?;
+            match k_hot {
+                Some(t) => {
+                    bce.forward_backward(&*b, &acts[top], t.view(), n, None, eval_step.view_mut())?
+                }
+                None => {
+                    loss.forward_backward(&*b, &acts[top], lab, n, None, eval_step.view_mut())?
+                }
+            }
             b.add(eval_step.view(), eval_acc.view_mut(), 2)?;
             self.eval_samples += n as u64;
             return Ok(());
         }
-        match targets.as_ref().filter(|_| soft) {
-            Some(t) => loss.forward_backward_soft(
+        let soft = step_loss == StepLoss::Soft;
+        match (k_hot, targets.as_ref().filter(|_| soft)) {
+            (Some(tags), _) => bce.forward_backward(
+                &*b,
+                &acts[top],
+                tags.view(),
+                n,
+                Some(&mut dacts[top]),
+                step_stats.view_mut(),
+            )?,
+            (None, Some(t)) => loss.forward_backward_soft(
                 &*b,
                 &acts[top],
                 t.view(),
@@ -588,7 +662,7 @@ impl<B: Backend + Clone + 'static> Model<B> {
                 Some(&mut dacts[top]),
                 step_stats.view_mut(),
             )?,
-            None => loss.forward_backward(
+            (None, None) => loss.forward_backward(
                 &*b,
                 &acts[top],
                 lab,

@@ -3,7 +3,7 @@
 //! and backward together: `gemm`, `conv` (im2col, col2im), `conv_blocks` (a whole
 //! convolution, by blocks of images whose columns stay in cache), `norm` (batch norm, data
 //! normalisation), `pool`, `bn_pool` (batch norm + ReLU + max pool, fused),
-//! `elementwise` (fill, add, bias + activation, ReLU), `loss` (softmax cross-entropy),
+//! `elementwise` (fill, add, bias + activation, ReLU), `loss` (softmax cross-entropy, sigmoid BCE),
 //! `optim` (SGD, AdamW). This file holds the buffers and the [`Backend`] impl, which
 //! hands each op to its file.
 //!
@@ -513,6 +513,18 @@ impl Backend for CpuBackend {
         stats: Out<'_, Self>,
     ) -> BResult<()> {
         loss::softmax_xent_soft(logits, targets, classes, n, dlogits, stats)
+    }
+
+    fn sigmoid_bce(
+        &self,
+        logits: In<'_, Self>,
+        targets: In<'_, Self>,
+        classes: usize,
+        n: usize,
+        dlogits: Option<Out<'_, Self>>,
+        stats: Out<'_, Self>,
+    ) -> BResult<()> {
+        loss::sigmoid_bce(logits, targets, classes, n, dlogits, stats)
     }
 
     fn sgd_step(

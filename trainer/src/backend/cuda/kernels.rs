@@ -134,6 +134,8 @@ kernels! {
         xent_sum(rows: DevPtr, n: u64, stats: DevPtr);
         xent_soft_rows(z: DevPtr, t: DevPtr, classes: u64, n: u64, dz: DevPtr, has_dz: i32,
             inv_n: f32, rows: DevPtr);
+        bce_rows(z: DevPtr, t: DevPtr, classes: u64, n: u64, dz: DevPtr, has_dz: i32,
+            inv_k: f32, inv_nk: f32, rows: DevPtr);
     }
     "optim.cu" {
         sgd_step(p: DevPtr, g: DevPtr, buf: DevPtr, n: u64, decay_len: u64, lr: f32,

@@ -1,5 +1,5 @@
-//! The loss on CUDA (`kernels/softmax_xent.cu`): per-sample softmax cross-entropy rows,
-//! then one block that sums them in a fixed order. A label out of range is recorded on
+//! The losses on CUDA (`kernels/softmax_xent.cu`): per-sample softmax cross-entropy (or
+//! sigmoid + binary cross-entropy) rows, then one block that sums them in a fixed order. A label out of range is recorded on
 //! the device and reported by the next `download` or `synchronize`.
 
 use std::sync::atomic::Ordering;
@@ -102,6 +102,59 @@ pub(super) fn softmax_xent_soft(
                     dz.unwrap_or(zp),
                     dz.is_some() as i32,
                     inv_n,
+                    rows,
+                )
+                .map_err(cuda_err(op))?;
+        }
+        let one = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (RED_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        backend
+            .kernels()
+            .xent_sum(s, one, rows, n as u64, sp)
+            .map_err(cuda_err(op))
+    })
+}
+
+/// Sigmoid + binary cross-entropy (`kernels/softmax_xent.cu`, `bce_rows`), summed by the
+/// same fixed-order block as the softmax losses.
+pub(super) fn sigmoid_bce(
+    backend: &CudaBackend,
+    logits: In<'_, CudaBackend>,
+    targets: In<'_, CudaBackend>,
+    classes: usize,
+    n: usize,
+    dlogits: Option<Out<'_, CudaBackend>>,
+    stats: Out<'_, CudaBackend>,
+) -> BResult<()> {
+    let op = "sigmoid_bce";
+    let s = backend.stream();
+    let zp = device_addr(s, logits.buf, logits.off, classes * n, op, "logits")?;
+    let tp = device_addr(s, targets.buf, targets.off, classes * n, op, "targets")?;
+    let sp = device_addr(s, stats.buf, stats.off, 2, op, "stats")?;
+    let dz = match dlogits {
+        Some(d) => Some(device_addr(s, d.buf, d.off, classes * n, op, "dlogits")?),
+        None => None,
+    };
+    let inv_k = 1.0 / classes.max(1) as f32;
+    let inv_nk = inv_k / n.max(1) as f32;
+    backend.with_scratch(n.max(1) * 8, |rows| {
+        if n > 0 {
+            backend
+                .kernels()
+                .bce_rows(
+                    s,
+                    backend.grid(n),
+                    zp,
+                    tp,
+                    classes as u64,
+                    n as u64,
+                    dz.unwrap_or(zp),
+                    dz.is_some() as i32,
+                    inv_k,
+                    inv_nk,
                     rows,
                 )
                 .map_err(cuda_err(op))?;

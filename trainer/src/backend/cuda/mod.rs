@@ -640,6 +640,18 @@ impl Backend for CudaBackend {
         loss::softmax_xent_soft(self, logits, targets, classes, n, dlogits, stats)
     }
 
+    fn sigmoid_bce(
+        &self,
+        logits: In<'_, Self>,
+        targets: In<'_, Self>,
+        classes: usize,
+        n: usize,
+        dlogits: Option<Out<'_, Self>>,
+        stats: Out<'_, Self>,
+    ) -> BResult<()> {
+        loss::sigmoid_bce(self, logits, targets, classes, n, dlogits, stats)
+    }
+
     fn sgd_step(
         &self,
         params: Out<'_, Self>,

@@ -19,6 +19,13 @@ pub fn reshard(
     target: &LoaderState,
     target_batches: usize,
 ) -> Result<LoaderState, String> {
+    // The count first: when it differs, it says more than the fingerprint.
+    if saved.samples != target.samples {
+        return Err(format!(
+            "the checkpoint was trained on {} samples, this data has {}",
+            saved.samples, target.samples
+        ));
+    }
     if let (Some(a), Some(b)) = (saved.fingerprint, target.fingerprint) {
         if a != b {
             return Err(format!(
@@ -26,12 +33,6 @@ pub fn reshard(
                  {a:016x}, this data's {b:016x}: other names, labels or classes)"
             ));
         }
-    }
-    if saved.samples != target.samples {
-        return Err(format!(
-            "the checkpoint was trained on {} samples, this data has {}",
-            saved.samples, target.samples
-        ));
     }
     if saved.seed != target.seed {
         return Err(format!(

@@ -59,7 +59,7 @@ fn names(dir: &Path) -> Vec<String> {
 fn pack_refuses_a_fifo_and_a_symlink_and_leaves_them_be() {
     use std::os::unix::fs::FileTypeExt;
     let dir = tempfile::tempdir().unwrap();
-    let data = shapes(dir.path(), 8);
+    let data = shapes(dir.path(), 10);
     let out = dir.path().join("out");
     std::fs::create_dir(&out).unwrap();
 
@@ -106,7 +106,7 @@ fn pack_refuses_a_fifo_and_a_symlink_and_leaves_them_be() {
 #[test]
 fn a_pack_removes_the_temporaries_of_dead_packs_but_not_of_live_ones() {
     let dir = tempfile::tempdir().unwrap();
-    let data = shapes(dir.path(), 8);
+    let data = shapes(dir.path(), 10);
     let out = dir.path().join("out");
     std::fs::create_dir(&out).unwrap();
     // A process that has exited: its PID names the temporaries of a killed pack.

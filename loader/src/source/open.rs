@@ -316,6 +316,19 @@ pub fn open_url(url: &str, options: &OpenOptions) -> Result<Arc<dyn Source>, Sou
         tar::check_remote_manifest(&bucket.url_of(&prefix), &prefix, &objects, &shards)?;
         return Ok(Arc::new(TarSource::open_remote(shards, url, cache)?));
     }
+    // A prefix holding `images/` and `masks/` is a set of segmentation pairs, as a
+    // local folder holding both is.
+    let under = |sub: &str| {
+        let p = format!("{prefix}{sub}/");
+        objects.iter().any(|o| o.key.starts_with(&p))
+    };
+    if under("images") && under("masks") {
+        let (images, masks) = (
+            bucket.url_of(&format!("{prefix}images/")),
+            bucket.url_of(&format!("{prefix}masks/")),
+        );
+        return Ok(Arc::new(SegPairs::open(&images, &masks, options)?));
+    }
     let listing_url = bucket.url_of(&prefix);
     Ok(Arc::new(super::remote_folder::RemoteFolder::from_listing(
         &listing_url,

@@ -70,7 +70,12 @@ import json, statistics, sys
 res, rounds = sys.argv[1], int(sys.argv[2])
 def ips(name, r):
     with open(f"{res}/{name}.r{r}.json") as f:
-        return json.loads(f.read().strip().splitlines()[-1])["images_per_sec"]
+        text = f.read().strip()
+    # stoker-load prints one indented object; torch_loader.py a JSON line last.
+    try:
+        return json.loads(text)["images_per_sec"]
+    except json.JSONDecodeError:
+        return json.loads(text.splitlines()[-1])["images_per_sec"]
 rows = {n: [ips(n, r) for r in range(rounds)] for n in ("stoker", "torch-pil", "torch-tensor")}
 for r in range(rounds):
     s, p, t = (rows[n][r] for n in ("stoker", "torch-pil", "torch-tensor"))

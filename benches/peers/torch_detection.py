@@ -95,7 +95,8 @@ def make_transform(spec):
         else:
             sys.exit(f"torch_detection.py: unknown step {part!r} (rrc:N, resize:WxH, flip)")
     # What a detection recipe does after a crop: drop boxes that were cut away.
-    steps.append(v2.SanitizeBoundingBoxes(min_size=0.0))
+    # (min_size=1, the default and the least this torchvision takes.)
+    steps.append(v2.SanitizeBoundingBoxes(min_size=1.0))
     return v2.Compose(steps)
 
 

@@ -66,7 +66,7 @@ log="$results/accuracy_compare.jsonl"
 
 load1() { cut -d' ' -f1 /proc/loadavg; }
 tag() {
-    "$py" -c 'import json,sys; r=json.loads(sys.stdin.read().strip().splitlines()[-1]); r["who"]=sys.argv[1]; r["seed"]=int(sys.argv[2]); r["load"]=sys.argv[3]; r.pop("per_epoch", None); print(json.dumps(r))' "$@"
+    "$py" -c 'import json,sys; r=json.loads(sys.stdin.read()); r["who"]=sys.argv[1]; r["seed"]=int(sys.argv[2]); r["load"]=sys.argv[3]; r.pop("per_epoch", None); print(json.dumps(r))' "$@"
 }
 run_stoker() {
     RAYON_NUM_THREADS="$threads" "$bin" --data "$train" --val "$val" \

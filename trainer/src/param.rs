@@ -18,6 +18,13 @@ pub enum Init {
         fan_in: usize,
         gain: f32,
     },
+    /// Uniform on `[-1/sqrt(fan_in), 1/sqrt(fan_in))`: PyTorch's default for the
+    /// weights and biases of `Conv2d` and `Linear` (its weights' `kaiming_uniform_` with
+    /// `a = sqrt(5)` has exactly this bound; standard deviation `1/sqrt(3 fan_in)`).
+    /// What conv and linear layers start from: see docs/trainer.md, "Initialisation".
+    FanInUniform {
+        fan_in: usize,
+    },
 }
 
 /// Index of a registered entry.
@@ -119,6 +126,12 @@ impl Registry {
                     dst.iter_mut()
                         .for_each(|x| *x = (rng.normal() * std) as f32);
                 }
+                Init::FanInUniform { fan_in } => {
+                    let bound = 1.0 / (fan_in.max(1) as f64).sqrt();
+                    let mut rng = Rng::stream(seed, i as u64);
+                    dst.iter_mut()
+                        .for_each(|x| *x = ((2.0 * rng.uniform() - 1.0) * bound) as f32);
+                }
             }
         }
         v
@@ -153,5 +166,31 @@ mod tests {
         assert_eq!(&v[12..16], &[1.0; 4]);
         assert_eq!(v, r.init_values(1));
         assert_ne!(v, r.init_values(2));
+    }
+
+    #[test]
+    fn fan_in_uniform_has_pytorchs_bound_and_spread() {
+        let mut r = Registry::new();
+        let fan_in = 64 * 9;
+        let w = r.add("w", &[128, 64, 3, 3], Init::FanInUniform { fan_in }, true);
+        r.finish();
+        let v = r.init_values(5);
+        let bound = 1.0 / (fan_in as f64).sqrt();
+        let xs = &v[r.offset(w)..][..128 * fan_in];
+        assert!(xs.iter().all(|&x| (x as f64).abs() <= bound));
+        let n = xs.len() as f64;
+        let mean = xs.iter().map(|&x| x as f64).sum::<f64>() / n;
+        let var = xs.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n;
+        // U(-b, b): variance b^2 / 3, the same as kaiming_uniform_(a = sqrt(5)).
+        assert!(mean.abs() < 0.01 * bound, "mean {mean}");
+        assert!(
+            (var / (bound * bound / 3.0) - 1.0).abs() < 0.02,
+            "var {var}"
+        );
+        // Both tails are reached.
+        let (lo, hi) = xs
+            .iter()
+            .fold((0f32, 0f32), |(l, h), &x| (l.min(x), h.max(x)));
+        assert!(lo < -0.99 * bound as f32 && hi > 0.99 * bound as f32);
     }
 }

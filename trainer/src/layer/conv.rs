@@ -66,16 +66,19 @@ impl<B: Backend> Conv2d<B> {
                 format!("kernel {} larger than padded input {input:?}", s.k),
             ));
         }
-        let fan_in = input.c * s.k * s.k;
+        // PyTorch's Conv2d default, weights and bias (docs/trainer.md, "Initialisation").
+        let init = Init::FanInUniform {
+            fan_in: input.c * s.k * s.k,
+        };
         let w = bld.params.add(
             &format!("{name}.weight"),
             &[s.cout, input.c, s.k, s.k],
-            Init::Normal { fan_in, gain: 2.0 },
+            init,
             true,
         );
         let b = s.bias.then(|| {
             bld.params
-                .add(&format!("{name}.bias"), &[s.cout], Init::Zeros, false)
+                .add(&format!("{name}.bias"), &[s.cout], init, false)
         });
         let mut conv = Self {
             name: name.to_string(),
@@ -208,6 +211,20 @@ mod tests {
             ..ConvSpec::same(4, 3, 2)
         };
         check(Shape::new(3, 6, 7), s, 3);
+    }
+
+    #[test]
+    fn weights_and_bias_start_as_pytorchs_conv2d() {
+        let b = crate::backend::CpuBackend::new();
+        let mut bld = Builder::new(&b, 2);
+        let s = ConvSpec {
+            bias: true,
+            ..ConvSpec::same(8, 3, 1)
+        };
+        Conv2d::new(&mut bld, "conv", Shape::new(5, 6, 6), s).unwrap();
+        let want = Init::FanInUniform { fan_in: 5 * 3 * 3 };
+        let inits: Vec<_> = bld.params.entries().iter().map(|e| e.init).collect();
+        assert_eq!(inits, [want, want]);
     }
 
     #[test]

@@ -17,8 +17,8 @@ pub struct Linear {
 }
 
 impl Linear {
-    /// `input` must be a vector shape. `relu` fuses a ReLU after the bias; its weights
-    /// then start He-normal (gain 2), otherwise LeCun-normal (gain 1).
+    /// `input` must be a vector shape. `relu` fuses a ReLU after the bias. Weights and
+    /// bias start as PyTorch's `Linear` does (docs/trainer.md, "Initialisation").
     pub fn new<B: Backend>(
         bld: &mut Builder<'_, B>,
         name: &str,
@@ -34,19 +34,13 @@ impl Linear {
                 ),
             ));
         }
-        let gain = if relu { 2.0 } else { 1.0 };
-        let w = bld.params.add(
-            &format!("{name}.weight"),
-            &[outf, input.c],
-            Init::Normal {
-                fan_in: input.c,
-                gain,
-            },
-            true,
-        );
+        let init = Init::FanInUniform { fan_in: input.c };
+        let w = bld
+            .params
+            .add(&format!("{name}.weight"), &[outf, input.c], init, true);
         let b = bld
             .params
-            .add(&format!("{name}.bias"), &[outf], Init::Zeros, false);
+            .add(&format!("{name}.bias"), &[outf], init, false);
         Ok(Self {
             name: name.to_string(),
             inf: input.c,
@@ -142,6 +136,16 @@ mod tests {
             3,
             |v| v,
         );
+    }
+
+    #[test]
+    fn weights_and_bias_start_as_pytorchs_linear() {
+        let b = crate::backend::CpuBackend::new();
+        let mut bld = Builder::new(&b, 2);
+        Linear::new(&mut bld, "fc", Shape::vector(12), 4, true).unwrap();
+        let want = Init::FanInUniform { fan_in: 12 };
+        let inits: Vec<_> = bld.params.entries().iter().map(|e| e.init).collect();
+        assert_eq!(inits, [want, want]);
     }
 
     #[test]

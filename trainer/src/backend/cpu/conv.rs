@@ -173,13 +173,18 @@ pub(super) fn col2im(
     Ok(())
 }
 
-/// The input columns under a `kw`-wide tap window starting at output column `ox`: the
-/// first one, if the whole window is inside the image (the common case, copied without
-/// per-element checks).
-#[inline(always)]
-fn inside_window(geom: &ConvGeom, ox: usize) -> Option<usize> {
-    let x0 = (ox * geom.stride).checked_sub(geom.pad)?;
-    (x0 + geom.kw <= geom.w).then_some(x0)
+/// The output columns `lo..hi` whose whole `kw`-wide window lies inside the input row
+/// (copied without per-element checks); the columns before and after are the edges.
+fn inside_cols(geom: &ConvGeom) -> (usize, usize) {
+    let ow = geom.out_w();
+    // ox * stride >= pad, and ox * stride - pad + kw <= w.
+    let lo = geom.pad.div_ceil(geom.stride).min(ow);
+    let hi = if geom.w + geom.pad >= geom.kw {
+        ((geom.w + geom.pad - geom.kw) / geom.stride + 1).min(ow)
+    } else {
+        0
+    };
+    (lo, hi.max(lo))
 }
 
 /// `[P, K]`: one task per output row of an image, which owns that row's `ow` pixel rows
@@ -218,32 +223,51 @@ fn im2col_row_fn(kw: usize) -> RowFn {
 }
 
 /// The `ow` pixel rows (`K` floats each) of output row `oy` of image `ni`, for windows
-/// `KW` wide (0: any width, `geom.kw`). The `kh * c` input rows read stay in L1.
+/// `KW` wide (0: any width, `geom.kw`). One input row at a time (a channel and a tap
+/// row): its taps go to every pixel of the output row, so the row lookups and checks
+/// are made once per row instead of once per pixel, and the inner loop is a copy of
+/// `KW` floats.
 fn im2col_row<const KW: usize>(x: &[f32], geom: &ConvGeom, ni: usize, oy: usize, dst: &mut [f32]) {
-    let (hw, kdim, kw) = (geom.h * geom.w, geom.col_rows(), geom.kw);
-    for (ox, px) in dst.chunks_exact_mut(kdim).enumerate() {
-        let inside = inside_window(geom, ox);
-        for ci in 0..geom.c {
-            let plane = &x[(ci * geom.n + ni) * hw..][..hw];
-            for ky in 0..geom.kh {
-                let taps = &mut px[(ci * geom.kh + ky) * kw..][..kw];
-                let Some(iy) = input_row(geom, oy, ky) else {
-                    taps.fill(0.0);
-                    continue;
-                };
-                let src = &plane[iy * geom.w..][..geom.w];
-                match inside {
-                    Some(x0) if KW > 0 => {
-                        let t: &mut [f32; KW] = taps.try_into().expect("kw == KW");
-                        let s: &[f32; KW] = src[x0..x0 + KW].try_into().expect("KW elements");
-                        *t = *s;
-                    }
-                    Some(x0) => taps.copy_from_slice(&src[x0..x0 + kw]),
-                    None => {
-                        for (kx, t) in taps.iter_mut().enumerate() {
-                            *t = input_col(geom, ox, kx).map_or(0.0, |ix| src[ix]);
-                        }
-                    }
+    let (hw, kdim, kw, ow) = (geom.h * geom.w, geom.col_rows(), geom.kw, geom.out_w());
+    let dst = &mut dst[..ow * kdim];
+    let (lo, hi) = inside_cols(geom);
+    for ci in 0..geom.c {
+        let plane = &x[(ci * geom.n + ni) * hw..][..hw];
+        for ky in 0..geom.kh {
+            let t0 = (ci * geom.kh + ky) * kw;
+            // Pixel ox's taps of this row: dst[ox * kdim + t0..][..kw].
+            let Some(iy) = input_row(geom, oy, ky) else {
+                for px in dst.chunks_exact_mut(kdim) {
+                    px[t0..t0 + kw].fill(0.0);
+                }
+                continue;
+            };
+            let src = &plane[iy * geom.w..][..geom.w];
+            let edge = |ox: usize, px: &mut [f32]| {
+                for (kx, t) in px[t0..t0 + kw].iter_mut().enumerate() {
+                    *t = input_col(geom, ox, kx).map_or(0.0, |ix| src[ix]);
+                }
+            };
+            let (left, rest) = dst.split_at_mut(lo * kdim);
+            let (mid, right) = rest.split_at_mut((hi - lo) * kdim);
+            for (ox, px) in left.chunks_exact_mut(kdim).enumerate() {
+                edge(ox, px);
+            }
+            for (j, px) in right.chunks_exact_mut(kdim).enumerate() {
+                edge(hi + j, px);
+            }
+            if hi == lo {
+                continue;
+            }
+            let windows = src[lo * geom.stride - geom.pad..]
+                .windows(kw)
+                .step_by(geom.stride);
+            for (px, win) in mid.chunks_exact_mut(kdim).zip(windows) {
+                if KW > 0 {
+                    let t: &mut [f32; KW] = (&mut px[t0..t0 + KW]).try_into().expect("KW taps");
+                    *t = win.try_into().expect("KW elements");
+                } else {
+                    px[t0..t0 + kw].copy_from_slice(win);
                 }
             }
         }
@@ -294,41 +318,51 @@ pub(super) fn col2im_image_fn(kw: usize) -> ImageFn {
 }
 
 /// Overwrites one image's `planes` (one per input channel) with the sums of its
-/// pixel-major columns `src` (`oh * ow` rows of `K`), for windows `KW` wide.
+/// pixel-major columns `src` (`oh * ow` rows of `K`), for windows `KW` wide. Loops as
+/// `im2col_row`: an output row, then an input row (channel, tap row), then the pixels
+/// along it. Each input element adds its taps in pixel order (for one output row only
+/// one tap row reaches an input row, and along it the pixels go left to right).
 fn col2im_image<const KW: usize>(src: &[f32], geom: &ConvGeom, planes: &mut [&mut [f32]]) {
     let (ow, kdim, kw) = (geom.out_w(), geom.col_rows(), geom.kw);
+    let (lo, hi) = inside_cols(geom);
     planes.iter_mut().for_each(|p| p.fill(0.0));
-    for (p, px) in src.chunks_exact(kdim).enumerate() {
-        let (oy, ox) = (p / ow, p % ow);
-        let inside = inside_window(geom, ox);
+    for (oy, rows) in src.chunks_exact(ow * kdim).take(geom.out_h()).enumerate() {
         for (ci, plane) in planes.iter_mut().enumerate() {
             for ky in 0..geom.kh {
                 let Some(iy) = input_row(geom, oy, ky) else {
                     continue;
                 };
                 let drow = &mut plane[iy * geom.w..][..geom.w];
-                let taps = &px[(ci * geom.kh + ky) * kw..][..kw];
-                match inside {
-                    Some(x0) if KW > 0 => {
+                let t0 = (ci * geom.kh + ky) * kw;
+                // A pixel whose window is cut by the row's ends.
+                let edge = |ox: usize, px: &[f32], drow: &mut [f32]| {
+                    for (kx, t) in px[t0..t0 + kw].iter().enumerate() {
+                        if let Some(ix) = input_col(geom, ox, kx) {
+                            drow[ix] += t;
+                        }
+                    }
+                };
+                let pixels = rows.chunks_exact(kdim);
+                for (ox, px) in pixels.clone().enumerate().take(lo) {
+                    edge(ox, px, drow);
+                }
+                for (ox, px) in pixels.clone().enumerate().take(hi).skip(lo) {
+                    let x0 = ox * geom.stride - geom.pad;
+                    if KW > 0 {
                         let d: &mut [f32; KW] =
                             (&mut drow[x0..x0 + KW]).try_into().expect("KW elements");
-                        let t: &[f32; KW] = taps.try_into().expect("kw == KW");
+                        let t: &[f32; KW] = px[t0..t0 + KW].try_into().expect("KW taps");
                         for (d, t) in d.iter_mut().zip(t) {
                             *d += t;
                         }
-                    }
-                    Some(x0) => {
-                        for (d, t) in drow[x0..x0 + kw].iter_mut().zip(taps) {
+                    } else {
+                        for (d, t) in drow[x0..x0 + kw].iter_mut().zip(&px[t0..t0 + kw]) {
                             *d += t;
                         }
                     }
-                    None => {
-                        for (kx, t) in taps.iter().enumerate() {
-                            if let Some(ix) = input_col(geom, ox, kx) {
-                                drow[ix] += t;
-                            }
-                        }
-                    }
+                }
+                for (ox, px) in pixels.enumerate().skip(hi) {
+                    edge(ox, px, drow);
                 }
             }
         }

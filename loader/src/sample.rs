@@ -256,6 +256,36 @@ impl Annotation {
         self.raw = None;
     }
 
+    /// Moves the `wanted` fields of `from` (all but the mask) into `self`; a caption
+    /// `self` has already is kept (a tar shard's `.txt` wins over its json's `text`).
+    pub fn take_wanted(&mut self, from: Annotation, wanted: Fields) {
+        let Annotation {
+            labels,
+            text,
+            boxes,
+            box_labels,
+            mask: _,
+            keypoints,
+            raw,
+        } = from;
+        if wanted.contains(Field::Labels) {
+            self.labels = labels;
+        }
+        if wanted.contains(Field::Text) && self.text.is_none() {
+            self.text = text;
+        }
+        if wanted.contains(Field::Boxes) {
+            self.boxes = boxes;
+            self.box_labels = box_labels;
+        }
+        if wanted.contains(Field::Keypoints) {
+            self.keypoints = keypoints;
+        }
+        if wanted.contains(Field::Raw) {
+            self.raw = raw;
+        }
+    }
+
     /// Checks the annotation's own consistency and its boxes against an image of
     /// `width` x `height` (`None`: not known yet), and the class indices against
     /// `classes`. The message says what is wrong, for a sample error.

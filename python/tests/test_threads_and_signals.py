@@ -226,6 +226,10 @@ RESUME_CHILD = textwrap.dedent(
                 images, labels = b
                 got.append((e, images.base.position[1], int(labels[0])))
                 delivered += 1
+    # The parent goes on signalling until this process has exited: ignored from
+    # here, or one landing during interpreter shutdown (handlers back to default)
+    # would kill it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     print("done", interrupts, got == want, len(got), len(want), bad_states, flush=True)
     """
 )

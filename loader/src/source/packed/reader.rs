@@ -472,23 +472,9 @@ impl Source for PackedReader {
         let (_, a) = crate::source::manifest::parse_fields_json(rec.json, &mut k)
             .map_err(|r| self.record_error(index, r))?;
         let want = |x: Field| wanted.contains(x) && f.fields.contains(x);
-        if want(Field::Labels) {
-            ann.labels = a.labels;
-        }
-        if want(Field::Text) {
-            ann.text = Some(a.text.ok_or_else(|| {
-                self.record_error(index, "no caption (other records have one)".into())
-            })?);
-        }
-        if want(Field::Boxes) {
-            ann.boxes = a.boxes;
-            ann.box_labels = a.box_labels;
-        }
-        if want(Field::Keypoints) {
-            ann.keypoints = a.keypoints;
-        }
-        if want(Field::Raw) {
-            ann.raw = a.raw;
+        ann.take_wanted(a, wanted.intersect(f.fields));
+        if want(Field::Text) && ann.text.is_none() {
+            return Err(self.record_error(index, "no caption (other records have one)".into()));
         }
         if want(Field::Mask) {
             if rec.mask.is_empty() {

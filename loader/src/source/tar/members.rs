@@ -40,23 +40,8 @@ pub(super) fn read_member(
     } else {
         let mut k = None;
         let (_, a) = crate::source::manifest::parse_fields_json(bytes, &mut k)?;
-        if wanted.contains(Field::Labels) {
-            ann.labels = a.labels;
-        }
         // A txt member, when there is one, is the caption.
-        if wanted.contains(Field::Text) && ann.text.is_none() {
-            ann.text = a.text;
-        }
-        if wanted.contains(Field::Boxes) {
-            ann.boxes = a.boxes;
-            ann.box_labels = a.box_labels;
-        }
-        if wanted.contains(Field::Keypoints) {
-            ann.keypoints = a.keypoints;
-        }
-        if wanted.contains(Field::Raw) {
-            ann.raw = a.raw;
-        }
+        ann.take_wanted(a, wanted);
     }
     Ok(())
 }

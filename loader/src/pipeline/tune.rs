@@ -197,8 +197,13 @@ impl Stages {
 
 impl Tuner {
     pub fn new(counters: &Counters) -> Tuner {
+        Tuner::starting(counters, Instant::now())
+    }
+
+    /// A tuner whose first window starts at `now`.
+    fn starting(counters: &Counters, now: Instant) -> Tuner {
         Tuner {
-            window_start: Instant::now(),
+            window_start: now,
             waited: Duration::ZERO,
             batches: 0,
             queue_always_full: true,
@@ -219,6 +224,20 @@ impl Tuner {
         queued: usize,
         prefetch: usize,
     ) -> Option<usize> {
+        self.on_batch_at(state, counters, wait, queued, prefetch, Instant::now())
+    }
+
+    /// [`on_batch`](Self::on_batch) at time `now` (tests give their own clock, so
+    /// that a loaded machine's late wake-ups cannot change a decision).
+    fn on_batch_at(
+        &mut self,
+        state: &AutoState,
+        counters: &Counters,
+        wait: Duration,
+        queued: usize,
+        prefetch: usize,
+        now: Instant,
+    ) -> Option<usize> {
         self.delivered += 1;
         if state.is_frozen() {
             return None;
@@ -229,7 +248,9 @@ impl Tuner {
         if self.batches < WINDOW {
             return None;
         }
-        let elapsed = self.window_start.elapsed().as_secs_f64();
+        let elapsed = now
+            .saturating_duration_since(self.window_start)
+            .as_secs_f64();
         // The share of the window spent waiting, and batches a second.
         let (share, rate) = if elapsed > 0.0 {
             (
@@ -245,7 +266,7 @@ impl Tuner {
         let raised_at_rate = self.raised_at_rate;
         *self = Tuner {
             delivered: self.delivered,
-            ..Tuner::new(counters)
+            ..Tuner::starting(counters, now)
         };
         // A raise that did not make batches come faster means the reads' own limit
         // (a saturated store, a slow disk) is reached: the latency measured then is
@@ -338,26 +359,29 @@ mod tests {
         // Each window: reads of 20 ms, decodes of 1 ms (42 reads wanted in flight), and
         // batches `ms` apart, for which the consumer waited all that time (`waited`) or
         // found the queue full.
+        // A clock of the test's own: batches `ms` apart exactly, however the machine
+        // schedules this thread.
+        let clock = std::cell::Cell::new(Instant::now());
         let window = |t: &mut Tuner, state: &AutoState, c: &Counters, ms: u64, waited: bool| {
             for _ in 0..WINDOW {
                 c.reads.fetch_add(8, Ordering::Relaxed);
                 c.read_ns.fetch_add(8 * 20_000_000, Ordering::Relaxed);
                 c.decodes.fetch_add(8, Ordering::Relaxed);
                 c.work_ns.fetch_add(8 * 1_000_000, Ordering::Relaxed);
-                std::thread::sleep(Duration::from_millis(ms));
+                clock.set(clock.get() + Duration::from_millis(ms));
                 let (wait, queued) = if waited {
                     (Duration::from_millis(ms), 0)
                 } else {
                     (Duration::ZERO, 2)
                 };
-                t.on_batch(state, c, wait, queued, 2);
+                t.on_batch_at(state, c, wait, queued, 2, clock.get());
             }
         };
         let counters = Counters::default();
         // Every raise pays (batches come twice as fast each window): doubling a window,
         // up to the cap.
         let state = AutoState::new(2, 4, 30);
-        let mut t = Tuner::new(&counters);
+        let mut t = Tuner::starting(&counters, clock.get());
         let mut depths = Vec::new();
         for ms in [40, 20, 10, 5] {
             window(&mut t, &state, &counters, ms, true);
@@ -368,7 +392,7 @@ mod tests {
         assert!(!state.io_settled());
         // A raise that does not pay (batches come slower after it): no more raises.
         let state = AutoState::new(2, 4, 300);
-        let mut t = Tuner::new(&counters);
+        let mut t = Tuner::starting(&counters, clock.get());
         for ms in [5, 10, 10, 10] {
             window(&mut t, &state, &counters, ms, true);
         }
@@ -376,7 +400,7 @@ mod tests {
         assert!(state.io_settled());
         // A consumer that never waits changes no depth, whatever the reads cost.
         let state = AutoState::new(2, 4, 300);
-        let mut t = Tuner::new(&counters);
+        let mut t = Tuner::starting(&counters, clock.get());
         window(&mut t, &state, &counters, 1, false);
         assert_eq!(state.io_depth(), 4);
         assert_eq!(
@@ -401,10 +425,12 @@ mod tests {
         }
         assert_eq!(changes, [2, 1], "one a window, never below one");
         changes.clear();
+        let mut now = Instant::now();
         for _ in 0..3 * WINDOW {
             // The consumer waits for every batch: the tuner adds workers up to 3.
-            std::thread::sleep(Duration::from_millis(1));
-            if let Some(n) = t.on_batch(&state, &counters, Duration::from_millis(5), 0, 2) {
+            now += Duration::from_millis(6);
+            let wait = Duration::from_millis(5);
+            if let Some(n) = t.on_batch_at(&state, &counters, wait, 0, 2, now) {
                 changes.push(n);
             }
         }

@@ -11,6 +11,7 @@ pub mod manifest;
 pub mod mnist;
 mod open;
 pub mod packed;
+pub mod parquet;
 pub mod place;
 #[cfg(feature = "remote")]
 pub mod remote_folder;
@@ -32,6 +33,7 @@ pub use manifest::Manifest;
 pub use mnist::Mnist;
 pub use open::{is_url, open, open_url, open_with, OpenOptions, DEFAULT_CACHE_BYTES};
 pub use packed::{PackedReader, PackedWriter};
+pub use parquet::{ParquetColumns, ParquetSource};
 pub use segpairs::SegPairs;
 pub use tar::TarSource;
 

@@ -52,6 +52,8 @@ pub struct OpenOptions {
     /// The folder of images (a path or URL) that a COCO annotation file's
     /// `file_name`s are relative to; required for COCO, ignored elsewhere.
     pub images: Option<String>,
+    /// The columns of a Parquet data set.
+    pub parquet: super::parquet::ParquetColumns,
 }
 
 impl Default for OpenOptions {
@@ -65,6 +67,7 @@ impl Default for OpenOptions {
             remote: crate::storage::RemoteOptions::default(),
             masks: None,
             images: None,
+            parquet: super::parquet::ParquetColumns::default(),
         }
     }
 }
@@ -150,6 +153,14 @@ pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Source>, 
             let what = path.display().to_string();
             return Ok(Arc::new(TarSource::open_local(&shards, &what)?));
         }
+        if let Some(files) = super::parquet::parquet_files_in(path)? {
+            let what = path.display().to_string();
+            return Ok(Arc::new(super::parquet::ParquetSource::open(
+                &files,
+                &options.parquet,
+                &what,
+            )?));
+        }
         return Ok(Arc::new(ImageFolder::open(path)?));
     }
     if !meta.is_file() {
@@ -165,6 +176,14 @@ pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Source>, 
     }
     if meta.len() == 0 {
         return Err(SourceError::format(path, "empty file"));
+    }
+    if super::parquet::is_parquet_name(&path.to_string_lossy()) {
+        let what = path.display().to_string();
+        return Ok(Arc::new(super::parquet::ParquetSource::open(
+            &[path.to_path_buf()],
+            &options.parquet,
+            &what,
+        )?));
     }
     let mut head = [0u8; 8];
     let n = {

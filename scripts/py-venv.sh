@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test venv (target/py-venv, or $STOKER_PY_VENV): numpy and pytest for the Python
-# package's tests, maturin to build it, and moto's S3 server for the remote-data tests
-# (cargo's and pytest's). Idempotent; prints the venv's absolute path on stdout.
+# package's tests, maturin to build it, moto's S3 server for the remote-data tests
+# (cargo's and pytest's), and pyarrow to write the Parquet test files as real users'
+# tools do. Idempotent; prints the venv's absolute path on stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,5 +17,5 @@ if [ ! -x "$venv/bin/python" ]; then
     rm -rf "$venv" && python3 -m venv "$venv" >&2
   fi
 fi
-"$venv/bin/pip" install -q --disable-pip-version-check numpy pytest maturin 'moto[server]>=5.1,<6' >&2
+"$venv/bin/pip" install -q --disable-pip-version-check numpy pytest maturin 'moto[server]>=5.1,<6' pyarrow >&2
 echo "$venv"

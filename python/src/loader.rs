@@ -67,6 +67,9 @@ impl PyLoader {
         fields = None,
         images = None,
         masks = None,
+        image_column = "image",
+        label_column = "label",
+        text_column = None,
         min_box_visibility = 0.0,
         max_instances = None,
     ))]
@@ -96,6 +99,9 @@ impl PyLoader {
         // A path or a URL: a `pathlib.Path` works as well as a str.
         images: Option<PathBuf>,
         masks: Option<String>,
+        image_column: &str,
+        label_column: &str,
+        text_column: Option<String>,
         min_box_visibility: f64,
         max_instances: Option<Int>,
     ) -> PyResult<Self> {
@@ -193,6 +199,11 @@ impl PyLoader {
             train,
             images: images.map(|p| p.to_string_lossy().into_owned()),
             masks,
+            parquet: source::ParquetColumns {
+                image: image_column.to_string(),
+                label: Some(label_column.to_string()),
+                text: text_column,
+            },
             ..source::OpenOptions::default()
         };
         let inner = py.detach(move || {

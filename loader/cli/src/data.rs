@@ -30,6 +30,15 @@ pub struct DataArgs {
     /// the images of DATA.
     #[arg(long, value_name = "DIR")]
     pub masks: Option<String>,
+    /// Parquet: the column of images (the datasets Image struct, or binary).
+    #[arg(long, default_value = "image", value_name = "NAME")]
+    pub image_column: String,
+    /// Parquet: the integer column of labels (used when present).
+    #[arg(long, default_value = "label", value_name = "NAME")]
+    pub label_column: String,
+    /// Parquet: a string column of captions (the `text` field).
+    #[arg(long, value_name = "NAME")]
+    pub text_column: Option<String>,
 }
 
 impl DataArgs {
@@ -41,6 +50,11 @@ impl DataArgs {
             cache_bytes: self.cache_size,
             images: self.images.clone(),
             masks: self.masks.clone(),
+            parquet: stoker_loader::source::ParquetColumns {
+                image: self.image_column.clone(),
+                label: Some(self.label_column.clone()),
+                text: self.text_column.clone(),
+            },
             ..OpenOptions::default()
         }
     }

@@ -242,3 +242,35 @@ fn bad_parquet_input_is_an_error_naming_the_file() {
         "{e}"
     );
 }
+
+#[test]
+fn row_groups_read_by_several_threads_at_once_give_their_own_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = folder(dir.path());
+    let data = shards(dir.path(), src.as_ref());
+    let want: Vec<Vec<u8>> = (0..30)
+        .map(|i| {
+            let mut b = Vec::new();
+            src.read(i, &mut b).unwrap();
+            b
+        })
+        .collect();
+    // Fresh sources, so that the row groups are decoded while others are: four
+    // threads, each starting in another row group.
+    for _ in 0..5 {
+        let pq = source::open(&data, true).unwrap();
+        std::thread::scope(|s| {
+            for t in 0..4usize {
+                let (pq, want) = (&pq, &want);
+                s.spawn(move || {
+                    let mut b = Vec::new();
+                    for k in 0..30 {
+                        let i = (k + t * 7) % 30;
+                        pq.read(i, &mut b).unwrap();
+                        assert_eq!(&b, &want[i], "sample {i} in thread {t}");
+                    }
+                });
+            }
+        });
+    }
+}

@@ -53,10 +53,55 @@ impl Default for ParquetColumns {
     }
 }
 
+/// A file read by positioned reads. parquet's own reader for `File` seeks a cloned
+/// descriptor, whose offset every clone shares: two workers decoding two row groups of
+/// one file at once would read each other's bytes.
+#[derive(Clone)]
+struct Pread(Arc<File>);
+
+/// A reader from a position of a [`Pread`] file.
+struct PreadAt {
+    file: Arc<File>,
+    pos: u64,
+}
+
+impl std::io::Read for PreadAt {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let n = self.file.read_at(buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl parquet::file::reader::Length for Pread {
+    fn len(&self) -> u64 {
+        self.0.metadata().map_or(0, |m| m.len())
+    }
+}
+
+impl parquet::file::reader::ChunkReader for Pread {
+    type T = std::io::BufReader<PreadAt>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        Ok(std::io::BufReader::new(PreadAt {
+            file: self.0.clone(),
+            pos: start,
+        }))
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<bytes::Bytes> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; length];
+        self.0.read_exact_at(&mut buf, start)?;
+        Ok(buf.into())
+    }
+}
+
 /// One file: its reader metadata and the root columns read for images (and text).
 struct ParquetFile {
     path: PathBuf,
-    file: File,
+    file: Pread,
     meta: ArrowReaderMetadata,
     image_col: usize,
     text_col: Option<usize>,
@@ -221,7 +266,7 @@ impl ParquetSource {
         let mut has_label = None::<bool>;
         for (fi, path) in paths.iter().enumerate() {
             let bad = |r: String| SourceError::format(path, r);
-            let file = super::open_regular(path)?;
+            let file = Pread(Arc::new(super::open_regular(path)?));
             let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
                 .map_err(|e| bad(format!("not a readable Parquet file: {e}")))?;
             let schema = meta.schema().clone();
@@ -288,7 +333,7 @@ impl ParquetSource {
                 Some((name, i)) => {
                     let mask = ProjectionMask::roots(md.file_metadata().schema_descr(), [i]);
                     let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(
-                        file.try_clone().map_err(|e| SourceError::io(path, e))?,
+                        file.clone(),
                         meta.clone(),
                     )
                     .with_projection(mask)
@@ -456,13 +501,13 @@ impl ParquetSource {
         let mut roots = vec![pf.image_col];
         roots.extend(pf.text_col);
         let mask = ProjectionMask::roots(md.file_metadata().schema_descr(), roots);
-        let file = pf.file.try_clone().map_err(|e| e.to_string())?;
-        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, pf.meta.clone())
-            .with_projection(mask)
-            .with_row_groups(vec![g as usize])
-            .with_batch_size(rows.max(1))
-            .build()
-            .map_err(|e| e.to_string())?;
+        let reader =
+            ParquetRecordBatchReaderBuilder::new_with_metadata(pf.file.clone(), pf.meta.clone())
+                .with_projection(mask)
+                .with_row_groups(vec![g as usize])
+                .with_batch_size(rows.max(1))
+                .build()
+                .map_err(|e| e.to_string())?;
         let batches: Vec<RecordBatch> = reader
             .collect::<Result<_, _>>()
             .map_err(|e| e.to_string())?;

@@ -361,7 +361,10 @@ impl ParquetSource {
                     raw_labels.extend(l.get(at..at + n).into_iter().flatten().copied());
                 }
                 at += n;
-                ranges.push(start..rows.len());
+                // An empty row group is no shard (the sampler takes no empty ones).
+                if n > 0 {
+                    ranges.push(start..rows.len());
+                }
             }
             if labels.as_ref().is_some_and(|l| l.len() != at) {
                 return Err(bad("the label column's length is not the row count".into()));

@@ -14,6 +14,8 @@ set -u
 export STOKER_REQUIRE_GPU=1
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# The bundle's own copies of libraries the machine may lack (libjpeg-turbo).
+[ -d "$here/lib" ] && export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 logs=${LOGDIR:-$(mktemp -d /tmp/stoker-gpu-check.XXXXXX)}
 mkdir -p "$logs"
 summary=()

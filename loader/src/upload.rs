@@ -426,7 +426,9 @@ mod tests {
                     assert!(matches!(up.images(&again), Err(UploadError::Stale(_))));
                 }
             }
-            let too_big = batch(&pool, 1, 9, 9);
+            // From a pool of bigger buffers: one of 8 * 48 bytes cannot hold 9 images.
+            let big = crate::pool::Pool::new(1, 9 * 48);
+            let too_big = batch(&big, 1, 9, 9);
             assert!(matches!(
                 up.upload(&too_big),
                 Err(UploadError::TooLarge { .. })

@@ -1,7 +1,8 @@
-//! Times training steps of a model on random data, to compare with PyTorch CPU.
+//! Times training steps of a model on random data, to compare with PyTorch.
 //!
 //! `cargo run --release -p stoker-trainer --example step_bench -- [kind] [batch] [size]
-//! [steps] [--warmup N] [--json]` (defaults: convnet 128 64 10, 2 warm-up steps). Each
+//! [steps] [--warmup N] [--json] [--cuda]` (defaults: convnet 128 64 10, 2 warm-up
+//! steps, the CPU; `--cuda`: CUDA device 0, the batch copied from the host each step). Each
 //! timed step (forward, backward, SGD update, then a wait for the device) is timed on its
 //! own; prints the median and a per-layer breakdown of one more step (forward and
 //! backward of each layer, measured with the layer profile hook). With `--json`: one
@@ -26,15 +27,17 @@ struct Args {
     steps: usize,
     warmup: usize,
     json: bool,
+    cuda: bool,
 }
 
 fn parse() -> Result<Args, Box<dyn std::error::Error>> {
     let mut pos = Vec::new();
-    let (mut warmup, mut json) = (2, false);
+    let (mut warmup, mut json, mut cuda) = (2, false, false);
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--json" => json = true,
+            "--cuda" => cuda = true,
             "--warmup" => {
                 let v = it.next().ok_or("--warmup needs a number")?;
                 warmup = v.parse().map_err(|e| format!("--warmup {v}: {e}"))?;
@@ -63,11 +66,12 @@ fn parse() -> Result<Args, Box<dyn std::error::Error>> {
         steps,
         warmup,
         json,
+        cuda,
     })
 }
 
 /// xxh3 of the parameters' bits.
-fn params_hash(m: &Model<CpuBackend>) -> Result<u64, Box<dyn std::error::Error>> {
+fn params_hash<B: Backend + Clone + 'static>(m: &Model<B>) -> Result<u64, Box<dyn std::error::Error>> {
     let bytes: Vec<u8> = m
         .params_to_host()?
         .iter()
@@ -78,10 +82,17 @@ fn params_hash(m: &Model<CpuBackend>) -> Result<u64, Box<dyn std::error::Error>>
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a = parse()?;
+    if a.cuda {
+        run(&a, &stoker_trainer::CudaBackend::new(0)?)
+    } else {
+        run(&a, &CpuBackend::new())
+    }
+}
+
+fn run<B: Backend + Clone + 'static>(a: &Args, b: &B) -> Result<(), Box<dyn std::error::Error>> {
     let (kind, n, size) = (a.kind, a.n, a.size);
     let input = (size, size, 3);
-    let b = CpuBackend::new();
-    let mut m = Model::new(&b, ModelConfig::new(kind, input, 10, n))?;
+    let mut m = Model::new(b, ModelConfig::new(kind, input, 10, n))?;
     let mut o = Optimizer::new(&m, OptimizerKind::sgd(0.9, 5e-4))?;
     if !a.json {
         println!("{}", m.summary());

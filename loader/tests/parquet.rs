@@ -52,13 +52,7 @@ fn write(src: &dyn Source, range: std::ops::Range<usize>, out: &Path, zstd: bool
     write_as(src, range, out, zstd, Images::Embedded)
 }
 
-fn write_as(
-    src: &dyn Source,
-    range: std::ops::Range<usize>,
-    out: &Path,
-    zstd: bool,
-    how: Images,
-) {
+fn write_as(src: &dyn Source, range: std::ops::Range<usize>, out: &Path, zstd: bool, how: Images) {
     let (mut images, mut labels, mut text) = (Vec::new(), Vec::new(), Vec::new());
     let mut buf = Vec::new();
     let mut names = Vec::new();
@@ -319,8 +313,18 @@ fn hub_repo(dir: &Path, src: &dyn Source) -> PathBuf {
     let data = root.join("data");
     std::fs::create_dir_all(&data).unwrap();
     std::fs::write(root.join("README.md"), "---\nlicense: mit\n---\n").unwrap();
-    write(src, 0..17, &data.join("train-00000-of-00002.parquet"), false);
-    write(src, 17..30, &data.join("train-00001-of-00002.parquet"), true);
+    write(
+        src,
+        0..17,
+        &data.join("train-00000-of-00002.parquet"),
+        false,
+    );
+    write(
+        src,
+        17..30,
+        &data.join("train-00001-of-00002.parquet"),
+        true,
+    );
     write(src, 0..5, &data.join("test-00000-of-00001.parquet"), false);
     root
 }
@@ -343,13 +347,22 @@ fn the_hub_layout_globs_and_braces_pick_the_same_files() {
     for o in [split(None, false), split(Some("test"), true)] {
         let test = source::open_with(&root, &o).unwrap();
         assert_eq!(test.len(), 5);
-        assert_eq!(test.describe(4), format!("{} row group 0 row 4", root.join("data/test-00000-of-00001.parquet").display()));
+        assert_eq!(
+            test.describe(4),
+            format!(
+                "{} row group 0 row 4",
+                root.join("data/test-00000-of-00001.parquet").display()
+            )
+        );
     }
     let e = source::open_with(&root, &split(Some("validation"), true))
         .err()
         .unwrap()
         .to_string();
-    assert!(e.contains("no Parquet file of split 'validation'") && e.contains("test, train"), "{e}");
+    assert!(
+        e.contains("no Parquet file of split 'validation'") && e.contains("test, train"),
+        "{e}"
+    );
     // A glob and a brace pattern over the train files.
     for pattern in [
         "data/train-*.parquet",
@@ -361,7 +374,10 @@ fn the_hub_layout_globs_and_braces_pick_the_same_files() {
         assert_eq!(pq.format(), "parquet", "{pattern}");
         assert_eq!(digests(pq, cfg(false, Mode::Sync)), want, "{pattern}");
     }
-    let e = source::open(&root.join("data/val-*.parquet"), true).err().unwrap().to_string();
+    let e = source::open(&root.join("data/val-*.parquet"), true)
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("no file matches"), "{e}");
 
     // {config}/{split}/*.parquet, as the Hub's Parquet conversion writes it; two
@@ -383,7 +399,10 @@ fn images_by_path_are_read_beside_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let src = folder(dir.path());
     let want = digests(src.clone(), cfg(false, Mode::Async));
-    for (name, how) in [("struct", Images::StructPath), ("string", Images::StringPath)] {
+    for (name, how) in [
+        ("struct", Images::StructPath),
+        ("string", Images::StringPath),
+    ] {
         let d = dir.path().join(name);
         std::fs::create_dir_all(&d).unwrap();
         write_as(src.as_ref(), 0..30, &d.join("train.parquet"), false, how);
@@ -392,7 +411,11 @@ fn images_by_path_are_read_beside_the_file() {
         // A file that is gone: an error of that row, naming the path.
         std::fs::remove_file(d.join("imgs/12.jpg")).unwrap();
         let mut buf = Vec::new();
-        let e = source::open(&d, true).unwrap().read(12, &mut buf).unwrap_err().to_string();
+        let e = source::open(&d, true)
+            .unwrap()
+            .read(12, &mut buf)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("train.parquet row group 1 row 5") && e.contains("imgs/12.jpg"),
             "{name}: {e}"
@@ -408,7 +431,10 @@ fn the_layout_lists_the_schema_and_row_groups() {
     let lines = source::open(&data, true).unwrap().layout();
     let text = lines.join("\n");
     assert!(text.contains("  label: Int64"), "{text}");
-    assert!(text.contains("train-00001-of-00002.parquet: 13 rows in 2 row groups"), "{text}");
+    assert!(
+        text.contains("train-00001-of-00002.parquet: 13 rows in 2 row groups"),
+        "{text}"
+    );
     assert!(text.contains("  row group 1: 6 rows"), "{text}");
     assert!(text.contains("ZSTD"), "{text}");
     // Sources with nothing to add say nothing.
@@ -430,7 +456,13 @@ fn parquet_from_s3_reads_as_locally() {
     let root = hub_repo(dir.path(), src.as_ref());
     let by_path = dir.path().join("bypath");
     std::fs::create_dir_all(&by_path).unwrap();
-    write_as(src.as_ref(), 0..30, &by_path.join("train.parquet"), true, Images::StructPath);
+    write_as(
+        src.as_ref(),
+        0..30,
+        &by_path.join("train.parquet"),
+        true,
+        Images::StructPath,
+    );
     stoker_loader::storage::upload_dir(&root, "s3://hub/repo/", &o, 8).unwrap();
     stoker_loader::storage::upload_dir(&by_path, "s3://hub/bypath/", &o, 8).unwrap();
     let remote = |url: &str, split: Option<&str>| {
@@ -442,12 +474,17 @@ fn parquet_from_s3_reads_as_locally() {
         source::open_with(Path::new(url), &opts).unwrap_or_else(|e| panic!("{url}: {e}"))
     };
     let local = source::open(&root, true).unwrap();
+    let local_by_path = source::open(&by_path, true).unwrap();
     for mode in [Mode::Sync, Mode::Async] {
-        let want = digests(local.clone(), cfg(true, mode));
-        for url in ["s3://hub/repo/", "s3://hub/repo/data/train-*.parquet", "s3://hub/bypath/"] {
+        for (url, local) in [
+            ("s3://hub/repo/", &local),
+            ("s3://hub/repo/data/train-*.parquet", &local),
+            ("s3://hub/bypath/", &local_by_path),
+        ] {
             let got = remote(url, None);
             assert_eq!(got.format(), "parquet");
             assert_eq!(got.classes(), CLASSES, "{url}");
+            let want = digests(local.clone(), cfg(true, mode));
             assert_eq!(digests(got, cfg(true, mode)), want, "{url} {mode}");
         }
     }
@@ -470,7 +507,10 @@ fn parquet_from_s3_reads_as_locally() {
         .err()
         .unwrap()
         .to_string();
-    assert!(e.contains("s3://hub/cut.parquet") && e.contains("not a readable Parquet file"), "{e}");
+    assert!(
+        e.contains("s3://hub/cut.parquet") && e.contains("not a readable Parquet file"),
+        "{e}"
+    );
 }
 
 /// A detection set the way the `datasets` library stores one: `objects` a struct of
@@ -496,7 +536,8 @@ fn field_columns_read_boxes_classes_tags_and_masks() {
     for i in 0..n {
         for k in 0..i % 3 {
             let w = if i == 5 && k == 1 { 40.0 } else { 4.0 };
-            bbox.values().append_value([Some(i as f32), Some(1.0), Some(w), Some(5.0)]);
+            bbox.values()
+                .append_value([Some(i as f32), Some(1.0), Some(w), Some(5.0)]);
             category.values().append_value(((i + k) % 2) as i64);
         }
         bbox.append(true);
@@ -507,8 +548,14 @@ fn field_columns_read_boxes_classes_tags_and_masks() {
     let bbox: ArrayRef = Arc::new(bbox.finish());
     let category: ArrayRef = Arc::new(category.finish());
     let objects = StructArray::from(vec![
-        (Arc::new(Field::new("bbox", bbox.data_type().clone(), true)), bbox),
-        (Arc::new(Field::new("category", category.data_type().clone(), true)), category),
+        (
+            Arc::new(Field::new("bbox", bbox.data_type().clone(), true)),
+            bbox,
+        ),
+        (
+            Arc::new(Field::new("category", category.data_type().clone(), true)),
+            category,
+        ),
     ]);
     // A 24x24 mask PNG of class 1 everywhere.
     use image::ImageEncoder;
@@ -544,7 +591,12 @@ fn field_columns_read_boxes_classes_tags_and_masks() {
     let props = WriterProperties::builder()
         .set_max_row_group_row_count(Some(4))
         .build();
-    let mut w = ArrowWriter::try_new(std::fs::File::create(&out).unwrap(), Arc::new(schema), Some(props)).unwrap();
+    let mut w = ArrowWriter::try_new(
+        std::fs::File::create(&out).unwrap(),
+        Arc::new(schema),
+        Some(props),
+    )
+    .unwrap();
     w.write(&batch).unwrap();
     w.close().unwrap();
 
@@ -562,14 +614,20 @@ fn field_columns_read_boxes_classes_tags_and_masks() {
     let pq = source::open_with(&out, &opts).unwrap();
     assert_eq!(pq.classes(), ["cat", "dog"], "names of the box classes");
     let f = pq.fields();
-    for want in [stoker_loader::Field::Boxes, stoker_loader::Field::Labels, stoker_loader::Field::Mask] {
+    for want in [
+        stoker_loader::Field::Boxes,
+        stoker_loader::Field::Labels,
+        stoker_loader::Field::Mask,
+    ] {
         assert!(f.contains(want), "{want:?}");
     }
     let mut ann = stoker_loader::Annotation::default();
     for i in 0..5 {
         pq.read_sample(i, f, &mut buf, &mut ann).unwrap();
         assert_eq!(buf, images[i], "image {i}");
-        let want: Vec<[f32; 4]> = (0..i % 3).map(|_| [i as f32, 1.0, i as f32 + 4.0, 6.0]).collect();
+        let want: Vec<[f32; 4]> = (0..i % 3)
+            .map(|_| [i as f32, 1.0, i as f32 + 4.0, 6.0])
+            .collect();
         assert_eq!(ann.boxes, want, "row {i}");
         let classes: Vec<u32> = (0..i % 3).map(|k| ((i + k) % 2) as u32).collect();
         assert_eq!(ann.box_labels, classes, "row {i}");
@@ -594,9 +652,19 @@ fn field_columns_read_boxes_classes_tags_and_masks() {
     assert_eq!(classes, [1]);
     assert_eq!(bf.labels[1], [1]);
     // Row 5's second box is 40 px wide: an error naming the row.
-    let mut loader = Loader::new(pq, LoaderConfig { batch_size: 6, ..c_default() }).unwrap();
+    let mut loader = Loader::new(
+        pq,
+        LoaderConfig {
+            batch_size: 6,
+            ..c_default()
+        },
+    )
+    .unwrap();
     let e = loader.epoch(0).next().unwrap().unwrap_err().to_string();
-    assert!(e.contains("det.parquet row group 1 row 1") && e.contains("outside"), "{e}");
+    assert!(
+        e.contains("det.parquet row group 1 row 1") && e.contains("outside"),
+        "{e}"
+    );
     // A field column of the wrong type names it.
     let bad = OpenOptions {
         parquet: ParquetColumns {
@@ -606,7 +674,10 @@ fn field_columns_read_boxes_classes_tags_and_masks() {
         ..OpenOptions::default()
     };
     let e = source::open_with(&out, &bad).err().unwrap().to_string();
-    assert!(e.contains("column 'tags'") && e.contains("not a list of boxes"), "{e}");
+    assert!(
+        e.contains("column 'tags'") && e.contains("not a list of boxes"),
+        "{e}"
+    );
 }
 
 fn c_default() -> LoaderConfig {

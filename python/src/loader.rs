@@ -205,7 +205,10 @@ impl PyLoader {
         }
         // "train" and "test" pick MNIST/CIFAR-10's splits; any name picks the files of a
         // Parquet set in the Hub's layout (docs/parquet.md). Unset: the training split.
-        if split.as_deref().is_some_and(|s| s.trim().is_empty() || s.contains('/')) {
+        if split
+            .as_deref()
+            .is_some_and(|s| s.trim().is_empty() || s.contains('/'))
+        {
             return Err(PyValueError::new_err(format!(
                 "split must be a split's name (train, test, validation, ...), got {:?}",
                 split.unwrap_or_default()

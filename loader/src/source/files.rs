@@ -278,8 +278,14 @@ mod tests {
 
     #[test]
     fn globs_match_like_a_shell() {
-        assert!(glob_match("train-*.parquet", "train-00000-of-00002.parquet"));
-        assert!(!glob_match("train-*.parquet", "test-00000-of-00002.parquet"));
+        assert!(glob_match(
+            "train-*.parquet",
+            "train-00000-of-00002.parquet"
+        ));
+        assert!(!glob_match(
+            "train-*.parquet",
+            "test-00000-of-00002.parquet"
+        ));
         assert!(glob_match("*", ""));
         assert!(glob_match("a?c", "abc"));
         assert!(!glob_match("a?c", "ac"));
@@ -303,9 +309,15 @@ mod tests {
         let train = select_split(&flat, None, true, "r").unwrap();
         assert_eq!(train, flat[1..].to_vec());
         assert_eq!(select_split(&flat, None, false, "r").unwrap(), flat[..1]);
-        assert_eq!(select_split(&flat, Some("test"), true, "r").unwrap(), flat[..1]);
+        assert_eq!(
+            select_split(&flat, Some("test"), true, "r").unwrap(),
+            flat[..1]
+        );
         let err = select_split(&flat, Some("validation"), true, "r").unwrap_err();
-        assert!(err.contains("'validation'") && err.contains("test, train"), "{err}");
+        assert!(
+            err.contains("'validation'") && err.contains("test, train"),
+            "{err}"
+        );
 
         let nested = names(&[
             "default/test/0000.parquet",

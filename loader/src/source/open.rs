@@ -8,8 +8,9 @@ use std::sync::Arc;
 use super::coco::{is_coco_name, Coco};
 use super::manifest::{is_manifest_name, Manifest};
 use super::segpairs::{is_pairs_dir, SegPairs};
-use super::{files, 
-    mnist, packed, tar, Cifar10, ImageFolder, Mnist, PackedReader, Source, SourceError, TarSource,
+use super::{
+    files, mnist, packed, tar, Cifar10, ImageFolder, Mnist, PackedReader, Source, SourceError,
+    TarSource,
 };
 
 /// The default size bound of `--cache DIR`: 10 GiB.
@@ -342,7 +343,9 @@ pub fn open_url(url: &str, options: &OpenOptions) -> Result<Arc<dyn Source>, Sou
             listed.extend(found);
         }
         let all_parquet = literal.iter().all(|k| super::parquet::is_parquet_name(k))
-            && listed.iter().all(|o| super::parquet::is_parquet_name(&o.key));
+            && listed
+                .iter()
+                .all(|o| super::parquet::is_parquet_name(&o.key));
         if all_parquet {
             let mut objects = head_all(literal)?;
             objects.extend(listed);

@@ -83,7 +83,11 @@ impl ColumnPath {
                     .find(|f| f.name() == m)
                     .map(|f| f.data_type())
                     .ok_or_else(|| format!("column '{text}': the struct has no member '{m}'"))?,
-                other => return Err(format!("column '{text}': '{m}' is inside {other}, not a struct")),
+                other => {
+                    return Err(format!(
+                        "column '{text}': '{m}' is inside {other}, not a struct"
+                    ))
+                }
             };
         }
         let ok = match kind {
@@ -139,7 +143,11 @@ fn list_cell(col: &dyn Array, row: usize) -> Option<ArrayRef> {
 
 fn floats(a: &dyn Array) -> Result<Vec<f32>, String> {
     Ok(match a.data_type() {
-        DataType::Float32 => a.as_primitive::<Float32Type>().iter().map(|v| v.unwrap_or(f32::NAN)).collect(),
+        DataType::Float32 => a
+            .as_primitive::<Float32Type>()
+            .iter()
+            .map(|v| v.unwrap_or(f32::NAN))
+            .collect(),
         DataType::Float64 => a
             .as_primitive::<Float64Type>()
             .iter()
@@ -153,7 +161,11 @@ fn floats(a: &dyn Array) -> Result<Vec<f32>, String> {
 }
 
 /// The boxes of row `row`, as `[x1, y1, x2, y2]` (a null cell: none).
-pub(super) fn boxes(col: &ArrayRef, row: usize, format: BoxFormat) -> Result<Vec<[f32; 4]>, String> {
+pub(super) fn boxes(
+    col: &ArrayRef,
+    row: usize,
+    format: BoxFormat,
+) -> Result<Vec<[f32; 4]>, String> {
     let Some(items) = list_cell(col.as_ref(), row) else {
         return Ok(Vec::new());
     };
@@ -225,10 +237,16 @@ mod tests {
                 "category": {"_type": "ClassLabel", "names": ["car", "bus"]}}},
             "tags": [{"_type": "ClassLabel", "names": ["a", "b", "c"]}]}}})
         .to_string();
-        assert_eq!(hf_names(Some(&hf), "objects.category").unwrap(), ["car", "bus"]);
+        assert_eq!(
+            hf_names(Some(&hf), "objects.category").unwrap(),
+            ["car", "bus"]
+        );
         assert_eq!(hf_names(Some(&hf), "tags").unwrap(), ["a", "b", "c"]);
         assert!(hf_names(Some(&hf), "objects.bbox").is_none());
         assert_eq!("xywh".parse::<BoxFormat>().unwrap(), BoxFormat::Xywh);
-        assert!("cxcywh".parse::<BoxFormat>().unwrap_err().contains("xyxy or xywh"));
+        assert!("cxcywh"
+            .parse::<BoxFormat>()
+            .unwrap_err()
+            .contains("xyxy or xywh"));
     }
 }

@@ -485,7 +485,12 @@ impl ParquetSource {
     ) -> Result<ParquetSource, SourceError> {
         let files = paths
             .iter()
-            .map(|p| Ok(Backing::Local(p.clone(), Pread(Arc::new(super::open_regular(p)?)))))
+            .map(|p| {
+                Ok(Backing::Local(
+                    p.clone(),
+                    Pread(Arc::new(super::open_regular(p)?)),
+                ))
+            })
             .collect::<Result<Vec<_>, SourceError>>()?;
         Self::open_files(files, columns, what)
     }
@@ -575,7 +580,10 @@ impl ParquetSource {
             };
             let field_cols = FieldColumns::resolve(&schema, columns).map_err(bad)?;
             let hf = schema.metadata().get("huggingface");
-            for c in [&field_cols.box_classes, &field_cols.labels].into_iter().flatten() {
+            for c in [&field_cols.box_classes, &field_cols.labels]
+                .into_iter()
+                .flatten()
+            {
                 match fields::hf_names(hf, &c.text) {
                     Some(n) if field_names.is_none() => field_names = Some(n),
                     Some(_) => {}
@@ -585,9 +593,8 @@ impl ParquetSource {
                         {
                             let col = c.pick(&b).map_err(&bad)?;
                             for row in 0..col.len() {
-                                let v = fields::classes(&col, row).map_err(|r| {
-                                    bad(format!("column '{}': {r}", c.text))
-                                })?;
+                                let v = fields::classes(&col, row)
+                                    .map_err(|r| bad(format!("column '{}': {r}", c.text)))?;
                                 if let Some(&m) = v.iter().max() {
                                     field_max = Some(field_max.unwrap_or(0).max(i64::from(m)));
                                 }
@@ -800,11 +807,11 @@ impl ParquetSource {
             .with_ranges(&chunk_ranges(md, &roots, [g as usize].into_iter()))?;
         let mask = ProjectionMask::roots(md.file_metadata().schema_descr(), roots);
         let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(at_hand, pf.meta.clone())
-                .with_projection(mask)
-                .with_row_groups(vec![g as usize])
-                .with_batch_size(rows.max(1))
-                .build()
-                .map_err(|e| e.to_string())?;
+            .with_projection(mask)
+            .with_row_groups(vec![g as usize])
+            .with_batch_size(rows.max(1))
+            .build()
+            .map_err(|e| e.to_string())?;
         let batches: Vec<RecordBatch> = reader
             .collect::<Result<_, _>>()
             .map_err(|e| e.to_string())?;
@@ -937,7 +944,10 @@ impl Source for ParquetSource {
         ann.clear();
         let kind = self.read(index, buf)?;
         let wants = |f| wanted.contains(f) && self.fields.contains(f);
-        if !(wants(Field::Text) || wants(Field::Boxes) || wants(Field::Labels) || wants(Field::Mask))
+        if !(wants(Field::Text)
+            || wants(Field::Boxes)
+            || wants(Field::Labels)
+            || wants(Field::Mask))
         {
             return Ok(kind);
         }

@@ -82,7 +82,9 @@ impl Chunks {
     /// The object at `rel`, relative to this object's folder: HEAD, then GET.
     pub(super) fn read_beside(&self, rel: &str) -> Result<Bytes, String> {
         if rel.starts_with('/') || rel.contains("://") {
-            return Err("a remote Parquet file's image paths must be relative to its folder".into());
+            return Err(
+                "a remote Parquet file's image paths must be relative to its folder".into(),
+            );
         }
         let dir = self.obj.key.rsplit_once('/').map_or("", |(d, _)| d);
         let mut key = String::from(dir);

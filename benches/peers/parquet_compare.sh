@@ -43,8 +43,11 @@ import json, statistics, sys
 work, rounds = sys.argv[1], int(sys.argv[2])
 def rate(name, r):
     with open(f"{work}/{name}.r{r}.json") as f:
-        d = json.loads(f.read().strip().splitlines()[-1])
-    return d
+        text = f.read().strip()
+    try:
+        return json.loads(text)  # stoker-load: one pretty-printed object
+    except ValueError:
+        return json.loads(text.splitlines()[-1])  # the peer: one object per line
 rows = {n: [rate(n, r) for r in range(rounds)] for n in ("pack", "parquet", "hf")}
 med = {n: statistics.median(d["images_per_sec"] for d in v) for n, v in rows.items()}
 for n in rows:

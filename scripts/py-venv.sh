@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test venv (target/py-venv, or $STOKER_PY_VENV): numpy and pytest for the Python
 # package's tests, maturin to build it, moto's S3 server for the remote-data tests
-# (cargo's and pytest's), and pyarrow to write the Parquet test files as real users'
-# tools do. Idempotent; prints the venv's absolute path on stdout.
+# (cargo's and pytest's), and pyarrow and the `datasets` library (with pillow, which
+# its Image feature needs) to write the Parquet test files as real users' tools do.
+# Idempotent; prints the venv's absolute path on stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,5 +18,6 @@ if [ ! -x "$venv/bin/python" ]; then
     rm -rf "$venv" && python3 -m venv "$venv" >&2
   fi
 fi
-"$venv/bin/pip" install -q --disable-pip-version-check numpy pytest maturin 'moto[server]>=5.1,<6' pyarrow >&2
+"$venv/bin/pip" install -q --disable-pip-version-check numpy pytest maturin 'moto[server]>=5.1,<6' pyarrow \
+  'datasets>=3,<6' pillow >&2
 echo "$venv"

@@ -4,6 +4,9 @@
 //! samples, labels and batches equal those of the image folder they were made from,
 //! resume works in the middle of a row group, and bad files are errors naming them.
 
+#[cfg(feature = "remote")]
+mod s3_support;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -33,24 +36,52 @@ fn folder(dir: &Path) -> Arc<dyn Source> {
     source::open(&root, true).unwrap()
 }
 
+/// How a test file holds its images.
+#[derive(Clone, Copy)]
+enum Images {
+    /// In the Image struct's `bytes` (as `datasets` writes them).
+    Embedded,
+    /// As files beside the Parquet file, named in the struct's `path` (bytes null).
+    StructPath,
+    /// As files beside the Parquet file, named in a plain string column.
+    StringPath,
+}
+
 /// Rows `range` of `src` as a `datasets`-style Parquet file at `out`.
 fn write(src: &dyn Source, range: std::ops::Range<usize>, out: &Path, zstd: bool) {
+    write_as(src, range, out, zstd, Images::Embedded)
+}
+
+fn write_as(src: &dyn Source, range: std::ops::Range<usize>, out: &Path, zstd: bool, how: Images) {
     let (mut images, mut labels, mut text) = (Vec::new(), Vec::new(), Vec::new());
     let mut buf = Vec::new();
+    let mut names = Vec::new();
     for i in range {
         src.read(i, &mut buf).unwrap();
         images.push(buf.clone());
         labels.push(i64::from(src.label(i)));
         text.push(format!("sample {i}"));
+        names.push(format!("imgs/{i}.jpg"));
     }
-    let bytes: ArrayRef = Arc::new(BinaryArray::from_iter_values(images.iter()));
-    let paths: ArrayRef = Arc::new(StringArray::from_iter_values(
-        (0..images.len()).map(|i| format!("{i}.jpg")),
-    ));
-    let image = StructArray::from(vec![
-        (Arc::new(Field::new("bytes", DataType::Binary, true)), bytes),
-        (Arc::new(Field::new("path", DataType::Utf8, true)), paths),
-    ]);
+    if !matches!(how, Images::Embedded) {
+        let dir = out.parent().unwrap();
+        std::fs::create_dir_all(dir.join("imgs")).unwrap();
+        for (name, bytes) in names.iter().zip(&images) {
+            std::fs::write(dir.join(name), bytes).unwrap();
+        }
+    }
+    let bytes: ArrayRef = match how {
+        Images::Embedded => Arc::new(BinaryArray::from_iter_values(images.iter())),
+        _ => Arc::new(BinaryArray::from(vec![None::<&[u8]>; images.len()])),
+    };
+    let paths: ArrayRef = Arc::new(StringArray::from_iter_values(names.iter()));
+    let image: ArrayRef = match how {
+        Images::StringPath => paths,
+        _ => Arc::new(StructArray::from(vec![
+            (Arc::new(Field::new("bytes", DataType::Binary, true)), bytes),
+            (Arc::new(Field::new("path", DataType::Utf8, true)), paths),
+        ])),
+    };
     let hf = serde_json::json!({"info": {"features": {
         "image": {"_type": "Image"},
         "label": {"names": CLASSES, "_type": "ClassLabel"},
@@ -64,7 +95,7 @@ fn write(src: &dyn Source, range: std::ops::Range<usize>, out: &Path, zstd: bool
     let batch = RecordBatch::try_new(
         Arc::new(schema.clone()),
         vec![
-            Arc::new(image),
+            image,
             Arc::new(Int64Array::from(labels)),
             Arc::new(StringArray::from(text)),
         ],
@@ -273,4 +304,402 @@ fn row_groups_read_by_several_threads_at_once_give_their_own_bytes() {
             }
         });
     }
+}
+
+/// A Hub repository on disk: `data/train-0000{0,1}-of-00002.parquet` (rows 0..17 and
+/// 17..30) and `data/test-00000-of-00001.parquet` (rows 0..5), with a README.
+fn hub_repo(dir: &Path, src: &dyn Source) -> PathBuf {
+    let root = dir.join("repo");
+    let data = root.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(root.join("README.md"), "---\nlicense: mit\n---\n").unwrap();
+    write(
+        src,
+        0..17,
+        &data.join("train-00000-of-00002.parquet"),
+        false,
+    );
+    write(
+        src,
+        17..30,
+        &data.join("train-00001-of-00002.parquet"),
+        true,
+    );
+    write(src, 0..5, &data.join("test-00000-of-00001.parquet"), false);
+    root
+}
+
+#[test]
+fn the_hub_layout_globs_and_braces_pick_the_same_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = folder(dir.path());
+    let root = hub_repo(dir.path(), src.as_ref());
+    let want = digests(src.clone(), cfg(false, Mode::Sync));
+    let split = |s: Option<&str>, train: bool| OpenOptions {
+        split: s.map(String::from),
+        train,
+        ..OpenOptions::default()
+    };
+    // The repository's root: the train split by default, test for evaluation or by name.
+    let train = source::open_with(&root, &split(None, true)).unwrap();
+    assert_eq!(train.len(), 30);
+    assert_eq!(digests(train, cfg(false, Mode::Sync)), want);
+    for o in [split(None, false), split(Some("test"), true)] {
+        let test = source::open_with(&root, &o).unwrap();
+        assert_eq!(test.len(), 5);
+        assert_eq!(
+            test.describe(4),
+            format!(
+                "{} row group 0 row 4",
+                root.join("data/test-00000-of-00001.parquet").display()
+            )
+        );
+    }
+    let e = source::open_with(&root, &split(Some("validation"), true))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("no Parquet file of split 'validation'") && e.contains("test, train"),
+        "{e}"
+    );
+    // A glob and a brace pattern over the train files.
+    for pattern in [
+        "data/train-*.parquet",
+        "data/train-0000?-of-00002.parquet",
+        "data/train-{00000..00001}-of-00002.parquet",
+    ] {
+        let p = root.join(pattern);
+        let pq = source::open(&p, true).unwrap();
+        assert_eq!(pq.format(), "parquet", "{pattern}");
+        assert_eq!(digests(pq, cfg(false, Mode::Sync)), want, "{pattern}");
+    }
+    let e = source::open(&root.join("data/val-*.parquet"), true)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("no file matches"), "{e}");
+
+    // {config}/{split}/*.parquet, as the Hub's Parquet conversion writes it; two
+    // configurations in one split are refused, one folder of them read.
+    let conv = dir.path().join("converted");
+    for (config, part) in [("default", 0..30), ("other", 0..4)] {
+        let d = conv.join(config).join("train");
+        std::fs::create_dir_all(&d).unwrap();
+        write(src.as_ref(), part, &d.join("0000.parquet"), false);
+    }
+    let e = source::open(&conv, true).err().unwrap().to_string();
+    assert!(e.contains("several configurations (default, other)"), "{e}");
+    let one = source::open(&conv.join("default"), true).unwrap();
+    assert_eq!(digests(one, cfg(false, Mode::Sync)), want);
+}
+
+#[test]
+fn images_by_path_are_read_beside_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = folder(dir.path());
+    let want = digests(src.clone(), cfg(false, Mode::Async));
+    for (name, how) in [
+        ("struct", Images::StructPath),
+        ("string", Images::StringPath),
+    ] {
+        let d = dir.path().join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        write_as(src.as_ref(), 0..30, &d.join("train.parquet"), false, how);
+        let pq = source::open(&d, true).unwrap();
+        assert_eq!(digests(pq.clone(), cfg(false, Mode::Async)), want, "{name}");
+        // A file that is gone: an error of that row, naming the path.
+        std::fs::remove_file(d.join("imgs/12.jpg")).unwrap();
+        let mut buf = Vec::new();
+        let e = source::open(&d, true)
+            .unwrap()
+            .read(12, &mut buf)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("train.parquet row group 1 row 5") && e.contains("imgs/12.jpg"),
+            "{name}: {e}"
+        );
+    }
+}
+
+#[test]
+fn the_layout_lists_the_schema_and_row_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = folder(dir.path());
+    let data = shards(dir.path(), src.as_ref());
+    let lines = source::open(&data, true).unwrap().layout();
+    let text = lines.join("\n");
+    assert!(text.contains("  label: Int64"), "{text}");
+    assert!(
+        text.contains("train-00001-of-00002.parquet: 13 rows in 2 row groups"),
+        "{text}"
+    );
+    assert!(text.contains("  row group 1: 6 rows"), "{text}");
+    assert!(text.contains("ZSTD"), "{text}");
+    // Sources with nothing to add say nothing.
+    assert!(src.layout().is_empty());
+}
+
+/// The same files from S3 (moto): a Hub repository under a prefix, one file, a glob,
+/// and images by path; the digests equal the local ones.
+#[cfg(feature = "remote")]
+#[test]
+fn parquet_from_s3_reads_as_locally() {
+    let Some(moto) = s3_support::Moto::start("parquet_from_s3_reads_as_locally") else {
+        return;
+    };
+    let o = moto.options();
+    moto.create_bucket("hub");
+    let dir = tempfile::tempdir().unwrap();
+    let src = folder(dir.path());
+    let root = hub_repo(dir.path(), src.as_ref());
+    let by_path = dir.path().join("bypath");
+    std::fs::create_dir_all(&by_path).unwrap();
+    write_as(
+        src.as_ref(),
+        0..30,
+        &by_path.join("train.parquet"),
+        true,
+        Images::StructPath,
+    );
+    stoker_loader::storage::upload_dir(&root, "s3://hub/repo/", &o, 8).unwrap();
+    stoker_loader::storage::upload_dir(&by_path, "s3://hub/bypath/", &o, 8).unwrap();
+    let remote = |url: &str, split: Option<&str>| {
+        let opts = OpenOptions {
+            remote: o.clone(),
+            split: split.map(String::from),
+            ..OpenOptions::default()
+        };
+        source::open_with(Path::new(url), &opts).unwrap_or_else(|e| panic!("{url}: {e}"))
+    };
+    let local = source::open(&root, true).unwrap();
+    let local_by_path = source::open(&by_path, true).unwrap();
+    for mode in [Mode::Sync, Mode::Async] {
+        for (url, local) in [
+            ("s3://hub/repo/", &local),
+            ("s3://hub/repo/data/train-*.parquet", &local),
+            ("s3://hub/bypath/", &local_by_path),
+        ] {
+            let got = remote(url, None);
+            assert_eq!(got.format(), "parquet");
+            assert_eq!(got.classes(), CLASSES, "{url}");
+            let want = digests(local.clone(), cfg(true, mode));
+            assert_eq!(digests(got, cfg(true, mode)), want, "{url} {mode}");
+        }
+    }
+    let one = remote("s3://hub/repo/data/test-00000-of-00001.parquet", None);
+    assert_eq!(one.len(), 5);
+    assert_eq!(remote("s3://hub/repo", Some("test")).len(), 5);
+    let mut buf = Vec::new();
+    let e = one.read(7, &mut buf).unwrap_err().to_string();
+    assert!(e.contains("out of range"), "{e}");
+    // A damaged remote file: an error naming its URL.
+    let whole = std::fs::read(root.join("data/test-00000-of-00001.parquet")).unwrap();
+    let cut = dir.path().join("cut.parquet");
+    std::fs::write(&cut, &whole[..whole.len() - 10]).unwrap();
+    stoker_loader::storage::upload_file(&cut, "s3://hub/cut.parquet", &o).unwrap();
+    let opts = OpenOptions {
+        remote: o.clone(),
+        ..OpenOptions::default()
+    };
+    let e = source::open_with(Path::new("s3://hub/cut.parquet"), &opts)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("s3://hub/cut.parquet") && e.contains("not a readable Parquet file"),
+        "{e}"
+    );
+}
+
+/// A detection set the way the `datasets` library stores one: `objects` a struct of
+/// lists (`bbox` in COCO's xywh, `category` a ClassLabel sequence), plus tags and a
+/// mask column: the fields read back as written, and bad boxes are errors of their row.
+#[test]
+fn field_columns_read_boxes_classes_tags_and_masks() {
+    use arrow_array::builder::{Float32Builder, Int64Builder, ListBuilder};
+    let dir = tempfile::tempdir().unwrap();
+    let src = folder(dir.path());
+    let n = 6;
+    let mut images = Vec::new();
+    let mut buf = Vec::new();
+    for i in 0..n {
+        src.read(i, &mut buf).unwrap();
+        images.push(buf.clone());
+    }
+    // Row i: i % 3 boxes [i, 1, 4, 5] (xywh), class (i + k) % 2; tags [i % 2];
+    // row 5's second box runs past the 24 px image.
+    let mut bbox = ListBuilder::new(ListBuilder::new(Float32Builder::new()));
+    let mut category = ListBuilder::new(Int64Builder::new());
+    let mut tags = ListBuilder::new(Int64Builder::new());
+    for i in 0..n {
+        for k in 0..i % 3 {
+            let w = if i == 5 && k == 1 { 40.0 } else { 4.0 };
+            bbox.values()
+                .append_value([Some(i as f32), Some(1.0), Some(w), Some(5.0)]);
+            category.values().append_value(((i + k) % 2) as i64);
+        }
+        bbox.append(true);
+        category.append(true);
+        tags.values().append_value((i % 2) as i64);
+        tags.append(true);
+    }
+    let bbox: ArrayRef = Arc::new(bbox.finish());
+    let category: ArrayRef = Arc::new(category.finish());
+    let objects = StructArray::from(vec![
+        (
+            Arc::new(Field::new("bbox", bbox.data_type().clone(), true)),
+            bbox,
+        ),
+        (
+            Arc::new(Field::new("category", category.data_type().clone(), true)),
+            category,
+        ),
+    ]);
+    // A 24x24 mask PNG of class 1 everywhere.
+    use image::ImageEncoder;
+    let mut png = Vec::new();
+    image::codecs::png::PngEncoder::new(&mut png)
+        .write_image(&[1u8; 24 * 24], 24, 24, image::ExtendedColorType::L8)
+        .unwrap();
+    let masks: ArrayRef = Arc::new(BinaryArray::from_iter_values(std::iter::repeat_n(&png, n)));
+    let tags: ArrayRef = Arc::new(tags.finish());
+    let hf = serde_json::json!({"info": {"features": {
+        "image": {"_type": "Image"},
+        "objects": {"_type": "Sequence", "feature": {
+            "bbox": {"_type": "Sequence", "feature": {"dtype": "float32"}},
+            "category": {"_type": "ClassLabel", "names": ["cat", "dog"]}}}}}});
+    let schema = Schema::new(vec![
+        Field::new("objects", objects.data_type().clone(), true),
+        Field::new("image", DataType::Binary, true),
+        Field::new("tags", tags.data_type().clone(), true),
+        Field::new("mask", DataType::Binary, true),
+    ])
+    .with_metadata([("huggingface", hf.to_string())]);
+    let batch = RecordBatch::try_new(
+        Arc::new(schema.clone()),
+        vec![
+            Arc::new(objects),
+            Arc::new(BinaryArray::from_iter_values(images.iter())),
+            tags,
+            masks,
+        ],
+    )
+    .unwrap();
+    let out = dir.path().join("det.parquet");
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(4))
+        .build();
+    let mut w = ArrowWriter::try_new(
+        std::fs::File::create(&out).unwrap(),
+        Arc::new(schema),
+        Some(props),
+    )
+    .unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+
+    let opts = OpenOptions {
+        parquet: ParquetColumns {
+            boxes: Some("objects.bbox".into()),
+            box_format: source::BoxFormat::Xywh,
+            box_classes: Some("objects.category".into()),
+            labels: Some("tags".into()),
+            mask: Some("mask".into()),
+            ..ParquetColumns::default()
+        },
+        ..OpenOptions::default()
+    };
+    let pq = source::open_with(&out, &opts).unwrap();
+    assert_eq!(pq.classes(), ["cat", "dog"], "names of the box classes");
+    let f = pq.fields();
+    for want in [
+        stoker_loader::Field::Boxes,
+        stoker_loader::Field::Labels,
+        stoker_loader::Field::Mask,
+    ] {
+        assert!(f.contains(want), "{want:?}");
+    }
+    let mut ann = stoker_loader::Annotation::default();
+    for i in 0..5 {
+        pq.read_sample(i, f, &mut buf, &mut ann).unwrap();
+        assert_eq!(buf, images[i], "image {i}");
+        let want: Vec<[f32; 4]> = (0..i % 3)
+            .map(|_| [i as f32, 1.0, i as f32 + 4.0, 6.0])
+            .collect();
+        assert_eq!(ann.boxes, want, "row {i}");
+        let classes: Vec<u32> = (0..i % 3).map(|k| ((i + k) % 2) as u32).collect();
+        assert_eq!(ann.box_labels, classes, "row {i}");
+        assert_eq!(ann.labels, [(i % 2) as u32]);
+        assert!(matches!(&ann.mask, Some(stoker_loader::sample::MaskData::Png(p)) if *p == png));
+    }
+    // Through the loader: boxes moved by a flip, as for any source.
+    let c = LoaderConfig {
+        batch_size: 5,
+        shuffle: false,
+        workers: 1,
+        transform: Pipeline::parse("flip:p=1").unwrap(),
+        ..LoaderConfig::default()
+    };
+    let mut loader = Loader::new(pq.clone(), c).unwrap();
+    let b = loader.epoch(0).next().unwrap().unwrap();
+    let bf = b.fields.expect("fields");
+    assert_eq!(bf.boxes.count, [0, 1, 2, 0, 1]);
+    // Row 1's box [1, 1, 5, 6] in a 24 px image, flipped: [19, 1, 23, 6], class dog.
+    let (boxes, classes) = bf.boxes_of(1);
+    assert_eq!(boxes, [[19.0, 1.0, 23.0, 6.0]]);
+    assert_eq!(classes, [1]);
+    assert_eq!(bf.labels[1], [1]);
+    // Row 5's second box is 40 px wide: an error naming the row.
+    let mut loader = Loader::new(
+        pq,
+        LoaderConfig {
+            batch_size: 6,
+            ..c_default()
+        },
+    )
+    .unwrap();
+    let e = loader.epoch(0).next().unwrap().unwrap_err().to_string();
+    assert!(
+        e.contains("det.parquet row group 1 row 1") && e.contains("outside"),
+        "{e}"
+    );
+    // A field column of the wrong type names it.
+    let bad = OpenOptions {
+        parquet: ParquetColumns {
+            boxes: Some("tags".into()),
+            ..ParquetColumns::default()
+        },
+        ..OpenOptions::default()
+    };
+    let e = source::open_with(&out, &bad).err().unwrap().to_string();
+    assert!(
+        e.contains("column 'tags'") && e.contains("not a list of boxes"),
+        "{e}"
+    );
+}
+
+fn c_default() -> LoaderConfig {
+    LoaderConfig {
+        shuffle: false,
+        workers: 1,
+        ..LoaderConfig::default()
+    }
+}
+
+#[test]
+fn a_parquet_set_packs_to_the_same_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = folder(dir.path());
+    let data = shards(dir.path(), src.as_ref());
+    let pq = source::open(&data, true).unwrap();
+    let out = dir.path().join("from-parquet.pack");
+    source::packed::pack_source(pq.as_ref(), &out, |_, _| {}).unwrap();
+    let packed = source::open(&out, true).unwrap();
+    assert_eq!(packed.classes(), CLASSES);
+    assert_eq!(
+        digests(packed, cfg(true, Mode::Async)),
+        digests(src, cfg(true, Mode::Async))
+    );
 }

@@ -58,7 +58,7 @@ impl PyLoader {
         rank = Int::of(0),
         world_size = Int::of(1),
         io_depth = Int::of(8),
-        split = "train",
+        split = None,
         channels = None,
         cpu_budget = None,
         mixup = None,
@@ -70,6 +70,11 @@ impl PyLoader {
         image_column = "image",
         label_column = "label",
         text_column = None,
+        boxes_column = None,
+        box_format = "xyxy",
+        box_classes_column = None,
+        labels_column = None,
+        mask_column = None,
         min_box_visibility = 0.0,
         max_instances = None,
     ))]
@@ -89,7 +94,7 @@ impl PyLoader {
         rank: Int,
         world_size: Int,
         io_depth: Int,
-        split: &str,
+        split: Option<String>,
         channels: Option<Int>,
         cpu_budget: Option<Int>,
         mixup: Option<f64>,
@@ -102,6 +107,11 @@ impl PyLoader {
         image_column: &str,
         label_column: &str,
         text_column: Option<String>,
+        boxes_column: Option<String>,
+        box_format: &str,
+        box_classes_column: Option<String>,
+        labels_column: Option<String>,
+        mask_column: Option<String>,
         min_box_visibility: f64,
         max_instances: Option<Int>,
     ) -> PyResult<Self> {
@@ -193,7 +203,18 @@ impl PyLoader {
                 cfg.world, cfg.rank
             )));
         }
-        let train = choice("split", split, &["train", "test"])? == "train";
+        // "train" and "test" pick MNIST/CIFAR-10's splits; any name picks the files of a
+        // Parquet set in the Hub's layout (docs/parquet.md). Unset: the training split.
+        if split
+            .as_deref()
+            .is_some_and(|s| s.trim().is_empty() || s.contains('/'))
+        {
+            return Err(PyValueError::new_err(format!(
+                "split must be a split's name (train, test, validation, ...), got {:?}",
+                split.unwrap_or_default()
+            )));
+        }
+        let train = split.as_deref().is_none_or(|s| s == "train");
         let path = data.clone();
         let options = source::OpenOptions {
             train,
@@ -203,11 +224,30 @@ impl PyLoader {
                 image: image_column.to_string(),
                 label: Some(label_column.to_string()),
                 text: text_column,
+                boxes: boxes_column,
+                box_format: box_format
+                    .parse()
+                    .map_err(|e: String| PyValueError::new_err(format!("box_format: {e}")))?,
+                box_classes: box_classes_column,
+                labels: labels_column,
+                mask: mask_column,
             },
+            split,
             ..source::OpenOptions::default()
         };
         let inner = py.detach(move || {
             let src = source::open_with(&path, &options).map_err(source_error)?;
+            // Only Parquet sets have splits by name: another name would read MNIST's
+            // test split, or a folder whole, without a word.
+            if let Some(s) = options.split.as_deref() {
+                if src.format() != "parquet" && s != "train" && s != "test" {
+                    return Err(PyValueError::new_err(format!(
+                        "split must be 'train' or 'test' for a {} data set, got '{s}' \
+                         (other names pick the files of a Parquet set in the Hub's layout)",
+                        src.format()
+                    )));
+                }
+            }
             Loader::new(src, cfg).map_err(loader_error)
         })?;
         Ok(PyLoader {

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import stoker
+from conftest import digest
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -68,3 +69,59 @@ def test_a_missing_column_names_the_file_and_the_columns(shapes, tmp_path):
     write_hf(shapes, tmp_path / "data")
     with pytest.raises(stoker.LoaderError, match=r"train-00000-of-00002\.parquet.*no image column 'img'"):
         stoker.Loader(tmp_path / "data", image_column="img")
+
+
+def hub_repo(folder, root):
+    """A Hub repository on disk: data/train-*.parquet and data/test-*.parquet."""
+    classes = write_hf(folder, root / "data")
+    _, rows = folder_rows(folder)
+    image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    test = pa.table({
+        "image": pa.array([{"bytes": b, "path": n} for b, n, _ in rows[:4]], type=image_type),
+        "label": pa.array([l for _, _, l in rows[:4]], type=pa.int64()),
+    })
+    pq.write_table(test, root / "data" / "test-00000-of-00001.parquet")
+    (root / "README.md").write_text("---\nlicense: mit\n---\n")
+    return classes
+
+
+def test_split_picks_the_files_of_a_hub_repository(shapes, tmp_path):
+    hub_repo(shapes, tmp_path / "repo")
+    kw = dict(batch_size=5, shuffle=False, seed=2)
+    want = digest(stoker.Loader(shapes, **kw))
+    assert digest(stoker.Loader(tmp_path / "repo", **kw)) == want
+    assert digest(stoker.Loader(str(tmp_path / "repo/data/train-*.parquet"), **kw)) == want
+    assert len(stoker.Loader(tmp_path / "repo", split="test", batch_size=1)) == 4
+    with pytest.raises(stoker.LoaderError, match="no Parquet file of split 'validation'"):
+        stoker.Loader(tmp_path / "repo", split="validation")
+    # A split's name means nothing to an image folder: refused, not ignored.
+    with pytest.raises(ValueError, match="split must be 'train' or 'test'"):
+        stoker.Loader(shapes, split="validation")
+
+
+def test_files_written_by_the_datasets_library(shapes, tmp_path):
+    """The `datasets` library's own Image and ClassLabel features, written by
+    Dataset.to_parquet: the images and class names of the folder they came from."""
+    datasets = pytest.importorskip("datasets")
+    classes, rows = folder_rows(shapes)
+    features = datasets.Features({
+        "image": datasets.Image(),
+        "label": datasets.ClassLabel(names=classes),
+    })
+    ds = datasets.Dataset.from_dict(
+        {"image": [{"bytes": b, "path": n} for b, n, _ in rows],
+         "label": [l for _, _, l in rows]},
+        features=features,
+    )
+    out = tmp_path / "hf" / "train-00000-of-00001.parquet"
+    out.parent.mkdir()
+    ds.to_parquet(str(out), batch_size=8)
+    kw = dict(batch_size=len(rows), shuffle=False)
+    loader = stoker.Loader(out.parent, **kw)
+    assert loader.classes == classes
+    got_images, got_labels = next(iter(loader))
+    images, labels = next(iter(stoker.Loader(shapes, **kw)))
+    np.testing.assert_array_equal(got_images, images)
+    np.testing.assert_array_equal(got_labels, labels)
+    assert [int(l) for l in got_labels] == [l for _, _, l in rows]
+

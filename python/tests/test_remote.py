@@ -62,3 +62,24 @@ def test_missing_objects_are_loader_errors_naming_the_url(s3):
     s3.create_bucket(Bucket="pyempty")
     with pytest.raises(stoker.LoaderError, match="s3://pyempty/none.pack"):
         stoker.Loader("s3://pyempty/none.pack")
+
+
+def test_parquet_in_s3_reads_as_locally(s3, tmp_path):
+    """A Hub repository (written by pyarrow) under an S3 prefix: split= picks its files,
+    and the batches are the local copy's."""
+    pytest.importorskip("pyarrow")
+    from test_parquet import hub_repo
+
+    folder = tmp_path / "shapes"
+    stoker.gen_shapes(folder, 30, size=24, classes=3, seed=7)
+    repo = tmp_path / "repo"
+    hub_repo(folder, repo)
+    s3.create_bucket(Bucket="hub")
+    for f in sorted(repo.rglob("*")):
+        if f.is_file():
+            s3.upload_file(str(f), "hub", "repo/" + f.relative_to(repo).as_posix())
+    kw = dict(batch_size=6, seed=4)
+    for mode in ("sync", "async"):
+        want = digest(stoker.Loader(repo, mode=mode, **kw).epoch(0))
+        assert digest(stoker.Loader("s3://hub/repo/", mode=mode, **kw).epoch(0)) == want
+    assert len(stoker.Loader("s3://hub/repo", split="test", batch_size=1)) == 4

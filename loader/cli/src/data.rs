@@ -39,6 +39,27 @@ pub struct DataArgs {
     /// Parquet: a string column of captions (the `text` field).
     #[arg(long, value_name = "NAME")]
     pub text_column: Option<String>,
+    /// Parquet: a column of boxes, list<list<number>> (a dotted path into a struct
+    /// column, e.g. objects.bbox).
+    #[arg(long, value_name = "PATH")]
+    pub boxes_column: Option<String>,
+    /// Parquet: the order of each box's four numbers.
+    #[arg(long, default_value = "xyxy", value_parser = ["xyxy", "xywh"])]
+    pub box_format: String,
+    /// Parquet: one class number per box, list<integer> (e.g. objects.category).
+    #[arg(long, value_name = "PATH")]
+    pub box_classes_column: Option<String>,
+    /// Parquet: multi-label tags, list<integer>.
+    #[arg(long, value_name = "PATH")]
+    pub labels_column: Option<String>,
+    /// Parquet: segmentation masks, PNG images stored as the images are.
+    #[arg(long, value_name = "PATH")]
+    pub mask_column: Option<String>,
+    /// Parquet in the Hugging Face Hub's layout (`data/{split}-*.parquet`,
+    /// `{config}/{split}/*.parquet`): the split to read [default: train, or with
+    /// --test validation, else test].
+    #[arg(long, value_name = "NAME")]
+    pub split: Option<String>,
 }
 
 impl DataArgs {
@@ -54,7 +75,14 @@ impl DataArgs {
                 image: self.image_column.clone(),
                 label: Some(self.label_column.clone()),
                 text: self.text_column.clone(),
+                boxes: self.boxes_column.clone(),
+                // Checked by clap's value_parser.
+                box_format: self.box_format.parse().unwrap_or_default(),
+                box_classes: self.box_classes_column.clone(),
+                labels: self.labels_column.clone(),
+                mask: self.mask_column.clone(),
             },
+            split: self.split.clone(),
             ..OpenOptions::default()
         }
     }

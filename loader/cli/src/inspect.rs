@@ -83,6 +83,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             "fields": counts.iter().map(|(f, (samples, items))| (f.name().to_string(), serde_json::json!({"samples": samples, "count": items}))).collect::<serde_json::Map<_, _>>(),
             "sizes": sizes.iter().map(|((w, h), c)| serde_json::json!({"width": w, "height": h, "count": c})).collect::<Vec<_>>(),
             "bad": bad,
+            "layout": src.layout(),
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
@@ -101,6 +102,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             }
         } else if !src.classes().is_empty() {
             println!("  classes: {}", src.classes().join(", "));
+        }
+        for line in src.layout() {
+            println!("{line}");
         }
         println!("checked {n} records, {:.1} MB", bytes as f64 / 1e6);
         println!("fields:");

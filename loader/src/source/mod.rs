@@ -6,6 +6,7 @@
 
 pub mod cifar;
 pub mod coco;
+pub mod files;
 pub mod folder;
 pub mod manifest;
 pub mod mnist;
@@ -33,7 +34,7 @@ pub use manifest::Manifest;
 pub use mnist::Mnist;
 pub use open::{is_url, open, open_url, open_with, OpenOptions, DEFAULT_CACHE_BYTES};
 pub use packed::{PackedReader, PackedWriter};
-pub use parquet::{ParquetColumns, ParquetSource};
+pub use parquet::{BoxFormat, ParquetColumns, ParquetSource};
 pub use segpairs::SegPairs;
 pub use tar::TarSource;
 
@@ -129,6 +130,12 @@ pub trait Source: Send + Sync + 'static {
     /// The points of a keypoint instance, when samples carry keypoints.
     fn keypoint_schema(&self) -> Option<&KeypointSchema> {
         None
+    }
+
+    /// How the container is laid out, a line each, for `stoker-load inspect` (Parquet:
+    /// the schema and the row groups); empty for sources with nothing to add.
+    fn layout(&self) -> Vec<String> {
+        Vec::new()
     }
 
     /// Reads sample `index`: its image bytes into `buf`, as [`read`](Self::read) does,

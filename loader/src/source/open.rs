@@ -9,7 +9,8 @@ use super::coco::{is_coco_name, Coco};
 use super::manifest::{is_manifest_name, Manifest};
 use super::segpairs::{is_pairs_dir, SegPairs};
 use super::{
-    mnist, packed, tar, Cifar10, ImageFolder, Mnist, PackedReader, Source, SourceError, TarSource,
+    files, mnist, packed, tar, Cifar10, ImageFolder, Mnist, PackedReader, Source, SourceError,
+    TarSource,
 };
 
 /// The default size bound of `--cache DIR`: 10 GiB.
@@ -54,6 +55,10 @@ pub struct OpenOptions {
     pub images: Option<String>,
     /// The columns of a Parquet data set.
     pub parquet: super::parquet::ParquetColumns,
+    /// The split of a Hugging Face Hub repository's Parquet files (`data/{split}-*`,
+    /// `{config}/{split}/*`); `None`: `train` when `train` is set, else `validation`
+    /// or `test` (docs/parquet.md).
+    pub split: Option<String>,
 }
 
 impl Default for OpenOptions {
@@ -68,6 +73,7 @@ impl Default for OpenOptions {
             masks: None,
             images: None,
             parquet: super::parquet::ParquetColumns::default(),
+            split: None,
         }
     }
 }
@@ -119,9 +125,31 @@ pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Source>, 
         if is_url(text) {
             return open_url(text, options);
         }
-        if tar::is_pattern(text) && !path.exists() {
-            let names = tar::expand(text).map_err(|r| SourceError::format(path, r))?;
-            let paths: Vec<PathBuf> = names.into_iter().map(PathBuf::from).collect();
+        if (tar::is_pattern(text) || files::is_glob(text)) && !path.exists() {
+            let mut paths = Vec::new();
+            for name in tar::expand(text).map_err(|r| SourceError::format(path, r))? {
+                if files::is_glob(&name) {
+                    paths.extend(
+                        files::glob_local(&name).map_err(|r| SourceError::format(path, r))?,
+                    );
+                } else {
+                    paths.push(PathBuf::from(name));
+                }
+            }
+            let parquet = |p: &PathBuf| super::parquet::is_parquet_name(&p.to_string_lossy());
+            if paths.iter().all(parquet) {
+                return Ok(Arc::new(super::parquet::ParquetSource::open(
+                    &paths,
+                    &options.parquet,
+                    text,
+                )?));
+            }
+            if paths.iter().any(parquet) {
+                return Err(SourceError::format(
+                    path,
+                    "the pattern names Parquet files and others: give one kind",
+                ));
+            }
             return Ok(Arc::new(TarSource::open_local(&paths, text)?));
         }
     }
@@ -153,10 +181,14 @@ pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Source>, 
             let what = path.display().to_string();
             return Ok(Arc::new(TarSource::open_local(&shards, &what)?));
         }
-        if let Some(files) = super::parquet::parquet_files_in(path)? {
+        let names = files::parquet_names_under(path).map_err(|e| SourceError::io(path, e))?;
+        if !names.is_empty() {
             let what = path.display().to_string();
+            let chosen = files::select_split(&names, options.split.as_deref(), train, &what)
+                .map_err(|r| SourceError::format(path, r))?;
+            let paths: Vec<PathBuf> = chosen.iter().map(|n| path.join(n)).collect();
             return Ok(Arc::new(super::parquet::ParquetSource::open(
-                &files,
+                &paths,
                 &options.parquet,
                 &what,
             )?));
@@ -270,15 +302,68 @@ pub fn open_url(url: &str, options: &OpenOptions) -> Result<Arc<dyn Source>, Sou
         })?;
         Ok(heads.into_iter().collect::<Result<Vec<_>, _>>()?)
     };
-    if tar::is_pattern(&key) {
-        let keys = tar::expand(&key).map_err(|r| SourceError::Remote {
-            url: url.to_string(),
-            reason: r,
-        })?;
-        return Ok(Arc::new(TarSource::open_remote(
-            head_all(keys)?,
+    let remote_err = |reason: String| SourceError::Remote {
+        url: url.to_string(),
+        reason,
+    };
+    if tar::is_pattern(&key) || files::is_glob(&key) {
+        let keys = tar::expand(&key).map_err(remote_err)?;
+        let mut literal = Vec::new();
+        let mut listed = Vec::new();
+        for k in keys {
+            if !files::is_glob(&k) {
+                literal.push(k);
+                continue;
+            }
+            let (dir, last) = k.rsplit_once('/').map_or(("", k.as_str()), |(d, l)| (d, l));
+            if files::is_glob(dir) {
+                return Err(remote_err(format!(
+                    "'{k}': a glob may only stand in the last part of the key"
+                )));
+            }
+            let prefix = if dir.is_empty() {
+                String::new()
+            } else {
+                format!("{dir}/")
+            };
+            let b = bucket.clone();
+            let p = prefix.clone();
+            let mut found: Vec<storage::Object> = storage::wait(async move { b.list(&p).await })??
+                .into_iter()
+                .filter(|o| {
+                    o.key
+                        .strip_prefix(prefix.as_str())
+                        .is_some_and(|rest| !rest.contains('/') && files::glob_match(last, rest))
+                })
+                .collect();
+            if found.is_empty() {
+                return Err(remote_err(format!("'{k}': no object matches")));
+            }
+            found.sort_by(|a, b| a.key.cmp(&b.key));
+            listed.extend(found);
+        }
+        let all_parquet = literal.iter().all(|k| super::parquet::is_parquet_name(k))
+            && listed
+                .iter()
+                .all(|o| super::parquet::is_parquet_name(&o.key));
+        if all_parquet {
+            let mut objects = head_all(literal)?;
+            objects.extend(listed);
+            return Ok(Arc::new(super::parquet::ParquetSource::open_remote(
+                objects,
+                &options.parquet,
+                url,
+            )?));
+        }
+        let mut objects = head_all(literal)?;
+        objects.extend(listed);
+        return Ok(Arc::new(TarSource::open_remote(objects, url, cache)?));
+    }
+    if super::parquet::is_parquet_name(&key) {
+        return Ok(Arc::new(super::parquet::ParquetSource::open_remote(
+            head_all(vec![key])?,
+            &options.parquet,
             url,
-            cache,
         )?));
     }
     if tar::is_tar_name(&key) {
@@ -304,8 +389,8 @@ pub fn open_url(url: &str, options: &OpenOptions) -> Result<Arc<dyn Source>, Sou
                 return Err(SourceError::Remote {
                     url: url.to_string(),
                     reason: "unknown format: remote data is a stoker packed file (magic \
-                             STKPACK1), .tar shards, or a prefix holding shards or an image \
-                             folder"
+                             STKPACK1), .tar shards, Parquet files, or a prefix holding \
+                             shards, Parquet files or an image folder"
                         .into(),
                 });
             }
@@ -334,6 +419,33 @@ pub fn open_url(url: &str, options: &OpenOptions) -> Result<Arc<dyn Source>, Sou
     if !shards.is_empty() {
         tar::check_remote_manifest(&bucket.url_of(&prefix), &prefix, &objects, &shards)?;
         return Ok(Arc::new(TarSource::open_remote(shards, url, cache)?));
+    }
+    // Parquet files directly under the prefix, or in the Hub's layout below it.
+    let mut names: Vec<(String, &storage::Object)> = objects
+        .iter()
+        .filter_map(|o| {
+            let rest = o.key.strip_prefix(prefix.as_str())?;
+            (super::parquet::is_parquet_name(rest)
+                && rest.split('/').count() <= files::HUB_DEPTH
+                && !rest.split('/').any(|p| p.starts_with('.')))
+            .then(|| (rest.to_string(), o))
+        })
+        .collect();
+    if !names.is_empty() {
+        names.sort_by(|a, b| a.0.cmp(&b.0));
+        let rel: Vec<String> = names.iter().map(|(n, _)| n.clone()).collect();
+        let chosen = files::select_split(&rel, options.split.as_deref(), options.train, url)
+            .map_err(remote_err)?;
+        let picked = names
+            .iter()
+            .filter(|(n, _)| chosen.contains(n))
+            .map(|(_, o)| (*o).clone())
+            .collect();
+        return Ok(Arc::new(super::parquet::ParquetSource::open_remote(
+            picked,
+            &options.parquet,
+            url,
+        )?));
     }
     // A prefix holding `images/` and `masks/` is a set of segmentation pairs, as a
     // local folder holding both is.

@@ -20,7 +20,10 @@ pub struct Images {
 impl Images {
     pub(crate) fn new(buf: PooledBuf, len: usize) -> Self {
         // Deref slices the buffer to `len`: a longer one would panic there instead.
-        debug_assert!(len <= buf.as_slice().len(), "{len} bytes in a smaller buffer");
+        debug_assert!(
+            len <= buf.as_slice().len(),
+            "{len} bytes in a smaller buffer"
+        );
         Images {
             buf,
             len,

@@ -622,9 +622,9 @@ fn field_columns_read_boxes_classes_tags_and_masks() {
         assert!(f.contains(want), "{want:?}");
     }
     let mut ann = stoker_loader::Annotation::default();
-    for i in 0..5 {
+    for (i, image) in images.iter().enumerate().take(5) {
         pq.read_sample(i, f, &mut buf, &mut ann).unwrap();
-        assert_eq!(buf, images[i], "image {i}");
+        assert_eq!(&buf, image, "image {i}");
         let want: Vec<[f32; 4]> = (0..i % 3)
             .map(|_| [i as f32, 1.0, i as f32 + 4.0, 6.0])
             .collect();

@@ -71,7 +71,9 @@ fn parse() -> Result<Args, Box<dyn std::error::Error>> {
 }
 
 /// xxh3 of the parameters' bits.
-fn params_hash<B: Backend + Clone + 'static>(m: &Model<B>) -> Result<u64, Box<dyn std::error::Error>> {
+fn params_hash<B: Backend + Clone + 'static>(
+    m: &Model<B>,
+) -> Result<u64, Box<dyn std::error::Error>> {
     let bytes: Vec<u8> = m
         .params_to_host()?
         .iter()

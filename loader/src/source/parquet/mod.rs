@@ -531,7 +531,9 @@ impl ParquetSource {
             // The footer: the file's last bytes, one GET for a remote file.
             let size = parquet::file::reader::Length::len(&file);
             let tail = file
-                .with_ranges(&[size.saturating_sub(FOOTER_GUESS)..size])
+                .with_ranges(std::slice::from_ref(
+                    &(size.saturating_sub(FOOTER_GUESS)..size),
+                ))
                 .map_err(|r| bad(format!("reading the footer: {r}")))?;
             let meta = ArrowReaderMetadata::load(&tail, ArrowReaderOptions::new())
                 .map_err(|e| bad(format!("not a readable Parquet file: {e}")))?;

@@ -8,6 +8,7 @@ mod digest;
 mod epoch;
 mod errors;
 mod loader;
+mod map;
 mod tools;
 
 use pyo3::prelude::*;

@@ -23,7 +23,9 @@ const _: () = {
     assert!(align_of::<digest::PyDigest>() <= 16);
 };
 
-#[pymodule]
+// Safe without the GIL (free-threaded CPython 3.13t+): what was checked is in
+// docs/python.md, "Free threading".
+#[pymodule(gil_used = false)]
 fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("LoaderError", py.get_type::<errors::LoaderError>())?;

@@ -27,6 +27,11 @@ use crate::map::MapPool;
 /// With `mixup=ALPHA` and/or `cutmix=ALPHA` (and `mix_prob`, the chance of CutMix
 /// when both are given) each batch is mixed and comes as a dict: `image`, `label`
 /// (each image's own label) and `soft_labels` (float32 (N, classes)).
+/// With `map=fn` (and `map_threads=N`, default 2), `fn(sample, rng)` runs on N
+/// threads for every sample: `sample` a dict of numpy arrays (`image`, `label` and the
+/// other fields), `rng` a `numpy.random.Generator` seeded by (seed, epoch, index); it
+/// returns a dict, and batches are dicts with its keys, stacked (or padded, with
+/// `<key>_count`, when only the first axis differs).
 #[pyclass(module = "stoker", name = "Loader")]
 pub struct PyLoader {
     /// Dropped by hand (see `Drop`), to stop the pipeline with the GIL released.

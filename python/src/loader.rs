@@ -423,7 +423,7 @@ impl PyLoader {
         d.set_item("wait_seconds", m.wait_seconds)?;
         d.set_item("samples", m.samples)?;
         // A sample left out by the map is skipped as one the loader left out is.
-        d.set_item("skipped", m.skipped + this.map_skipped)?;
+        d.set_item("skipped", m.skipped + this.map_skipped as u64)?;
         d.set_item("map_threads", this.map.as_ref().map_or(0, MapPool::threads))?;
         d.set_item("batches", m.batches)?;
         d.set_item("bytes_read", m.bytes_read)?;

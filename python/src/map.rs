@@ -200,6 +200,11 @@ impl MapPool {
 
 /// A `stoker.LoaderError` for a call of `fn` that raised on sample `index`.
 fn sample_error(py: Python<'_>, index: usize, describe: &dyn Fn(usize) -> String, e: PyErr) -> PyErr {
+    // Before Python 3.12 the traceback travels beside the exception, not on it: put
+    // it on, for the message and for the cause the user catches.
+    if let Some(tb) = e.traceback(py) {
+        let _ = e.value(py).setattr("__traceback__", tb);
+    }
     let tb = py
         .import("stoker._map")
         .and_then(|m| m.getattr("describe")?.call1((e.value(py),)))

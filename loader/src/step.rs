@@ -252,7 +252,11 @@ pub fn collate_extra(
             if a.data.dtype() != a0.data.dtype() {
                 return Err(err(
                     pos,
-                    format!("is {} but the first sample's is {}", a.data.dtype(), a0.data.dtype()),
+                    format!(
+                        "is {} but the first sample's is {}",
+                        a.data.dtype(),
+                        a0.data.dtype()
+                    ),
                 ));
             }
             if a.shape.len() != a0.shape.len() || a.shape.get(1..) != a0.shape.get(1..) {
@@ -274,12 +278,9 @@ pub fn collate_extra(
             .max()
             .unwrap_or(0);
         let mut shape = vec![samples.len()];
-        match a0.shape.split_first() {
-            Some((_, rest)) => {
-                shape.push(m);
-                shape.extend_from_slice(rest);
-            }
-            None => {}
+        if let Some((_, rest)) = a0.shape.split_first() {
+            shape.push(m);
+            shape.extend_from_slice(rest);
         }
         let per: usize = shape[1..].iter().product();
         let mut data = a0.data.zeros(samples.len() * per);
@@ -333,7 +334,12 @@ mod tests {
 
     #[test]
     fn scalars_stack_into_a_vector() {
-        let s = |v| vec![("s".to_string(), Array::scalar(ArrayData::I64(vec![v])).unwrap())];
+        let s = |v| {
+            vec![(
+                "s".to_string(),
+                Array::scalar(ArrayData::I64(vec![v])).unwrap(),
+            )]
+        };
         let (a, b) = (s(3), s(4));
         let out = collate_extra(&[&a, &b]).unwrap();
         assert_eq!(out[0].1.array.shape, vec![2]);

@@ -99,7 +99,10 @@ fn a_step_adds_fields_and_remaps_classes() {
         for (i, m) in means.iter().enumerate() {
             let img = s.image(i);
             let want = img.iter().map(|&p| f64::from(p)).sum::<f64>() / img.len() as f64;
-            assert!((f64::from(*m) - want).abs() < 1e-3, "sample {i}: {m} vs {want}");
+            assert!(
+                (f64::from(*m) - want).abs() < 1e-3,
+                "sample {i}: {m} vs {want}"
+            );
         }
         // The draws come from the step's stream of (seed, epoch, index).
         let draws = extra(s, "draws");
@@ -160,7 +163,7 @@ fn step_output_is_the_same_in_every_mode_worker_count_and_on_resume() {
 
 /// Fails on samples whose index is a multiple of 7.
 fn failing_step(s: &mut StepSample<'_>, _: &mut SampleRng) -> Result<(), StepError> {
-    if s.index % 7 == 0 {
+    if s.index.is_multiple_of(7) {
         return Err(format!("index {} is a multiple of 7", s.index).into());
     }
     Ok(())
@@ -176,12 +179,13 @@ fn step_errors_follow_on_error() {
     };
     for mode in [Mode::Sync, Mode::Async] {
         let mut l = Loader::new(src.clone(), cfg(OnError::Fail, mode)).expect("loader");
-        let err = l
-            .epoch(0)
-            .find_map(|b| b.err())
-            .expect("a sample fails");
+        let err = l.epoch(0).find_map(|b| b.err()).expect("a sample fails");
         match &err {
-            LoaderError::Sample { index, what, reason } => {
+            LoaderError::Sample {
+                index,
+                what,
+                reason,
+            } => {
                 assert_eq!(index % 7, 0, "{err}");
                 assert!(!what.is_empty());
                 assert!(reason.contains("step 'user step'"), "{err}");
@@ -208,7 +212,7 @@ fn step_errors_follow_on_error() {
 fn steps_that_disagree_across_samples_fail_the_batch() {
     let (_dir, src) = data();
     let odd = |s: &mut StepSample<'_>, _: &mut SampleRng| -> Result<(), StepError> {
-        let data = if s.index % 2 == 0 {
+        let data = if s.index.is_multiple_of(2) {
             ArrayData::U8(vec![1])
         } else {
             ArrayData::F32(vec![1.0])
@@ -225,7 +229,11 @@ fn steps_that_disagree_across_samples_fail_the_batch() {
         },
     )
     .expect("loader");
-    let err = l.epoch(0).next().expect("a batch").expect_err("mixed types");
+    let err = l
+        .epoch(0)
+        .next()
+        .expect("a batch")
+        .expect_err("mixed types");
     assert!(err.to_string().contains("added array 'x'"), "{err}");
 }
 
@@ -244,7 +252,11 @@ fn a_step_may_change_pixels_in_place() {
     let mut inv = Loader::new(src, cfg(vec![UserStep::new(invert)])).expect("loader");
     for (p, i) in plain.epoch(0).zip(inv.epoch(0)) {
         let (p, i) = (p.expect("batch"), i.expect("batch"));
-        assert!(p.images.iter().zip(i.images.iter()).all(|(a, b)| *a == 255 - *b));
+        assert!(p
+            .images
+            .iter()
+            .zip(i.images.iter())
+            .all(|(a, b)| *a == 255 - *b));
         assert_eq!(p.labels, i.labels, "no remap");
         assert!(i.fields.as_ref().expect("fields").extra.is_empty());
     }

@@ -14,9 +14,9 @@ use pyo3::types::PyDict;
 use stoker_loader::{Batch, Cursor, Next};
 
 use crate::batch::{to_map_input, to_python};
-use crate::map::MapOutcome;
 use crate::errors::{busy, loader_error};
 use crate::loader::PyLoader;
+use crate::map::MapOutcome;
 
 /// How long one wait lasts before Python gets to run its signal handlers.
 pub(crate) const POLL: Duration = Duration::from_millis(50);

@@ -78,9 +78,7 @@ impl MapPool {
             let h = std::thread::Builder::new()
                 .name(format!("stoker-map-{id}"))
                 .spawn(move || map_thread(&rx, &stop, run, func, seed))
-                .map_err(|e| {
-                    LoaderError::new_err(format!("cannot start map thread {id}: {e}"))
-                })?;
+                .map_err(|e| LoaderError::new_err(format!("cannot start map thread {id}: {e}")))?;
             pool.handles.push(h);
         }
         Ok(pool)
@@ -199,7 +197,12 @@ impl MapPool {
 }
 
 /// A `stoker.LoaderError` for a call of `fn` that raised on sample `index`.
-fn sample_error(py: Python<'_>, index: usize, describe: &dyn Fn(usize) -> String, e: PyErr) -> PyErr {
+fn sample_error(
+    py: Python<'_>,
+    index: usize,
+    describe: &dyn Fn(usize) -> String,
+    e: PyErr,
+) -> PyErr {
     // Before Python 3.12 the traceback travels beside the exception, not on it: put
     // it on, for the message and for the cause the user catches.
     if let Some(tb) = e.traceback(py) {

@@ -15,8 +15,8 @@ use crate::metrics::add_time;
 use crate::mix::{mix_images, soft_labels, Mix};
 use crate::pool::PooledBuf;
 use crate::sample::{Annotation, SampleFields};
-use crate::step::{collate_extra, step_rng, StepSample};
 use crate::source::{RecordKind, SourceError};
+use crate::step::{collate_extra, step_rng, StepSample};
 use crate::LoaderError;
 
 /// The reason part of a source error (the sample error names the file already).
@@ -342,12 +342,8 @@ impl Shared {
                 .filter(|(pos, _)| !errors.iter().any(|(bad, _)| bad == pos))
                 .map(|(_, f)| f)
                 .collect();
-            let mut f = crate::sample::collate(
-                plan.fields,
-                &kept,
-                plan.schema.len(),
-                plan.max_instances,
-            );
+            let mut f =
+                crate::sample::collate(plan.fields, &kept, plan.schema.len(), plan.max_instances);
             if !self.steps.is_empty() {
                 for (l, s) in labels.iter_mut().zip(&kept) {
                     *l = s.label.unwrap_or(*l);

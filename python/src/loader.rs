@@ -254,18 +254,16 @@ impl PyLoader {
             let src = source::open_with(&path, &options).map_err(source_error)?;
             Loader::new(src, cfg).map_err(loader_error)
         })?;
-        let map = match map {
-            Some(f) => Some(MapPool::new(py, f, map_threads, seed, skip)),
-            None => None,
-        };
         // Started after the loader, so that a loader error leaves no thread behind.
         let map = match map {
-            Some(Ok(pool)) => Some(pool),
-            Some(Err(e)) => {
-                py.detach(move || drop(inner));
-                return Err(e);
-            }
             None => None,
+            Some(f) => match MapPool::new(py, f, map_threads, seed, skip) {
+                Ok(pool) => Some(pool),
+                Err(e) => {
+                    py.detach(move || drop(inner));
+                    return Err(e);
+                }
+            },
         };
         Ok(PyLoader {
             map,

@@ -238,9 +238,10 @@ fn map_thread(rx: &Receiver<Job>, stop: &AtomicBool, run: Py<PyAny>, func: Py<Py
                 drop(batch);
                 return;
             }
+            let words = rng_words(seed, epoch, index);
             let out = run
                 .bind(py)
-                .call1((func.bind(py), batch.bind(py), pos, seed, epoch, index))
+                .call1((func.bind(py), batch.bind(py), pos, words))
                 .map(Bound::unbind);
             drop(batch);
             // The consumer may have gone (an interrupt): the result is dropped here.
@@ -254,6 +255,32 @@ fn map_thread(rx: &Receiver<Job>, stop: &AtomicBool, run: Py<PyAny>, func: Py<Py
         drop(func);
         let _ = py;
     });
+}
+
+/// The four words that seed sample `index`'s numpy generator: the start of its step
+/// stream, the one a Rust step gets (`stoker_loader::step::step_rng`).
+fn rng_words(seed: u64, epoch: u64, index: usize) -> [u64; 4] {
+    let mut rng = stoker_loader::step::step_rng(seed, epoch, index as u64);
+    [
+        rng.next_u64(),
+        rng.next_u64(),
+        rng.next_u64(),
+        rng.next_u64(),
+    ]
+}
+
+/// The `numpy.random.Generator` a map gets for sample `index` of `epoch` under
+/// `seed`: to redo one sample's draws outside the loader.
+#[pyfunction]
+pub fn map_rng<'py>(
+    py: Python<'py>,
+    seed: u64,
+    epoch: u64,
+    index: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    py.import("stoker._map")?
+        .getattr("rng_of")?
+        .call1((rng_words(seed, epoch, index),))
 }
 
 impl Drop for MapPool {

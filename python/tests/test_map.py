@@ -179,6 +179,18 @@ def normalise_u8(sample, rng):
     return {"image": sample["image"], "label": sample["label"]}
 
 
+def test_rng_is_the_samples_own_and_can_be_redone_outside(shapes):
+    def f(sample, rng):
+        return {"draw": rng.integers(2**62)}
+
+    loader = stoker.Loader(shapes, batch_size=8, shuffle=False, seed=11, map=f, map_threads=3)
+    draws = [d for b in loader.epoch(2) for d in b["draw"]]
+    want = [stoker.map_rng(11, 2, i).integers(2**62) for i in range(len(draws))]
+    assert draws == want
+    assert len(set(draws)) == len(draws), "every sample its own stream"
+    assert stoker.map_rng(11, 3, 0).integers(2**62) != want[0], "and every epoch"
+
+
 def test_resume_mid_epoch_is_exact(shapes):
     kw = dict(batch_size=6, transform="rrc:24,flip", seed=5, map=jitter, map_threads=3)
     straight = list(stoker.Loader(shapes, **kw).epoch(0))

@@ -50,17 +50,19 @@ def light(sample, rng):
 
 
 def rate(make, epochs):
-    """images/s of `epochs` full epochs of a loader from `make`, after one warm-up."""
+    """(images/s, cores used: this process's CPU seconds per second) of `epochs` full
+    epochs of a loader from `make`, after one warm-up. The second figure shows the
+    parallelism a run got on a machine shared with other work."""
     loader = make()
-    for _ in loader.epoch(0) if hasattr(loader, "epoch") else loader:
+    for _ in loader.epoch(0):
         pass
-    n, t0 = 0, time.perf_counter()
+    n, t0, c0 = 0, time.perf_counter(), time.process_time()
     for e in range(1, epochs + 1):
-        for b in loader.epoch(e) if hasattr(loader, "epoch") else loader:
+        for b in loader.epoch(e):
             n += len(b["label"] if isinstance(b, dict) else b[1])
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     del loader
-    return n / dt
+    return n / dt, cpu / dt
 
 
 def rounds(sides, n, epochs):
@@ -68,7 +70,14 @@ def rounds(sides, n, epochs):
     for _ in range(n):
         for name, make in sides.items():
             got[name].append(rate(make, epochs))
-    return {name: {"median": statistics.median(v), "all": v} for name, v in got.items()}
+    return {
+        name: {
+            "median": statistics.median(r for r, _ in v),
+            "all": [r for r, _ in v],
+            "cores": [c for _, c in v],
+        }
+        for name, v in got.items()
+    }
 
 
 def torch_side(data, batch_size, workers):

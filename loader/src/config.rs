@@ -160,6 +160,10 @@ pub struct LoaderConfig {
     pub min_box_visibility: f32,
     /// The most boxes (and keypoint instances) kept per sample; `None`: all.
     pub max_instances: Option<usize>,
+    /// The caller's own per-sample steps, run in order by the workers after the
+    /// built-in transforms (see [`crate::step`]); with any, batches carry fields
+    /// ([`crate::Batch::fields`]) even for a classification source.
+    pub steps: Vec<crate::step::UserStep>,
 }
 
 impl Default for LoaderConfig {
@@ -189,6 +193,7 @@ impl Default for LoaderConfig {
             fields: None,
             min_box_visibility: 0.0,
             max_instances: None,
+            steps: Vec::new(),
         }
     }
 }

@@ -64,6 +64,26 @@ impl Digest {
         let k = &f.keypoints;
         k.count.iter().for_each(|c| h.update(&c.to_le_bytes()));
         k.points.iter().for_each(|v| h.update(&v.to_le_bytes()));
+        // Arrays of user steps: name, type, shape, counts and elements.
+        for (name, b) in &f.extra {
+            use crate::step::ArrayData;
+            h.update(name.as_bytes());
+            h.update(b.array.data.dtype().as_bytes());
+            b.array
+                .shape
+                .iter()
+                .for_each(|d| h.update(&(*d as u64).to_le_bytes()));
+            b.count
+                .iter()
+                .flatten()
+                .for_each(|c| h.update(&c.to_le_bytes()));
+            match &b.array.data {
+                ArrayData::U8(v) => h.update(v),
+                ArrayData::I32(v) => v.iter().for_each(|x| h.update(&x.to_le_bytes())),
+                ArrayData::I64(v) => v.iter().for_each(|x| h.update(&x.to_le_bytes())),
+                ArrayData::F32(v) => v.iter().for_each(|x| h.update(&x.to_le_bytes())),
+            }
+        }
     }
 
     /// The same as [`Digest::update`] for a batch held as its parts (u8 NHWC images

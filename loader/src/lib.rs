@@ -49,6 +49,7 @@ pub mod sample;
 pub mod sampler;
 pub mod source;
 pub mod state;
+pub mod step;
 #[cfg(feature = "remote")]
 pub mod storage;
 pub mod trace;
@@ -66,3 +67,4 @@ pub use sample::{Annotation, BatchFields, Field, Fields};
 pub use sampler::{Sampler, ShardPolicy};
 pub use source::{RecordKind, Source, SourceError};
 pub use state::LoaderState;
+pub use step::{Array, ArrayData, Step, StepError, StepSample, UserStep};

@@ -68,6 +68,20 @@ pub fn to_python(py: Python<'_>, mut batch: Batch, classes: usize) -> PyResult<B
     to_dict(py, batch, classes).map(Bound::into_any)
 }
 
+/// A batch as the dict a `map` reads its samples from: `to_python`'s dict, and for
+/// a classification batch the dict `image`, `label` (mixed batches do not reach a
+/// map: the two are refused together).
+pub fn to_map_input(py: Python<'_>, batch: Batch, classes: usize) -> PyResult<Bound<'_, PyDict>> {
+    if batch.fields.is_some() {
+        return to_dict(py, batch, classes);
+    }
+    let (images, labels) = to_numpy(py, batch)?;
+    let d = PyDict::new(py);
+    d.set_item("image", images)?;
+    d.set_item("label", labels)?;
+    Ok(d)
+}
+
 /// Owns `batch`'s buffer in a [`BatchBuffer`] and views its images from numpy.
 fn images_view<'py>(
     py: Python<'py>,

@@ -8,6 +8,7 @@ mod digest;
 mod epoch;
 mod errors;
 mod loader;
+mod map;
 mod tools;
 
 use pyo3::prelude::*;
@@ -22,7 +23,9 @@ const _: () = {
     assert!(align_of::<digest::PyDigest>() <= 16);
 };
 
-#[pymodule]
+// Safe without the GIL (free-threaded CPython 3.13t+): what was checked is in
+// docs/python.md, "Free threading".
+#[pymodule(gil_used = false)]
 fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("LoaderError", py.get_type::<errors::LoaderError>())?;
@@ -34,6 +37,7 @@ fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tools::gen_shapes, m)?)?;
     m.add_function(wrap_pyfunction!(tools::gen_scenes, m)?)?;
     m.add_function(wrap_pyfunction!(tools::cache_dir, m)?)?;
+    m.add_function(wrap_pyfunction!(map::map_rng, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -17,6 +17,7 @@ use stoker_loader::{
 use crate::args::{choice, in_range, Int, IntOrAuto};
 use crate::epoch::EpochIter;
 use crate::errors::{busy, loader_error, source_error};
+use crate::map::MapPool;
 
 /// A deterministic, bounded-memory loader over an image folder, a packed file, or an
 /// MNIST/CIFAR-10 set. Iterate `loader.epoch(e)` (or the loader itself: the next
@@ -26,6 +27,11 @@ use crate::errors::{busy, loader_error, source_error};
 /// With `mixup=ALPHA` and/or `cutmix=ALPHA` (and `mix_prob`, the chance of CutMix
 /// when both are given) each batch is mixed and comes as a dict: `image`, `label`
 /// (each image's own label) and `soft_labels` (float32 (N, classes)).
+/// With `map=fn` (and `map_threads=N`, default 2), `fn(sample, rng)` runs on N
+/// threads for every sample: `sample` a dict of numpy arrays (`image`, `label` and the
+/// other fields), `rng` a `numpy.random.Generator` seeded by (seed, epoch, index); it
+/// returns a dict, and batches are dicts with its keys, stacked (or padded, with
+/// `<key>_count`, when only the first axis differs).
 #[pyclass(module = "stoker", name = "Loader")]
 pub struct PyLoader {
     /// Dropped by hand (see `Drop`), to stop the pipeline with the GIL released.
@@ -39,7 +45,16 @@ pub struct PyLoader {
     /// When the first epoch was asked for, and when the last batch came: images/s.
     pub(crate) started: Option<Instant>,
     pub(crate) last_batch: Option<Instant>,
+    /// The threads of `map=`, when given.
+    pub(crate) map: Option<MapPool>,
+    /// Samples a map left out under on_error="skip".
+    pub(crate) map_skipped: usize,
 }
+
+/// Map threads when `map=` comes without `map_threads`.
+const DEFAULT_MAP_THREADS: usize = 2;
+/// The most map threads accepted.
+const MAX_MAP_THREADS: usize = 256;
 
 #[pymethods]
 impl PyLoader {
@@ -77,6 +92,8 @@ impl PyLoader {
         mask_column = None,
         min_box_visibility = 0.0,
         max_instances = None,
+        map = None,
+        map_threads = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -114,7 +131,33 @@ impl PyLoader {
         mask_column: Option<String>,
         min_box_visibility: f64,
         max_instances: Option<Int>,
+        map: Option<Py<PyAny>>,
+        map_threads: Option<Int>,
     ) -> PyResult<Self> {
+        let map_threads = match (&map, map_threads) {
+            (Some(f), n) => {
+                if !f.bind(py).is_callable() {
+                    return Err(PyTypeError::new_err(format!(
+                        "map must be a function fn(sample, rng) -> dict, got {}",
+                        f.bind(py).get_type().name()?
+                    )));
+                }
+                let n = n.unwrap_or(Int::of(DEFAULT_MAP_THREADS as i128));
+                in_range("map_threads", n, 1, MAX_MAP_THREADS as i128)? as usize
+            }
+            (None, Some(_)) => {
+                return Err(PyValueError::new_err(
+                    "map_threads is the thread count of map=; give a map too",
+                ))
+            }
+            (None, None) => 0,
+        };
+        if map.is_some() && (mixup.is_some() || cutmix.is_some()) {
+            return Err(PyValueError::new_err(
+                "map and mixup/cutmix cannot be combined yet: mix in the map, or leave \
+                 mixing out",
+            ));
+        }
         let fields = match fields {
             None => None,
             Some(names) => Some(
@@ -235,6 +278,7 @@ impl PyLoader {
             split,
             ..source::OpenOptions::default()
         };
+        let (seed, skip) = (cfg.seed, cfg.on_error == OnError::Skip);
         let inner = py.detach(move || {
             let src = source::open_with(&path, &options).map_err(source_error)?;
             // Only Parquet sets have splits by name: another name would read MNIST's
@@ -250,7 +294,20 @@ impl PyLoader {
             }
             Loader::new(src, cfg).map_err(loader_error)
         })?;
+        // Started after the loader, so that a loader error leaves no thread behind.
+        let map = match map {
+            None => None,
+            Some(f) => match MapPool::new(py, f, map_threads, seed, skip) {
+                Ok(pool) => Some(pool),
+                Err(e) => {
+                    py.detach(move || drop(inner));
+                    return Err(e);
+                }
+            },
+        };
         Ok(PyLoader {
+            map,
+            map_skipped: 0,
             inner: ManuallyDrop::new(inner),
             data,
             position: (0, 0),
@@ -403,7 +460,9 @@ impl PyLoader {
         d.set_item("elapsed_seconds", elapsed)?;
         d.set_item("wait_seconds", m.wait_seconds)?;
         d.set_item("samples", m.samples)?;
-        d.set_item("skipped", m.skipped)?;
+        // A sample left out by the map is skipped as one the loader left out is.
+        d.set_item("skipped", m.skipped + this.map_skipped as u64)?;
+        d.set_item("map_threads", this.map.as_ref().map_or(0, MapPool::threads))?;
         d.set_item("batches", m.batches)?;
         d.set_item("bytes_read", m.bytes_read)?;
         d.set_item("read_seconds", m.read_seconds)?;
@@ -499,9 +558,16 @@ impl Drop for PyLoader {
     fn drop(&mut self) {
         // SAFETY: `inner` is taken once, here, and never used again.
         let inner = unsafe { ManuallyDrop::take(&mut self.inner) };
+        let map = self.map.take();
         // Dropping the loader stops and joins its pipeline threads, which may wait for
-        // a read or a decode in flight: let other Python threads run meanwhile.
-        Python::attach(|py| py.detach(move || drop(inner)));
+        // a read or a decode in flight, and the map threads, which need the GIL to
+        // finish a call of the map: let other Python threads run meanwhile.
+        Python::attach(|py| {
+            py.detach(move || {
+                drop(map);
+                drop(inner);
+            })
+        });
     }
 }
 

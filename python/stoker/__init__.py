@@ -20,6 +20,18 @@ segmentation pairs, tars with captions or boxes) yields one dict per batch inste
                            transform="rrc:512,flip")
     for batch in loader:
         images, boxes, count = batch["image"], batch["boxes"], batch["box_count"]
+
+A step of your own: `map=fn` calls `fn(sample, rng)` for every sample on
+`map_threads` threads (numpy code that releases the GIL runs in parallel). `sample`
+is a dict of numpy arrays (`image`, `label`, the other fields), `rng` a fresh
+`numpy.random.Generator` for the sample (`stoker.map_rng(seed, epoch, index)`); the
+batch is a dict of what `fn` returns, collated like the built-in fields:
+
+    def fn(sample, rng):
+        img = sample["image"].astype(np.float32) / 255
+        return {"image": img.transpose(2, 0, 1), "label": sample["label"]}
+
+    loader = stoker.Loader("data/train", transform="rrc:224,flip", map=fn, map_threads=2)
 """
 
 from ._stoker import (
@@ -32,6 +44,7 @@ from ._stoker import (
     cache_dir,
     gen_scenes,
     gen_shapes,
+    map_rng,
     pack,
 )
 
@@ -45,5 +58,6 @@ __all__ = [
     "cache_dir",
     "gen_scenes",
     "gen_shapes",
+    "map_rng",
     "pack",
 ]

@@ -58,6 +58,8 @@ pub(crate) struct Shared {
     pub fields: Option<fields::FieldPlan>,
     /// The source's fingerprint (for states), computed when first asked for.
     pub fingerprint: std::sync::OnceLock<u64>,
+    /// The caller's own steps (with any, `fields` is set: see `field_plan`).
+    pub steps: Vec<crate::step::UserStep>,
 }
 
 impl Shared {
@@ -160,6 +162,13 @@ impl Loader {
             },
         };
         let fields = field_plan(source.as_ref(), cfg, (oh, ow))?;
+        if let (Some((m, _)), false) = (&mix, cfg.steps.is_empty()) {
+            // A step may add arrays or change classes, which mixing has no rule for.
+            return Err(LoaderError::Config(format!(
+                "mix '{m}' and user steps cannot be combined yet: mix in the step, or \
+                 leave mixing out"
+            )));
+        }
         if let (Some((m, _)), Some(plan)) = (&mix, &fields) {
             // Mixing blends images and classes; boxes, masks and captions have no
             // blend that a loss could use, so the two are not combined.
@@ -203,6 +212,7 @@ impl Loader {
             mix,
             fields,
             fingerprint: std::sync::OnceLock::new(),
+            steps: cfg.steps.clone(),
         });
         Ok(Loader {
             shared,
@@ -384,7 +394,9 @@ fn field_plan(
             want.with(Field::Image)
         }
     };
-    if wanted.is_classification() {
+    // A user step's output travels with the fields, so a classification loader
+    // with a step takes the fields path (and only then).
+    if wanted.is_classification() && cfg.steps.is_empty() {
         return Ok(None);
     }
     let schema = source.keypoint_schema().cloned().unwrap_or_default();

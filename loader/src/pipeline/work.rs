@@ -16,6 +16,7 @@ use crate::mix::{mix_images, soft_labels, Mix};
 use crate::pool::PooledBuf;
 use crate::sample::{Annotation, SampleFields};
 use crate::source::{RecordKind, SourceError};
+use crate::step::{collate_extra, step_rng, StepSample};
 use crate::LoaderError;
 
 /// The reason part of a source error (the sample error names the file already).
@@ -207,13 +208,77 @@ impl Shared {
             plan.carry(ann, scratch.geometry(), fields, mask)
         }));
         add_time(&self.counters.work_ns, t0.elapsed());
-        match out {
-            Ok(r) => r.map_err(|reason| self.sample_error(index, reason)),
-            Err(p) => Err(LoaderError::from_panic(
-                format!("carrying the fields of {}", self.source.describe(index)),
-                p,
-            )),
+        let mut out = match out {
+            Ok(r) => r.map_err(|reason| self.sample_error(index, reason))?,
+            Err(p) => {
+                return Err(LoaderError::from_panic(
+                    format!("carrying the fields of {}", self.source.describe(index)),
+                    p,
+                ))
+            }
+        };
+        if !self.steps.is_empty() {
+            self.run_steps(epoch, index, slot, &mut out)?;
         }
+        Ok(out)
+    }
+
+    /// Runs the caller's steps over one sample (its image in `image`, its fields in
+    /// `fields`) with the sample's own step stream.
+    fn run_steps(
+        &self,
+        epoch: u64,
+        index: usize,
+        image: &mut [u8],
+        fields: &mut SampleFields,
+    ) -> Result<(), LoaderError> {
+        let t0 = Instant::now();
+        let mut rng = step_rng(self.seed, epoch, index as u64);
+        let label = self.source.label(index);
+        let mut sample = StepSample {
+            index,
+            epoch,
+            label,
+            image,
+            shape: self.shape,
+            fields,
+        };
+        let out = catch_unwind(AssertUnwindSafe(|| {
+            for step in &self.steps {
+                step.0
+                    .apply(&mut sample, &mut rng)
+                    .map_err(|e| format!("step '{}': {e}", step.name()))?;
+            }
+            Ok(())
+        }));
+        let changed = (sample.label != label).then_some(sample.label);
+        add_time(&self.counters.work_ns, t0.elapsed());
+        match out {
+            Ok(Ok(())) => {}
+            Ok(Err(reason)) => return Err(self.sample_error(index, reason)),
+            Err(p) => {
+                return Err(LoaderError::from_panic(
+                    format!("running a user step on {}", self.source.describe(index)),
+                    p,
+                ))
+            }
+        }
+        fields.label = changed;
+        // The fields are public: an array built by hand may not match its shape.
+        for (name, a) in &fields.extra {
+            let n = a.shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+            if n != Some(a.data.len()) {
+                return Err(self.sample_error(
+                    index,
+                    format!(
+                        "a user step added '{name}' of shape {:?} with {} elements",
+                        a.shape,
+                        a.data.len()
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Turns a filled buffer into a batch: applies the error policy (dropping skipped
@@ -259,7 +324,7 @@ impl Shared {
             }
             indices.truncate(kept);
         }
-        let labels: Vec<u32> = indices.iter().map(|&i| self.source.label(i)).collect();
+        let mut labels: Vec<u32> = indices.iter().map(|&i| self.source.label(i)).collect();
         let len = indices.len() * self.slot_bytes();
         let soft_labels = match &self.mix {
             None => None,
@@ -268,21 +333,31 @@ impl Shared {
             }
         };
         let mut images = Images::new(buf, len);
-        let fields = self.fields.as_ref().map(|plan| {
-            // The samples that were not skipped, in batch order.
+        let mut fields = None;
+        if let Some(plan) = &self.fields {
+            // The samples that were not skipped, in batch order (as `indices`).
             outs.sort_by_key(|(pos, _)| *pos);
             let kept: Vec<SampleFields> = outs
                 .drain(..)
                 .filter(|(pos, _)| !errors.iter().any(|(bad, _)| bad == pos))
                 .map(|(_, f)| f)
                 .collect();
-            Box::new(crate::sample::collate(
-                plan.fields,
-                &kept,
-                plan.schema.len(),
-                plan.max_instances,
-            ))
-        });
+            let mut f =
+                crate::sample::collate(plan.fields, &kept, plan.schema.len(), plan.max_instances);
+            if !self.steps.is_empty() {
+                for (l, s) in labels.iter_mut().zip(&kept) {
+                    *l = s.label.unwrap_or(*l);
+                }
+                let extra: Vec<&[_]> = kept.iter().map(|s| s.extra.as_slice()).collect();
+                // Steps that disagree across samples are a bug in the step, not bad
+                // data: the batch fails whatever on_error says.
+                f.extra = collate_extra(&extra).map_err(|e| {
+                    let index = indices.get(e.pos).copied().unwrap_or(0);
+                    self.sample_error(index, e.to_string())
+                })?;
+            }
+            fields = Some(Box::new(f));
+        }
         if let Some(f) = &fields {
             let at = self.masks_offset();
             let n = f.fields.contains(crate::Field::Mask) as usize * indices.len();

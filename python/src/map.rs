@@ -1,0 +1,296 @@
+//! `Loader(map=fn, map_threads=N)`: the caller's Python function over every sample of
+//! a batch, on N threads of the loader's own (outside the decode workers).
+//!
+//! The consumer's thread hands the batch's samples to the threads and waits for them
+//! with the GIL released, checking for signals every [`POLL`](crate::epoch::POLL), so
+//! Ctrl-C stops the wait promptly; the threads take the GIL (or, on a free-threaded
+//! Python, attach) only to run `stoker._map.run`, i.e. `fn` itself and the building
+//! of its arguments. A batch abandoned by an interrupt leaves its remaining samples
+//! to be dropped unrun by the threads. Dropping the pool stops and joins them.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use crate::epoch::POLL;
+use crate::errors::LoaderError;
+
+/// One sample to map: position `pos` (source index `index`) of `batch`.
+struct Job {
+    batch: Py<PyDict>,
+    pos: usize,
+    index: usize,
+    epoch: u64,
+    reply: Sender<(usize, PyResult<Py<PyAny>>)>,
+    /// Raised when the consumer gave up on this batch (an interrupt): skip it.
+    abandoned: Arc<AtomicBool>,
+}
+
+/// The map threads of one loader.
+pub struct MapPool {
+    jobs: Option<Sender<Job>>,
+    handles: Vec<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    skip: bool,
+}
+
+/// What became of a batch's map.
+pub enum MapOutcome {
+    Done(Mapped),
+    /// A signal handler raised (Ctrl-C) while the samples were being mapped: the
+    /// batch may be mapped again.
+    Interrupted(PyErr),
+}
+
+/// How one batch fared: the mapped batch (`None` when every sample was skipped) and
+/// how many samples were skipped.
+pub struct Mapped {
+    pub batch: Option<Py<PyAny>>,
+    pub skipped: usize,
+}
+
+impl MapPool {
+    /// Starts `threads` threads running `func`; samples are seeded from `seed`. With
+    /// `skip`, a sample whose call raises is left out and counted.
+    pub fn new(
+        py: Python<'_>,
+        func: Py<PyAny>,
+        threads: usize,
+        seed: u64,
+        skip: bool,
+    ) -> PyResult<MapPool> {
+        let run: Py<PyAny> = py.import("stoker._map")?.getattr("run")?.unbind();
+        let (tx, rx) = crossbeam_channel::unbounded::<Job>();
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut pool = MapPool {
+            jobs: Some(tx),
+            handles: Vec::new(),
+            stop: stop.clone(),
+            skip,
+        };
+        for id in 0..threads {
+            let (rx, stop) = (rx.clone(), stop.clone());
+            let (run, func) = (run.clone_ref(py), func.clone_ref(py));
+            let h = std::thread::Builder::new()
+                .name(format!("stoker-map-{id}"))
+                .spawn(move || map_thread(&rx, &stop, run, func, seed))
+                .map_err(|e| LoaderError::new_err(format!("cannot start map thread {id}: {e}")))?;
+            pool.handles.push(h);
+        }
+        Ok(pool)
+    }
+
+    /// Map threads running.
+    pub fn threads(&self) -> usize {
+        self.handles.iter().filter(|h| !h.is_finished()).count()
+    }
+
+    /// Maps every sample of `batch` (a loader batch as a dict; `indices` the source
+    /// index of each sample) and collates the results. `describe` names a sample for
+    /// errors. A call that raises is a `stoker.LoaderError` naming the sample with
+    /// the Python traceback (its cause the exception itself), or, with `skip`, leaves
+    /// the sample out; an interrupt while waiting is raised at once.
+    pub fn map_batch(
+        &self,
+        py: Python<'_>,
+        batch: &Bound<'_, PyDict>,
+        indices: &[usize],
+        epoch: u64,
+        describe: &dyn Fn(usize) -> String,
+    ) -> PyResult<MapOutcome> {
+        let jobs = self
+            .jobs
+            .as_ref()
+            .ok_or_else(|| LoaderError::new_err("the map threads were stopped"))?;
+        let n = indices.len();
+        let (reply, replies) = crossbeam_channel::bounded(n);
+        let abandoned = Arc::new(AtomicBool::new(false));
+        for (pos, &index) in indices.iter().enumerate() {
+            let job = Job {
+                batch: batch.clone().unbind(),
+                pos,
+                index,
+                epoch,
+                reply: reply.clone(),
+                abandoned: abandoned.clone(),
+            };
+            if jobs.send(job).is_err() {
+                return Err(LoaderError::new_err("the map threads stopped"));
+            }
+        }
+        drop(reply);
+        let mut outs: Vec<Option<PyResult<Py<PyAny>>>> = (0..n).map(|_| None).collect();
+        let mut got = 0;
+        while got < n {
+            match py.detach(|| replies.recv_timeout(POLL)) {
+                Ok((pos, out)) => {
+                    outs[pos] = Some(out);
+                    got += 1;
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Err(e) = py.check_signals() {
+                        abandoned.store(true, Ordering::SeqCst);
+                        return Ok(MapOutcome::Interrupted(e));
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(LoaderError::new_err(
+                        "a map thread exited without a result (the loader is being dropped?)",
+                    ))
+                }
+            }
+        }
+        let mut kept = Vec::with_capacity(n);
+        let mut positions = Vec::with_capacity(n);
+        let mut skipped = 0;
+        for (pos, out) in outs.into_iter().enumerate() {
+            match out {
+                Some(Ok(o)) => {
+                    kept.push(o);
+                    positions.push(pos);
+                }
+                Some(Err(e)) if self.skip => {
+                    drop(e);
+                    skipped += 1;
+                }
+                Some(Err(e)) => return Err(sample_error(py, indices[pos], describe, e)),
+                None => return Err(LoaderError::new_err("a map result went missing")),
+            }
+        }
+        if kept.is_empty() {
+            return Ok(MapOutcome::Done(Mapped {
+                batch: None,
+                skipped,
+            }));
+        }
+        let module = py.import("stoker._map")?;
+        let collated = module
+            .getattr("collate")?
+            .call1((PyList::new(py, &kept)?, PyList::new(py, &positions)?));
+        match collated {
+            Ok(b) => Ok(MapOutcome::Done(Mapped {
+                batch: Some(b.unbind()),
+                skipped,
+            })),
+            Err(e) => {
+                // A position the collation names, as the sample it is.
+                let msg = e.value(py).str().map(|s| s.to_string()).unwrap_or_default();
+                let what = msg
+                    .strip_prefix("position ")
+                    .and_then(|rest| rest.split(':').next())
+                    .and_then(|p| p.trim().parse::<usize>().ok())
+                    .and_then(|p| indices.get(p))
+                    .map(|&i| format!("sample {i} ({}): ", describe(i)))
+                    .unwrap_or_default();
+                let err = LoaderError::new_err(format!(
+                    "{what}map output cannot be collated into a batch: {msg}"
+                ));
+                err.set_cause(py, Some(e));
+                Err(err)
+            }
+        }
+    }
+}
+
+/// A `stoker.LoaderError` for a call of `fn` that raised on sample `index`.
+fn sample_error(
+    py: Python<'_>,
+    index: usize,
+    describe: &dyn Fn(usize) -> String,
+    e: PyErr,
+) -> PyErr {
+    // Before Python 3.12 the traceback travels beside the exception, not on it: put
+    // it on, for the message and for the cause the user catches.
+    if let Some(tb) = e.traceback(py) {
+        let _ = e.value(py).setattr("__traceback__", tb);
+    }
+    let tb = py
+        .import("stoker._map")
+        .and_then(|m| m.getattr("describe")?.call1((e.value(py),)))
+        .and_then(|s| s.extract::<String>())
+        .unwrap_or_else(|_| e.to_string());
+    let err = LoaderError::new_err(format!(
+        "sample {index} ({}): map raised {tb}",
+        describe(index)
+    ));
+    err.set_cause(py, Some(e));
+    err
+}
+
+fn map_thread(rx: &Receiver<Job>, stop: &AtomicBool, run: Py<PyAny>, func: Py<PyAny>, seed: u64) {
+    while let Ok(job) = rx.recv() {
+        let skip = stop.load(Ordering::SeqCst) || job.abandoned.load(Ordering::SeqCst);
+        // Every Python object is used and released with the thread attached.
+        Python::attach(|py| {
+            let Job {
+                batch,
+                pos,
+                index,
+                epoch,
+                reply,
+                abandoned: _,
+            } = job;
+            if skip {
+                drop(batch);
+                return;
+            }
+            let words = rng_words(seed, epoch, index);
+            let out = run
+                .bind(py)
+                .call1((func.bind(py), batch.bind(py), pos, words))
+                .map(Bound::unbind);
+            drop(batch);
+            // The consumer may have gone (an interrupt): the result is dropped here.
+            if let Err(back) = reply.send((pos, out)) {
+                drop(back);
+            }
+        });
+    }
+    Python::attach(|py| {
+        drop(run);
+        drop(func);
+        let _ = py;
+    });
+}
+
+/// The four words that seed sample `index`'s numpy generator: the start of its step
+/// stream, the one a Rust step gets (`stoker_loader::step::step_rng`).
+fn rng_words(seed: u64, epoch: u64, index: usize) -> [u64; 4] {
+    let mut rng = stoker_loader::step::step_rng(seed, epoch, index as u64);
+    [
+        rng.next_u64(),
+        rng.next_u64(),
+        rng.next_u64(),
+        rng.next_u64(),
+    ]
+}
+
+/// The `numpy.random.Generator` a map gets for sample `index` of `epoch` under
+/// `seed`: to redo one sample's draws outside the loader.
+#[pyfunction]
+pub fn map_rng<'py>(
+    py: Python<'py>,
+    seed: u64,
+    epoch: u64,
+    index: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    py.import("stoker._map")?
+        .getattr("rng_of")?
+        .call1((rng_words(seed, epoch, index),))
+}
+
+impl Drop for MapPool {
+    /// Stops the threads (jobs still queued are dropped unrun) and joins them. Call
+    /// with the GIL released: a thread finishing a call of `fn` needs it.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.jobs = None;
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+}

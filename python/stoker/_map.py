@@ -1,0 +1,135 @@
+"""The Python side of `stoker.Loader(map=fn)`: one sample of a batch as the dict
+`fn` gets, the call itself (run by the loader's map threads), and the collation of
+the samples `fn` returned into a batch, by the rules of the built-in fields.
+
+The loader's map threads call `run` for each sample; the consumer's thread calls
+`collate` once the batch's samples are back. Nothing here keeps state between calls,
+so any number of threads may run `run` at once (with or without a GIL)."""
+
+import traceback
+
+import numpy as np
+from numpy.random.bit_generator import ISeedSequence
+
+# Padded arrays of the built-in fields keep their built-in count names.
+_COUNT_NAMES = {"boxes": "box_count", "box_labels": "box_count", "keypoints": "keypoint_count"}
+# And their padding values (a padded box has no class: -1, as in the built-in batch).
+_PAD = {"box_labels": -1}
+# Keys of the batch dict that become part of another key's sample value.
+_COUNTS = {"box_count", "keypoint_count"}
+
+
+class MapOutputError(Exception):
+    """What `fn` returned cannot be collated with the batch's other samples."""
+
+
+def sample_of(batch, i):
+    """Sample `i` of a loader batch (a dict), its padding removed: numpy arrays (views
+    of the batch where possible), `text` a str, `raw` bytes."""
+    out = {}
+    for key, value in batch.items():
+        if key in _COUNTS:
+            continue
+        if key in ("boxes", "box_labels"):
+            value = value[i, : batch["box_count"][i]]
+        elif key == "keypoints":
+            value = value[i, : batch["keypoint_count"][i]]
+        else:
+            value = value[i]
+        out[key] = value
+    return out
+
+
+class _Words(ISeedSequence):
+    """A seed sequence that hands PCG64 four given 64-bit words: the sample's step
+    stream (Rust's `step_rng(seed, epoch, index)`), drawn in Rust. numpy's own
+    SeedSequence would cost about six times as long per sample."""
+
+    __slots__ = ("words",)
+
+    def __init__(self, words):
+        self.words = np.array(words, dtype=np.uint64)
+
+    def generate_state(self, n_words, dtype=np.uint32):
+        words = self.words if np.dtype(dtype) == np.uint64 else self.words.view(np.uint32)
+        return np.resize(words, n_words).astype(dtype)
+
+
+def rng_of(words):
+    """A fresh numpy Generator (PCG64) seeded by four 64-bit words."""
+    return np.random.Generator(np.random.PCG64(_Words(words)))
+
+
+def run(fn, batch, i, words):
+    """Calls `fn(sample, rng)` for sample `i` of `batch`; its rng is a fresh generator
+    seeded by `words`, the sample's (seed, epoch, index) stream, so the result is the
+    same on any thread. Returns `fn`'s dict."""
+    out = fn(sample_of(batch, i), rng_of(words))
+    if not isinstance(out, dict):
+        raise TypeError(f"map must return a dict, it returned {type(out).__name__}")
+    return out
+
+
+def describe(exc):
+    """An exception raised by `fn`, then its traceback, for the error message."""
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
+    return f"{type(exc).__name__}: {exc}\n{tb}"
+
+
+def _is_text(v):
+    return isinstance(v, (str, bytes))
+
+
+def collate(outs, positions):
+    """The samples' dicts (in batch order) as one batch dict: arrays of equal shapes
+    stacked; arrays whose first axis differs padded to the longest, with the lengths
+    in `<key>_count` (`box_count`, `keypoint_count` for those fields) as int32; str
+    and bytes values as lists. Every sample must return the same keys, dtypes and
+    trailing axes; otherwise MapOutputError naming the position (in `positions`, the
+    samples' places in the loader's batch) and the key."""
+    keys = list(outs[0])
+    for pos, o in zip(positions, outs):
+        if list(o) != keys and set(o) != set(keys):
+            raise MapOutputError(
+                f"position {pos}: map returned keys {sorted(o)} but the first sample's were "
+                f"{sorted(keys)}"
+            )
+    batch = {}
+    for key in keys:
+        values = [o[key] for o in outs]
+        if any(_is_text(v) for v in values):
+            if not all(_is_text(v) for v in values):
+                raise MapOutputError(f"'{key}': some samples gave text and some did not")
+            batch[key] = values
+            continue
+        arrays = [np.asarray(v) for v in values]
+        first = arrays[0]
+        for pos, a in zip(positions, arrays):
+            if a.dtype != first.dtype:
+                raise MapOutputError(
+                    f"position {pos}: '{key}' is {a.dtype} but the first sample's is "
+                    f"{first.dtype}"
+                )
+            if a.ndim != first.ndim or a.shape[1:] != first.shape[1:]:
+                raise MapOutputError(
+                    f"position {pos}: '{key}' has shape {a.shape} and the first sample's "
+                    f"{first.shape}: only the first axis may differ (it is padded)"
+                )
+        if all(a.shape == first.shape for a in arrays):
+            batch[key] = np.stack(arrays)
+            continue
+        longest = max(a.shape[0] for a in arrays)
+        padded = np.full(
+            (len(arrays), longest) + first.shape[1:], _PAD.get(key, 0), dtype=first.dtype
+        )
+        for row, a in zip(padded, arrays):
+            row[: a.shape[0]] = a
+        batch[key] = padded
+        counts = np.array([a.shape[0] for a in arrays], dtype=np.int32)
+        name = _COUNT_NAMES.get(key, f"{key}_count")
+        if name in batch and not np.array_equal(batch[name], counts):
+            raise MapOutputError(f"'{key}' and another field disagree on '{name}'")
+        if name in keys:
+            raise MapOutputError(f"'{key}' is ragged and its count '{name}' is a key of its own")
+        batch[name] = counts
+    return batch

@@ -1,0 +1,296 @@
+"""Loader(map=fn, map_threads=N): the caller's per-sample function on threads of the
+loader's own. Batches become dicts of what fn returns, collated like built-in fields;
+rng is seeded per sample so the batches are the same in every mode and for any thread
+count, and resume is exact; errors follow on_error; Ctrl-C stops a slow map; the
+threads go with the loader."""
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import stoker
+
+MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32) * 255
+STD = np.array([0.229, 0.224, 0.225], dtype=np.float32) * 255
+
+
+def normalise(sample, rng):
+    """The light map: float32, channels first, normalised."""
+    img = (sample["image"].astype(np.float32) - MEAN) / STD
+    return {"image": img.transpose(2, 0, 1), "label": sample["label"]}
+
+
+def jitter(sample, rng):
+    """A map whose output depends on its rng."""
+    noise = rng.integers(-40, 41, size=sample["image"].shape)
+    img = np.clip(sample["image"].astype(np.int16) + noise, 0, 255).astype(np.uint8)
+    return {"image": img, "label": sample["label"]}
+
+
+def digest(batches):
+    d = stoker.Digest()
+    for b in batches:
+        d.update(np.ascontiguousarray(b["image"]), b["label"])
+    return d.hexdigest()
+
+
+def test_the_map_output_is_the_batch(shapes):
+    kw = dict(batch_size=8, transform="rrc:24,flip", seed=3, mode="sync")
+    plain = list(stoker.Loader(shapes, **kw).epoch(0))
+    mapped = list(stoker.Loader(shapes, map=normalise, map_threads=2, **kw).epoch(0))
+    assert len(mapped) == len(plain)
+    for (images, labels), b in zip(plain, mapped):
+        assert sorted(b) == ["image", "label"]
+        assert b["image"].dtype == np.float32
+        assert b["image"].shape == (len(labels), 3, 24, 24)
+        want = ((images.astype(np.float32) - MEAN) / STD).transpose(0, 3, 1, 2)
+        np.testing.assert_allclose(b["image"], want, rtol=1e-6)
+        np.testing.assert_array_equal(b["label"], labels)
+
+
+def test_new_keys_become_fields_and_dtypes_may_change(shapes):
+    def f(sample, rng):
+        return {
+            "image": sample["image"][:8, :8].astype(np.float16),
+            "brightness": np.float64(sample["image"].mean()),
+            "name": f"class {int(sample['label'])}",
+        }
+
+    loader = stoker.Loader(shapes, batch_size=6, transform="center:16", map=f, shuffle=False)
+    plain = stoker.Loader(shapes, batch_size=6, transform="center:16", shuffle=False)
+    for b, (images, labels) in zip(loader.epoch(0), plain.epoch(0)):
+        assert sorted(b) == ["brightness", "image", "name"]
+        assert b["image"].dtype == np.float16 and b["image"].shape == (6, 8, 8, 3)
+        assert b["brightness"].dtype == np.float64 and b["brightness"].shape == (6,)
+        np.testing.assert_allclose(b["brightness"], images.reshape(6, -1).mean(axis=1))
+        assert b["name"] == [f"class {l}" for l in labels]
+
+
+def test_ragged_outputs_are_padded_with_counts(shapes):
+    def f(sample, rng):
+        n = int(rng.integers(0, 4))
+        return {"points": np.full((n, 2), n + 1, dtype=np.float32), "label": sample["label"]}
+
+    seen = set()
+    for b in stoker.Loader(shapes, batch_size=10, map=f, map_threads=3, seed=1).epoch(0):
+        points, count = b["points"], b["points_count"]
+        assert count.dtype == np.int32 and count.shape == (10,)
+        assert points.shape == (10, count.max(), 2)
+        for row, n in zip(points, count):
+            assert (row[:n] == n + 1).all(), "each sample's own rows"
+            assert (row[n:] == 0).all(), "padding is zeros"
+        seen.update(count.tolist())
+    assert seen == {0, 1, 2, 3}, "the rng draws every length"
+
+
+def test_ragged_boxes_keep_their_built_in_count_name(shapes):
+    def f(sample, rng):
+        n = int(sample["label"])
+        return {"boxes": np.ones((n, 4), np.float32), "box_labels": np.zeros(n, np.int64)}
+
+    b = next(iter(stoker.Loader(shapes, batch_size=12, map=f, seed=2)))
+    assert sorted(b) == ["box_count", "box_labels", "boxes"]
+    assert b["boxes"].shape == (12, b["box_count"].max(), 4)
+    for labels, n in zip(b["box_labels"], b["box_count"]):
+        assert (labels[:n] == 0).all() and (labels[n:] == -1).all(), "padded classes are -1"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_exception_names_the_sample_with_its_traceback(shapes, mode):
+    def f(sample, rng):
+        if sample["label"] == 1:
+            raise ValueError("no ones here")
+        return {"label": sample["label"]}
+
+    loader = stoker.Loader(shapes, batch_size=8, map=f, mode=mode)
+    with pytest.raises(stoker.LoaderError) as info:
+        for _ in loader:
+            pass
+    msg = str(info.value)
+    assert msg.startswith("sample ") and "map raised ValueError: no ones here" in msg
+    assert "Traceback" in msg and "in f" in msg, msg
+    # The file of a class-1 sample (gen_shapes names its class folders).
+    assert loader.classes[1] in msg, msg
+    assert isinstance(info.value.__cause__, ValueError)
+
+
+def test_on_error_skip_leaves_the_sample_out_and_counts_it(shapes):
+    def f(sample, rng):
+        if sample["label"] == 1:
+            raise ValueError("no ones here")
+        return {"label": sample["label"]}
+
+    plain = [l for _, labels in stoker.Loader(shapes, batch_size=8, seed=4).epoch(0) for l in labels]
+    loader = stoker.Loader(shapes, batch_size=8, map=f, on_error="skip", seed=4)
+    got = [l for b in loader.epoch(0) for l in b["label"]]
+    assert got == [l for l in plain if l != 1]
+    assert loader.metrics()["skipped"] == plain.count(1) > 0
+
+
+def test_a_batch_whose_samples_disagree_is_an_error(shapes):
+    def f(sample, rng):
+        dtype = np.float32 if sample["label"] == 0 else np.int64
+        return {"x": np.zeros(3, dtype)}
+
+    with pytest.raises(stoker.LoaderError, match="cannot be collated.*'x' is"):
+        for _ in stoker.Loader(shapes, batch_size=16, map=f, on_error="skip"):
+            pass
+
+
+def test_bad_arguments_are_refused(shapes):
+    with pytest.raises(TypeError, match="map must be a function"):
+        stoker.Loader(shapes, map=3)
+    with pytest.raises(ValueError, match="map_threads"):
+        stoker.Loader(shapes, map_threads=2)
+    with pytest.raises(ValueError, match="map_threads must be between 1"):
+        stoker.Loader(shapes, map=normalise, map_threads=0)
+    with pytest.raises(ValueError, match="cannot be combined"):
+        stoker.Loader(shapes, map=normalise, mixup=0.2)
+    with pytest.raises(stoker.LoaderError, match="must return a dict"):
+        next(iter(stoker.Loader(shapes, map=lambda s, r: [1])))
+
+
+def test_batches_are_the_same_in_every_mode_and_thread_count(shapes):
+    def run(**kw):
+        loader = stoker.Loader(shapes, batch_size=7, transform="rrc:24,flip", seed=9, **kw)
+        return digest(loader.epoch(1))
+
+    want = run(mode="sync", map=jitter, map_threads=1)
+    for mode in ("sync", "async"):
+        for threads in (1, 2, 4):
+            assert run(mode=mode, workers=3, map=jitter, map_threads=threads) == want, (
+                mode,
+                threads,
+            )
+    # The map matters, and so does its seed.
+    assert run(mode="sync", map=normalise_u8) != want
+    loader = stoker.Loader(shapes, batch_size=7, transform="rrc:24,flip", seed=10, map=jitter)
+    assert digest(loader.epoch(1)) != want
+
+
+def normalise_u8(sample, rng):
+    return {"image": sample["image"], "label": sample["label"]}
+
+
+def test_rng_is_the_samples_own_and_can_be_redone_outside(shapes):
+    def f(sample, rng):
+        return {"draw": rng.integers(2**62)}
+
+    loader = stoker.Loader(shapes, batch_size=8, shuffle=False, seed=11, map=f, map_threads=3)
+    draws = [d for b in loader.epoch(2) for d in b["draw"]]
+    want = [stoker.map_rng(11, 2, i).integers(2**62) for i in range(len(draws))]
+    assert draws == want
+    assert len(set(draws)) == len(draws), "every sample its own stream"
+    assert stoker.map_rng(11, 3, 0).integers(2**62) != want[0], "and every epoch"
+
+
+def test_resume_mid_epoch_is_exact(shapes):
+    kw = dict(batch_size=6, transform="rrc:24,flip", seed=5, map=jitter, map_threads=3)
+    straight = list(stoker.Loader(shapes, **kw).epoch(0))
+    loader = stoker.Loader(shapes, **kw)
+    it = iter(loader)
+    for _ in range(3):
+        next(it)
+    state = loader.state_dict()
+    del it, loader
+    fresh = stoker.Loader(shapes, mode="sync", **kw)
+    fresh.load_state_dict(state)
+    rest = list(fresh)
+    assert len(rest) == len(straight) - 3
+    assert digest(rest) == digest(straight[3:])
+
+
+def threads():
+    gc.collect()
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="SKIPPED: needs Linux /proc")
+def test_map_threads_are_joined_when_the_loader_is_dropped(shapes):
+    before = threads()
+    loader = stoker.Loader(shapes, batch_size=4, mode="sync", map=jitter, map_threads=3)
+    assert threads() == before + 3
+    assert loader.metrics()["map_threads"] == 3
+    next(iter(loader))
+    del loader
+    assert threads() == before
+
+
+CHILD = textwrap.dedent(
+    """
+    import os, sys, time
+    import numpy
+    import stoker
+
+    def slow(sample, rng):
+        time.sleep(0.3)  # a slow map: each call is longer than the loader's poll
+        return {"label": sample["label"]}
+
+    loader = stoker.Loader(sys.argv[1], batch_size=4, mode=sys.argv[2], map=slow,
+                           map_threads=1)
+    before = len(os.listdir("/proc/self/task"))
+    print("ready", flush=True)
+    try:
+        for e in range(10**6):
+            for b in loader.epoch(e):
+                pass
+    except KeyboardInterrupt:
+        print("interrupted", time.monotonic(), flush=True)
+    del loader
+    print("threads", len(os.listdir("/proc/self/task")), before, flush=True)
+    """
+)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="SKIPPED: needs Linux /proc")
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_ctrl_c_during_a_slow_map_raises_keyboard_interrupt(shapes, mode):
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(shapes), mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        time.sleep(0.5)  # inside the wait for a batch's four slow calls
+        sent = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=20)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 0, err
+    lines = dict(line.split(" ", 1) for line in out.strip().splitlines())
+    # A batch takes 1.2 s of calls: well under that means the wait was cut short.
+    assert float(lines["interrupted"]) - sent < 0.9
+    after, before = lines["threads"].split()
+    assert int(after) < int(before), "the map thread (and the pipeline's) were joined"
+
+
+def test_an_interrupted_map_is_mapped_again_on_the_next_call(shapes):
+    """The batch a KeyboardInterrupt cut short is not lost: the next call returns it."""
+    calls = []
+
+    def f(sample, rng):
+        calls.append(1)
+        if len(calls) == 3:
+            # As a signal handler would: raised in the consumer's wait below.
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)
+        return jitter(sample, rng)
+
+    kw = dict(batch_size=4, transform="rrc:24,flip", seed=6, mode="sync")
+    straight = list(stoker.Loader(shapes, map=jitter, **kw).epoch(0))
+    it = stoker.Loader(shapes, map=f, map_threads=1, **kw).epoch(0)
+    with pytest.raises(KeyboardInterrupt):
+        next(it)
+    rest = list(it)
+    assert digest(rest) == digest(straight)

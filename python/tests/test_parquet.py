@@ -125,3 +125,30 @@ def test_files_written_by_the_datasets_library(shapes, tmp_path):
     np.testing.assert_array_equal(got_labels, labels)
     assert [int(l) for l in got_labels] == [l for _, _, l in rows]
 
+
+
+def test_null_and_non_image_cells_are_errors_of_their_row_or_skipped(shapes, tmp_path):
+    classes, rows = folder_rows(shapes)
+    image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+
+    def write(name, bad):
+        cells = [{"bytes": b, "path": n} for b, n, _ in rows[:10]]
+        for i, cell in bad.items():
+            cells[i] = cell
+        table = pa.table({"image": pa.array(cells, type=image_type),
+                          "label": pa.array([l for _, _, l in rows[:10]], type=pa.int64())})
+        out = tmp_path / name
+        out.mkdir()
+        pq.write_table(table, out / "train.parquet", row_group_size=4)
+        return out
+
+    null = write("null", {3: None})
+    with pytest.raises(stoker.LoaderError, match=r"train\.parquet row group 0 row 3\): the image cell is null"):
+        list(stoker.Loader(null, batch_size=5, shuffle=False))
+    junk = write("junk", {7: {"bytes": b"this is not an image", "path": "x.jpg"}})
+    with pytest.raises(stoker.LoaderError, match=r"train\.parquet row group 1 row 3"):
+        list(stoker.Loader(junk, batch_size=5, shuffle=False))
+    both = write("both", {3: None, 7: {"bytes": b"this is not an image", "path": "x.jpg"}})
+    loader = stoker.Loader(both, batch_size=5, shuffle=False, on_error="skip")
+    n = sum(images.shape[0] for images, _ in loader)
+    assert n == 8 and loader.metrics()["skipped"] == 2

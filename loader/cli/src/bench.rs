@@ -81,7 +81,7 @@ pub struct MixtureArgs {
     pub more_data: Vec<PathBuf>,
     /// One weight per data set, e.g. `7,3` (default: equal).
     #[arg(long, value_parser = args::weights)]
-    pub weights: Option<Vec<f64>>,
+    pub weights: Option<args::Weights>,
     /// When a mixed epoch ends: first_exhausted, all_exhausted (default) or never.
     #[arg(long)]
     pub stop: Option<stoker_loader::Stop>,
@@ -111,7 +111,7 @@ impl MixtureArgs {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(stoker_loader::mixture::combine(
             sources,
-            self.weights.clone(),
+            self.weights.clone().map(|w| w.0),
             self.stop,
             self.steps,
         )?)

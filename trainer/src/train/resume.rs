@@ -117,7 +117,7 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
             train_seconds: saved.train_seconds,
             wait_seconds: saved.wait_seconds,
         };
-        if let Some(s) = &loader {
+        if let Some(s) = &pos.loader {
             if s.epoch != pos.epoch {
                 return Err(bad(format!(
                     "loader state is in epoch {}, training position in epoch {}",

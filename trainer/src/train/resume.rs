@@ -86,7 +86,14 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
                 let at_save =
                     LoaderState::from_json(s).map_err(|e| bad(format!("`{KEY_LOADER}`: {e}")))?;
                 let target = self.train.state_at(at_save.epoch, 0);
-                if at_save.samples == target.samples && at_save.seed != target.seed {
+                // The count first: when it differs, it says more than the fingerprint.
+                if at_save.samples != target.samples {
+                    return Err(bad(format!(
+                        "the checkpoint was trained on {} samples, this data has {}",
+                        at_save.samples, target.samples
+                    )));
+                }
+                if at_save.seed != target.seed {
                     return Err(bad(format!(
                         "the checkpoint shuffled with seed {}, this run with seed {} (give \
                          --seed {})",

@@ -168,7 +168,11 @@ mod tests {
     use super::*;
 
     fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
-        move |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        move |k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
     }
 
     #[test]
@@ -176,7 +180,12 @@ mod tests {
         assert_eq!(launch_rank_from(None, None, &env(&[])).unwrap(), (0, 1));
         let torch = [("RANK", "2"), ("WORLD_SIZE", "4")];
         assert_eq!(launch_rank_from(None, None, &env(&torch)).unwrap(), (2, 4));
-        let mpi = [("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "3"), ("RANK", "0"), ("WORLD_SIZE", "9")];
+        let mpi = [
+            ("OMPI_COMM_WORLD_RANK", "1"),
+            ("OMPI_COMM_WORLD_SIZE", "3"),
+            ("RANK", "0"),
+            ("WORLD_SIZE", "9"),
+        ];
         assert_eq!(launch_rank_from(None, None, &env(&mpi)).unwrap(), (1, 3));
         assert_eq!(
             launch_rank_from(Some(Int::of(0)), Some(Int::of(1)), &env(&torch)).unwrap(),

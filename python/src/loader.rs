@@ -118,7 +118,9 @@ impl PyLoader {
             DataArg::Many(v) => v,
         };
         if paths.is_empty() {
-            return Err(PyValueError::new_err("data: an empty list (give one or more data sets)"));
+            return Err(PyValueError::new_err(
+                "data: an empty list (give one or more data sets)",
+            ));
         }
         let stop = match stop {
             None => None,

@@ -135,7 +135,7 @@ impl Shared {
         // Where the mixture stands every bw draws (once every rank took one batch).
         let mut snaps = Vec::new();
         loop {
-            if order.len() % bw == 0 && snaps.len() == order.len() / bw {
+            if order.len().is_multiple_of(bw) && snaps.len() == order.len() / bw {
                 snaps.push(pos.clone());
             }
             if limit.is_some_and(|l| order.len() >= l) {
@@ -340,7 +340,7 @@ impl Shared {
                     .shard_len(self.source.len());
                     if seen < old {
                         let seen = seen * state.world;
-                        if seen % step == 0 && seen / step <= own.len() && per > 0 {
+                        if seen.is_multiple_of(step) && seen / step <= own.len() && per > 0 {
                             return self.checked(own, seen / step, false);
                         }
                     }

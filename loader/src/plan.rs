@@ -1,5 +1,9 @@
 //! A plan: one epoch as an ordered list of index batches.
 
+use std::sync::Arc;
+
+use crate::elastic::Elastic;
+use crate::mixture::MixPos;
 use crate::sampler::Sampler;
 
 /// The batches of one epoch, in order.
@@ -9,6 +13,28 @@ pub struct Plan {
     indices: Vec<usize>,
     batch_size: usize,
     batches: usize,
+    /// What a state at one of its batches must say besides (epoch, batch).
+    pub(crate) meta: PlanMeta,
+}
+
+/// How a plan was made, for the states taken at its batches.
+#[derive(Clone, Debug, Default)]
+pub(crate) enum PlanMeta {
+    /// The sampler's order of a whole epoch.
+    #[default]
+    Plain,
+    /// The rest of an epoch taken over from another rank count or batch size.
+    Elastic(Elastic),
+    /// A mixture's order from `base`; `at[j]` is where the mixture stands after j *
+    /// batch * world draws; `end` is the counter a `never` epoch ends at.
+    Mix {
+        base: MixPos,
+        at: Arc<Vec<MixPos>>,
+        end: Option<u64>,
+        weights: Vec<f64>,
+        /// Draws in the whole plan (before padding).
+        drawn: usize,
+    },
 }
 
 impl Plan {
@@ -43,7 +69,43 @@ impl Plan {
             indices,
             batch_size,
             batches,
+            meta: PlanMeta::Plain,
         }
+    }
+
+    /// This rank's `indices` cut into batches (the short last one dropped with
+    /// `drop_last`).
+    pub(crate) fn from_indices(
+        epoch: u64,
+        indices: Vec<usize>,
+        batch_size: usize,
+        drop_last: bool,
+        meta: PlanMeta,
+    ) -> Plan {
+        let mut p = Plan::with_shards(
+            &Sampler::sequential(),
+            0,
+            None,
+            epoch,
+            batch_size,
+            drop_last,
+        );
+        let batches = if drop_last {
+            indices.len() / batch_size
+        } else {
+            indices.len().div_ceil(batch_size)
+        };
+        p.indices = indices;
+        p.indices
+            .truncate((batches * batch_size).min(p.indices.len()));
+        p.batches = batches;
+        p.meta = meta;
+        p
+    }
+
+    /// Every sample of the plan, batch after batch.
+    pub fn indices(&self) -> &[usize] {
+        &self.indices
     }
 
     /// Number of batches.

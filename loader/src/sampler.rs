@@ -234,30 +234,35 @@ impl Sampler {
                 order.swap(i, j);
             }
         }
-        if self.world <= 1 {
-            return order;
-        }
-        if self.shard_policy == ShardPolicy::Exact {
-            return order
-                .into_iter()
-                .skip(self.rank)
-                .step_by(self.world)
-                .collect();
-        }
-        let per_rank = self.shard_len(len);
-        let total = per_rank * self.world;
-        if total > len && len > 0 {
-            // Pad by wrapping around, as PyTorch does.
-            let extra: Vec<usize> = order.iter().cycle().take(total - len).copied().collect();
-            order.extend(extra);
-        }
-        order.truncate(total);
-        order
-            .into_iter()
-            .skip(self.rank)
-            .step_by(self.world)
-            .collect()
+        deal(order, self.rank, self.world, self.shard_policy)
     }
+}
+
+/// Deals `order` (an epoch's samples, in order) to `rank` of `world` by stride: rank
+/// r takes positions r, r + world, ... The ranks are made equal in length by
+/// `policy`: `Pad` repeats the order's first samples after its end, `Drop` leaves the
+/// tail out, `Exact` gives ranks below `len % world` one more. After n samples on
+/// every rank the ranks together have taken the first n * world positions.
+pub fn deal(mut order: Vec<usize>, rank: usize, world: usize, policy: ShardPolicy) -> Vec<usize> {
+    if world <= 1 {
+        return order;
+    }
+    if policy == ShardPolicy::Exact {
+        return order.into_iter().skip(rank).step_by(world).collect();
+    }
+    let len = order.len();
+    let per_rank = match policy {
+        ShardPolicy::Drop => len / world,
+        _ => len.div_ceil(world),
+    };
+    let total = per_rank * world;
+    if total > len && len > 0 {
+        // Pad by wrapping around, as PyTorch does.
+        let extra: Vec<usize> = order.iter().cycle().take(total - len).copied().collect();
+        order.extend(extra);
+    }
+    order.truncate(total);
+    order.into_iter().skip(rank).step_by(world).collect()
 }
 
 #[cfg(test)]

@@ -2,13 +2,19 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::elastic::Elastic;
+use crate::mixture::{MixPos, Stop};
 use crate::source::Source;
 
 /// Everything needed to continue an epoch exactly where it stopped. The order of an
 /// epoch and every sample's augmentation are functions of (seed, epoch, index), so
 /// (seed, epoch, next_batch) is enough; the other fields guard against resuming a
 /// state with a loader that would cut the data differently.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// `rank`, `world` and `batch_size` are those of the run that saved it; a loader with
+/// another rank count or batch size takes over the rest of the epoch (see
+/// [`Elastic`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LoaderState {
     pub seed: u64,
     pub epoch: u64,
@@ -24,6 +30,28 @@ pub struct LoaderState {
     /// are checked as before, without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fingerprint: Option<u64>,
+    /// Set once the epoch was taken over from another layout: where in the rest of
+    /// the epoch `next_batch` counts from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elastic: Option<Elastic>,
+    /// A mixture's position; `None` for one source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mixture: Option<MixtureState>,
+}
+
+/// Where a mixture stands: the plan `next_batch` counts in starts at `base` (drawn
+/// with `weights`), and once the batches before `next_batch` are taken on every rank
+/// the mixture is at `at`. `end`: the draw counter a `never` epoch ends at.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MixtureState {
+    pub stop: Stop,
+    pub weights: Vec<f64>,
+    /// Samples in each source.
+    pub lens: Vec<usize>,
+    pub base: MixPos,
+    pub at: MixPos,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<u64>,
 }
 
 /// Samples whose names go into a [`fingerprint`] (spread evenly, first and last

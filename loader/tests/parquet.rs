@@ -703,3 +703,56 @@ fn a_parquet_set_packs_to_the_same_batches() {
         digests(src, cfg(true, Mode::Async))
     );
 }
+#[test]
+fn row_groups_resume_on_another_rank_count_delivering_each_sample_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = folder(dir.path());
+    let pq = source::open(&shards(dir.path(), src.as_ref()), true).unwrap();
+    let run = |world: usize, take: Option<usize>, state: Option<&stoker_loader::LoaderState>| {
+        let mut got = Vec::new();
+        let mut saved = None;
+        for rank in 0..world {
+            let c = LoaderConfig {
+                rank,
+                world,
+                ..cfg(true, Mode::Async)
+            };
+            let mut l = Loader::new(pq.clone(), c).unwrap();
+            let mut ep = match state {
+                None => l.epoch(1),
+                Some(s) => l
+                    .resume(&stoker_loader::LoaderState::from_json(&s.to_json()).unwrap())
+                    .unwrap(),
+            };
+            for _ in 0..take.unwrap_or(usize::MAX) {
+                match ep.next() {
+                    Some(b) => got.extend(b.unwrap().indices),
+                    None => break,
+                }
+            }
+            if rank == 0 {
+                saved = Some(ep.state());
+            }
+        }
+        (got, saved.unwrap())
+    };
+    for (w, w2, take) in [(2, 3, 2), (3, 1, 1)] {
+        let (mut want, _) = run(w, None, None);
+        let (first, state) = run(w, Some(take), None);
+        let (rest, _) = run(w2, None, Some(&state));
+        let mut union = [first.clone(), rest.clone()].concat();
+        union.sort_unstable();
+        union.dedup();
+        want.sort_unstable();
+        want.dedup();
+        assert_eq!(union, want, "{w} -> {w2}: every sample of the epoch");
+        let mut after = rest.clone();
+        after.sort_unstable();
+        after.dedup();
+        let again = rest.len() - after.len() + after.iter().filter(|i| first.contains(i)).count();
+        assert!(
+            again < w2,
+            "{w} -> {w2}: {again} delivered again (padding is under {w2})"
+        );
+    }
+}

@@ -556,3 +556,69 @@ fn a_pack_writes_its_manifest_last_and_readers_check_it() {
         40 - manifest.shards.last().unwrap().samples
     );
 }
+
+/// The samples ranks `0..world` deliver from `state` on (or from the start of epoch
+/// 1), `take` batches each (`None`: to the end), and rank 0's state after them.
+fn ranks_deliver(
+    src: &Arc<dyn Source>,
+    world: usize,
+    take: Option<usize>,
+    state: Option<&stoker_loader::LoaderState>,
+) -> (Vec<usize>, stoker_loader::LoaderState) {
+    let mut got = Vec::new();
+    let mut saved = None;
+    for rank in 0..world {
+        let c = LoaderConfig {
+            rank,
+            world,
+            ..cfg(Mode::Async, 2)
+        };
+        let mut l = Loader::new(src.clone(), c).unwrap();
+        let mut ep = match state {
+            None => l.epoch(1),
+            Some(s) => {
+                let s = stoker_loader::LoaderState::from_json(&s.to_json()).unwrap();
+                l.resume(&s).unwrap()
+            }
+        };
+        for _ in 0..take.unwrap_or(usize::MAX) {
+            match ep.next() {
+                Some(b) => got.extend(b.unwrap().indices),
+                None => break,
+            }
+        }
+        if rank == 0 {
+            saved = Some(ep.state());
+        }
+    }
+    (got, saved.unwrap())
+}
+
+#[test]
+fn shards_resume_on_another_rank_count_delivering_each_sample_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = source::open(&shapes(dir.path(), 150), true).unwrap();
+    let (out, _) = pack(folder.as_ref(), dir.path(), 10 << 10);
+    let tars = source::open(&out, true).unwrap();
+    assert!(tars.shards().unwrap().len() >= 3, "enough shards to deal");
+    for (w, w2, take) in [(2, 3, 2), (3, 1, 1)] {
+        let (all, _) = ranks_deliver(&tars, w, None, None);
+        let (first, state) = ranks_deliver(&tars, w, Some(take), None);
+        let (rest, _) = ranks_deliver(&tars, w2, None, Some(&state));
+        let mut union = [first.clone(), rest.clone()].concat();
+        union.sort_unstable();
+        union.dedup();
+        let mut want = all;
+        want.sort_unstable();
+        want.dedup();
+        assert_eq!(union, want, "{w} -> {w2}: every sample of the epoch");
+        let mut after = rest.clone();
+        after.sort_unstable();
+        after.dedup();
+        let again = rest.len() - after.len() + after.iter().filter(|i| first.contains(i)).count();
+        assert!(
+            again < w2,
+            "{w} -> {w2}: {again} delivered again (padding is under {w2})"
+        );
+    }
+}

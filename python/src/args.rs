@@ -96,3 +96,100 @@ pub fn choice<'c>(name: &str, value: &str, choices: &[&'c str]) -> PyResult<&'c 
             ))
         })
 }
+
+/// `data`: one path (str or `pathlib.Path`) or a list of them (a mixture).
+pub enum DataArg {
+    One(std::path::PathBuf),
+    Many(Vec<std::path::PathBuf>),
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for DataArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        if let Ok(p) = obj.extract::<std::path::PathBuf>() {
+            return Ok(DataArg::One(p));
+        }
+        obj.extract::<Vec<std::path::PathBuf>>()
+            .map(DataArg::Many)
+            .map_err(|_| {
+                PyTypeError::new_err("data must be a path (str or pathlib.Path) or a list of paths")
+            })
+    }
+}
+
+/// `rank` and `world_size`: as given, else from the launcher's environment (MPI's
+/// OMPI_COMM_WORLD_RANK/SIZE, then torchrun's RANK/WORLD_SIZE, as stoker-train reads
+/// them), else (0, 1).
+pub fn launch_rank(rank: Option<Int>, world: Option<Int>) -> PyResult<(usize, usize)> {
+    launch_rank_from(rank, world, &|k| std::env::var(k).ok())
+}
+
+fn launch_rank_from(
+    rank: Option<Int>,
+    world: Option<Int>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> PyResult<(usize, usize)> {
+    let num = |var: &str| -> PyResult<Option<usize>> {
+        match env(var) {
+            None => Ok(None),
+            Some(v) => v.trim().parse().map(Some).map_err(|_| {
+                PyValueError::new_err(format!("{var}={v:?} is not a rank count or rank number"))
+            }),
+        }
+    };
+    let pair = |r: &str, w: &str| -> PyResult<Option<(usize, usize)>> {
+        match (num(r)?, num(w)?) {
+            (Some(a), Some(b)) => Ok(Some((a, b))),
+            (None, None) => Ok(None),
+            _ => Err(PyValueError::new_err(format!(
+                "{r} and {w} come together: only one of them is set"
+            ))),
+        }
+    };
+    let launcher = match pair("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")? {
+        Some(p) => Some(p),
+        None => pair("RANK", "WORLD_SIZE")?,
+    };
+    let (lr, lw) = launcher.unwrap_or((0, 1));
+    let rank = match rank {
+        Some(r) => in_range("rank", r, 0, i64::MAX as i128)? as usize,
+        None => lr,
+    };
+    let world = match world {
+        Some(w) => in_range("world_size", w, 1, i64::MAX as i128)? as usize,
+        None => lw,
+    };
+    Ok((rank, world))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn rank_comes_from_the_launcher_unless_given() {
+        assert_eq!(launch_rank_from(None, None, &env(&[])).unwrap(), (0, 1));
+        let torch = [("RANK", "2"), ("WORLD_SIZE", "4")];
+        assert_eq!(launch_rank_from(None, None, &env(&torch)).unwrap(), (2, 4));
+        let mpi = [
+            ("OMPI_COMM_WORLD_RANK", "1"),
+            ("OMPI_COMM_WORLD_SIZE", "3"),
+            ("RANK", "0"),
+            ("WORLD_SIZE", "9"),
+        ];
+        assert_eq!(launch_rank_from(None, None, &env(&mpi)).unwrap(), (1, 3));
+        assert_eq!(
+            launch_rank_from(Some(Int::of(0)), Some(Int::of(1)), &env(&torch)).unwrap(),
+            (0, 1)
+        );
+    }
+}

@@ -11,10 +11,11 @@ use pyo3::types::{PyDict, PyMapping};
 use stoker_augment::Pipeline;
 use stoker_loader::config::{MAX_BATCH_SIZE, MAX_IO_DEPTH, MAX_PREFETCH, MAX_WORKERS};
 use stoker_loader::{
-    source, Cursor, Field, Fields, Loader, LoaderConfig, LoaderState, Mix, Mode, OnError,
+    source, Cursor, Field, Fields, Loader, LoaderConfig, LoaderState, Mix, MixtureSpec, Mode,
+    OnError, Stop,
 };
 
-use crate::args::{choice, in_range, Int, IntOrAuto};
+use crate::args::{choice, in_range, launch_rank, DataArg, Int, IntOrAuto};
 use crate::epoch::EpochIter;
 use crate::errors::{busy, loader_error, source_error};
 use crate::map::MapPool;
@@ -36,7 +37,8 @@ use crate::map::MapPool;
 pub struct PyLoader {
     /// Dropped by hand (see `Drop`), to stop the pipeline with the GIL released.
     pub(crate) inner: ManuallyDrop<Loader>,
-    data: PathBuf,
+    /// The data set(s), for `repr`.
+    data: String,
     /// Where `for ... in loader` goes on: (epoch, next batch) after the last batch
     /// delivered (by any iterator of this loader).
     pub(crate) position: (u64, usize),
@@ -70,8 +72,8 @@ impl PyLoader {
         shuffle = true,
         drop_last = false,
         on_error = "fail",
-        rank = Int::of(0),
-        world_size = Int::of(1),
+        rank = None,
+        world_size = None,
         io_depth = Int::of(8),
         split = None,
         channels = None,
@@ -94,11 +96,14 @@ impl PyLoader {
         max_instances = None,
         map = None,
         map_threads = None,
+        weights = None,
+        stop = None,
+        steps = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        data: PathBuf,
+        data: DataArg,
         batch_size: Int,
         transform: &str,
         mode: &str,
@@ -108,8 +113,8 @@ impl PyLoader {
         shuffle: bool,
         drop_last: bool,
         on_error: &str,
-        rank: Int,
-        world_size: Int,
+        rank: Option<Int>,
+        world_size: Option<Int>,
         io_depth: Int,
         split: Option<String>,
         channels: Option<Int>,
@@ -133,6 +138,9 @@ impl PyLoader {
         max_instances: Option<Int>,
         map: Option<Py<PyAny>>,
         map_threads: Option<Int>,
+        weights: Option<Vec<f64>>,
+        stop: Option<&str>,
+        steps: Option<Int>,
     ) -> PyResult<Self> {
         let map_threads = match (&map, map_threads) {
             (Some(f), n) => {
@@ -158,6 +166,37 @@ impl PyLoader {
                  mixing out",
             ));
         }
+        let paths = match data {
+            DataArg::One(p) => vec![p],
+            DataArg::Many(v) => v,
+        };
+        if paths.is_empty() {
+            return Err(PyValueError::new_err(
+                "data: an empty list (give one or more data sets)",
+            ));
+        }
+        let stop = match stop {
+            None => None,
+            Some(s) => Some(
+                s.parse::<Stop>()
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?,
+            ),
+        };
+        let steps = match steps {
+            None => None,
+            Some(s) => Some(in_range("steps", s, 1, i64::MAX as i128)? as usize),
+        };
+        if let Some(w) = &weights {
+            // Checked here, before any data set is opened.
+            MixtureSpec {
+                weights: w.clone(),
+                stop: stop.unwrap_or(Stop::AllExhausted),
+                steps,
+            }
+            .validate(paths.len())
+            .map_err(|e| PyValueError::new_err(format!("weights: {e}")))?;
+        }
+        let (rank, world_size) = launch_rank(rank, world_size)?;
         let fields = match fields {
             None => None,
             Some(names) => Some(
@@ -210,8 +249,8 @@ impl PyLoader {
             seed: in_range("seed", seed, 0, u64::MAX as i128)? as u64,
             shuffle,
             drop_last,
-            rank: in_range("rank", rank, 0, i64::MAX as i128)? as usize,
-            world: in_range("world_size", world_size, 1, i64::MAX as i128)? as usize,
+            rank,
+            world: world_size,
             transform: Pipeline::parse(transform)
                 .map_err(|e| PyValueError::new_err(format!("transform '{transform}': {e}")))?,
             channels: match channels {
@@ -258,7 +297,11 @@ impl PyLoader {
             )));
         }
         let train = split.as_deref().is_none_or(|s| s == "train");
-        let path = data.clone();
+        let data = paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" + ");
         let options = source::OpenOptions {
             train,
             images: images.map(|p| p.to_string_lossy().into_owned()),
@@ -280,18 +323,27 @@ impl PyLoader {
         };
         let (seed, skip) = (cfg.seed, cfg.on_error == OnError::Skip);
         let inner = py.detach(move || {
-            let src = source::open_with(&path, &options).map_err(source_error)?;
+            let sources = paths
+                .iter()
+                .map(|p| source::open_with(p, &options))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(source_error)?;
             // Only Parquet sets have splits by name: another name would read MNIST's
             // test split, or a folder whole, without a word.
             if let Some(s) = options.split.as_deref() {
-                if src.format() != "parquet" && s != "train" && s != "test" {
-                    return Err(PyValueError::new_err(format!(
-                        "split must be 'train' or 'test' for a {} data set, got '{s}' \
-                         (other names pick the files of a Parquet set in the Hub's layout)",
-                        src.format()
-                    )));
+                for src in &sources {
+                    if src.format() != "parquet" && s != "train" && s != "test" {
+                        return Err(PyValueError::new_err(format!(
+                            "split must be 'train' or 'test' for a {} data set, got '{s}' \
+                             (other names pick the files of a Parquet set in the Hub's \
+                             layout)",
+                            src.format()
+                        )));
+                    }
                 }
             }
+            let src = stoker_loader::mixture::combine(sources, weights, stop, steps)
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
             Loader::new(src, cfg).map_err(loader_error)
         })?;
         // Started after the loader, so that a loader error leaves no thread behind.
@@ -386,6 +438,13 @@ impl PyLoader {
         if let Some(f) = s.fingerprint {
             d.set_item("fingerprint", f)?;
         }
+        // Nested parts as JSON text: the dict stays flat and JSON-serialisable.
+        if let Some(e) = &s.elastic {
+            d.set_item("elastic", serde_json::to_string(e).unwrap_or_default())?;
+        }
+        if let Some(m) = &s.mixture {
+            d.set_item("mixture", serde_json::to_string(m).unwrap_or_default())?;
+        }
         Ok(d)
     }
 
@@ -426,6 +485,8 @@ impl PyLoader {
                 Ok(_) => Some(big("fingerprint")?),
                 Err(_) => None,
             },
+            elastic: json_item(map, "elastic")?,
+            mixture: json_item(map, "mixture")?,
         };
         let mut this = Self::borrow_mut(slf)?;
         let this = &mut *this;
@@ -519,7 +580,7 @@ impl PyLoader {
         let (h, w, ch) = this.inner.image_shape();
         format!(
             "<stoker.Loader {} ({} samples, {}): batch {}, {}x{}x{}, mode {}, {} batches/epoch>",
-            this.data.display(),
+            this.data,
             this.inner.source().len(),
             this.inner.source().format(),
             c.batch_size,
@@ -572,6 +633,25 @@ impl Drop for PyLoader {
 }
 
 /// A cursor at (epoch, batch), without the checks of a state from elsewhere.
+/// A nested part of a state dict (JSON text), absent in states without it.
+fn json_item<T: serde::de::DeserializeOwned>(
+    map: &Bound<'_, PyMapping>,
+    name: &str,
+) -> PyResult<Option<T>> {
+    let Ok(v) = map.get_item(name) else {
+        return Ok(None);
+    };
+    if v.is_none() {
+        return Ok(None);
+    }
+    let text: String = v
+        .extract()
+        .map_err(|_| PyTypeError::new_err(format!("state dict '{name}' must be a str")))?;
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| PyValueError::new_err(format!("state dict '{name}': {e}")))
+}
+
 trait CursorFrom {
     fn cursor_from(&mut self, epoch: u64, batch: usize) -> Cursor;
 }

@@ -476,6 +476,7 @@ fn state() -> Vec<Seed> {
         rank,
         world,
         fingerprint: None,
+        ..LoaderState::default()
     };
     vec![
         seed(h, "mid-epoch.json", state(7, 2, 1, 3, 10, 0, 1).to_json().into_bytes(), true),

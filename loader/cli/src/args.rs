@@ -16,6 +16,32 @@ fn count_in(s: &str, lo: usize, hi: usize) -> Result<usize, String> {
     Ok(v)
 }
 
+/// Mixture weights, one per data set (a type of its own: clap would read a bare
+/// `Vec` as a flag given several times).
+#[derive(Clone, Debug)]
+pub struct Weights(pub Vec<f64>);
+
+/// Mixture weights: `7,3` or `0.7,0.3`, each finite and at least 0, not all 0.
+pub fn weights(s: &str) -> Result<Weights, String> {
+    let w = stoker_loader::mixture::parse_weights(s)?;
+    for (i, &x) in w.iter().enumerate() {
+        if !x.is_finite() || x < 0.0 {
+            return Err(format!(
+                "weight {i} ({x}) must be a finite number of at least 0"
+            ));
+        }
+    }
+    if w.iter().all(|&x| x == 0.0) {
+        return Err("every weight is 0: at least one data set must be drawn".into());
+    }
+    Ok(Weights(w))
+}
+
+/// Batches per epoch of a `--stop never` mixture.
+pub fn steps(s: &str) -> Result<usize, String> {
+    count_in(s, 1, 1 << 40)
+}
+
 pub fn batch_size(s: &str) -> Result<usize, String> {
     count_in(s, 1, MAX_BATCH_SIZE)
 }

@@ -16,7 +16,9 @@ pub struct Args {
     /// An image folder, a packed file, tar shards (a .tar, a folder of them, or a
     /// pattern like train-{000000..000127}.tar), an MNIST/CIFAR set, or any of these
     /// behind a URL (s3://, gs://, az://, http(s)://, file://).
-    pub data: PathBuf,
+    pub data: Option<PathBuf>,
+    #[command(flatten)]
+    pub mixture: MixtureArgs,
     #[command(flatten)]
     pub source: DataArgs,
     #[arg(long, default_value = "async")]
@@ -70,6 +72,61 @@ pub struct Args {
     pub fields: Option<stoker_loader::Fields>,
 }
 
+/// Several data sets mixed by weight (`--data A --data B --weights 7,3`).
+#[derive(clap::Args, Clone, Default)]
+pub struct MixtureArgs {
+    /// A data set to mix (repeat the flag: one per data set; with DATA, it comes
+    /// first).
+    #[arg(long = "data", value_name = "DATA")]
+    pub more_data: Vec<PathBuf>,
+    /// One weight per data set, e.g. `7,3` (default: equal).
+    #[arg(long, value_parser = args::weights)]
+    pub weights: Option<args::Weights>,
+    /// When a mixed epoch ends: first_exhausted, all_exhausted (default) or never.
+    #[arg(long)]
+    pub stop: Option<stoker_loader::Stop>,
+    /// Batches per epoch with `--stop never`.
+    #[arg(long, value_parser = args::steps)]
+    pub steps: Option<usize>,
+}
+
+impl MixtureArgs {
+    /// `data` (the positional data set, if any) and the `--data` ones, opened and
+    /// combined: the one source as it is, or a mixture.
+    pub fn open(
+        &self,
+        data: Option<&std::path::Path>,
+        options: &source::OpenOptions,
+    ) -> anyhow::Result<std::sync::Arc<dyn stoker_loader::Source>> {
+        let paths: Vec<&std::path::Path> = data
+            .into_iter()
+            .chain(self.more_data.iter().map(|p| p.as_path()))
+            .collect();
+        if paths.is_empty() {
+            anyhow::bail!("no data: give DATA or --data (once per data set to mix)");
+        }
+        let sources = paths
+            .iter()
+            .map(|p| source::open_with(p, options))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(stoker_loader::mixture::combine(
+            sources,
+            self.weights.clone().map(|w| w.0),
+            self.stop,
+            self.steps,
+        )?)
+    }
+
+    /// The data sets, for messages.
+    pub fn describe(&self, data: Option<&std::path::Path>) -> String {
+        data.into_iter()
+            .chain(self.more_data.iter().map(|p| p.as_path()))
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" + ")
+    }
+}
+
 /// What `--workers auto` chose and when.
 #[derive(Serialize, Clone, Debug)]
 pub struct AutoReport {
@@ -118,7 +175,7 @@ pub struct Report {
 
 /// Runs the loader over `a.epochs` epochs and measures it.
 pub fn measure(a: &Args) -> anyhow::Result<Report> {
-    let src = source::open_with(&a.data, &a.source.options())?;
+    let src = a.mixture.open(a.data.as_deref(), &a.source.options())?;
     let transform = Pipeline::parse(&a.transform)?;
     let mut cfg = LoaderConfig {
         batch_size: a.batch_size,
@@ -264,7 +321,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     println!(
         "{}: mode {}, workers {}, batch {}, transform '{}', {} epoch(s), compute {} ms/batch, JPEG decoder {}",
-        a.data.display(),
+        a.mixture.describe(a.data.as_deref()),
         r.mode,
         r.workers,
         r.batch_size,

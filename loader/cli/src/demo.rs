@@ -64,7 +64,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         eprintln!("using the demo set in {}", dir.display());
     }
     let base = bench::Args {
-        data: dir,
+        data: Some(dir),
+        mixture: bench::MixtureArgs::default(),
         mode: Mode::Sync,
         workers: stoker_loader::Workers::Fixed(a.workers),
         cpu_budget: None,

@@ -302,3 +302,79 @@ fn scenes_inspect_their_fields_and_show_draws_a_grid() {
     ]);
     assert!(err.contains("'rrc' needs a size"), "{err}");
 }
+
+#[test]
+fn bench_mixes_data_sets_by_weight() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    for (dir, count, seed) in [(&a, "40", "1"), (&b, "24", "2")] {
+        ok(&[
+            "gen",
+            "shapes",
+            path(dir),
+            "--count",
+            count,
+            "--size",
+            "16",
+            "--seed",
+            seed,
+        ]);
+    }
+    let bench = |mode: &str, workers: &str, extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "--data",
+            path(&a),
+            "--data",
+            path(&b),
+            "--mode",
+            mode,
+            "--workers",
+            workers,
+            "--batch-size",
+            "8",
+            "--transform",
+            "rrc:12,flip",
+            "--digest",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        json(&args)
+    };
+    let mix = ["--weights", "7,3", "--stop", "all_exhausted"];
+    let want = bench("sync", "1", &mix);
+    assert_eq!(want["samples"], 64, "all_exhausted: every sample of both");
+    for workers in ["1", "2", "4"] {
+        assert_eq!(bench("async", workers, &mix)["digest"], want["digest"]);
+    }
+    // Other weights, or the first data set running out, give other batches.
+    assert_ne!(
+        bench("sync", "1", &["--weights", "3,7"])["digest"],
+        want["digest"]
+    );
+    let first = bench(
+        "sync",
+        "1",
+        &["--weights", "7,3", "--stop", "first_exhausted"],
+    );
+    assert!(first["samples"].as_u64().unwrap() < 64, "{first}");
+    let never = bench(
+        "sync",
+        "1",
+        &["--weights", "1,1", "--stop", "never", "--steps", "5"],
+    );
+    assert_eq!(never["samples"], 40);
+    // Refused before reading: a weight count other than the data count.
+    let err = failing(&[
+        "bench",
+        "--data",
+        path(&a),
+        "--data",
+        path(&b),
+        "--weights",
+        "1,2,3",
+    ]);
+    assert!(err.contains("3 weights for 2 sources"), "{err}");
+    let err = failing(&["bench", "--data", path(&a), "--stop", "never"]);
+    assert!(err.contains("steps"), "{err}");
+}

@@ -167,6 +167,16 @@ fn bench_flags() {
             "--cpu-budget",
             &["0", "-1", "1", "2", "100000", "nan", ""][..],
         ),
+        (
+            "--weights",
+            &["", "1", "-1", "nan", "0", "inf", "1,,2", "1e400"][..],
+        ),
+        ("--stop", &["", "never", "sometimes", "all_exhausted"][..]),
+        (
+            "--steps",
+            &["0", "-1", "1", "1e9", "99999999999999999999"][..],
+        ),
+        ("--data", &["", "/nonexistent", d][..]),
     ] {
         for value in values {
             let mut args = base("");

@@ -51,6 +51,17 @@ impl Cursor {
         self.failed || self.next >= self.plan.len()
     }
 
+    /// The samples of the cursor's whole epoch on this rank, batch after batch (the
+    /// source's indices).
+    pub fn indices(&self) -> &[usize] {
+        self.plan.indices()
+    }
+
+    /// The samples of batch `b` of the cursor's epoch.
+    pub fn batch_indices(&self, b: usize) -> &[usize] {
+        self.plan.batch(b)
+    }
+
     /// Batches left to deliver.
     pub fn remaining(&self) -> usize {
         if self.failed {
@@ -81,43 +92,32 @@ impl Loader {
     /// A cursor at the first batch of `epoch`. In async mode the pipeline starts
     /// preparing it now (or goes on, if it is already heading there).
     pub fn start_epoch(&mut self, epoch: u64) -> Cursor {
+        if self.shared.forget_resumed(epoch) {
+            // A pipeline may be making the resumed plan's batches of this epoch.
+            self.running = None;
+        }
         self.cursor_at(epoch, 0)
     }
 
     /// A cursor at the batch `state` stopped at: the rest of its epoch.
     pub fn resume_cursor(&mut self, state: &LoaderState) -> Result<Cursor, LoaderError> {
-        let mut mine = self.state_at(state.epoch, state.next_batch);
-        if state.fingerprint.is_some() && state.fingerprint != mine.fingerprint {
-            return Err(LoaderError::Resume(format!(
-                "the state was saved for another data set: its fingerprint is {:016x}, this \
-                 data set's {:016x} (the same number of samples, {}, but other names, labels \
-                 or classes)",
-                state.fingerprint.unwrap_or_default(),
-                mine.fingerprint.unwrap_or_default(),
-                state.samples
-            )));
+        let mine = self.plain_state(state.epoch, 0);
+        let (plan, step, special) = self.shared.resume_plan(state, &mine)?;
+        if self.shared.set_resumed(special.then(|| plan.clone())) {
+            // The running pipeline may be making another plan of this epoch.
+            self.running = None;
         }
-        // A state saved before states had fingerprints is checked without one.
-        mine.fingerprint = state.fingerprint;
-        if *state != mine {
-            return Err(LoaderError::Resume(format!(
-                "the state was saved by a different loader (saved {state:?}, this loader {mine:?})"
-            )));
-        }
-        let len = self.batches_per_epoch();
-        if state.next_batch > len {
-            return Err(LoaderError::Resume(format!(
-                "batch {} is past the end of an epoch of {len} batches",
-                state.next_batch
-            )));
-        }
-        Ok(self.cursor_at(state.epoch, state.next_batch))
+        Ok(self.cursor_with(plan, step))
     }
 
     pub(super) fn cursor_at(&mut self, epoch: u64, step: usize) -> Cursor {
-        let plan = Arc::new(self.shared.plan(epoch));
+        let plan = self.shared.plan(epoch);
+        self.cursor_with(plan, step)
+    }
+
+    fn cursor_with(&mut self, plan: Arc<Plan>, step: usize) -> Cursor {
         // A pipeline that cannot start says so at the first batch, which tries again.
-        let _ = self.ensure_running(epoch, step);
+        let _ = self.ensure_running(plan.epoch, step);
         Cursor {
             plan,
             next: step,
@@ -152,7 +152,8 @@ impl Loader {
 
     /// The state after the batches `cursor` has delivered: resuming it yields the rest.
     pub fn cursor_state(&self, cursor: &Cursor) -> LoaderState {
-        self.state_at(cursor.plan.epoch, cursor.next)
+        let base = self.plain_state(cursor.plan.epoch, cursor.next);
+        self.shared.state_in(&cursor.plan, cursor.next, base)
     }
 
     /// The next batch of `cursor`'s epoch, waiting as long as it takes; `None` at the

@@ -16,6 +16,7 @@
 mod async_;
 mod cursor;
 mod fields;
+mod plans;
 mod sync;
 pub mod tune;
 pub(crate) mod work;
@@ -26,7 +27,6 @@ use stoker_augment::Pipeline;
 
 use crate::config::{LoaderConfig, Mode, OnError};
 use crate::metrics::{Counters, Metrics};
-use crate::plan::Plan;
 use crate::pool::Pool;
 use crate::sampler::{Sampler, ShardPolicy};
 use crate::source::Source;
@@ -60,6 +60,8 @@ pub(crate) struct Shared {
     pub fingerprint: std::sync::OnceLock<u64>,
     /// The caller's own steps (with any, `fields` is set: see `field_plan`).
     pub steps: Vec<crate::step::UserStep>,
+    /// A resumed epoch's plan, and a mixture's.
+    pub(crate) plans: plans::Plans,
 }
 
 impl Shared {
@@ -78,17 +80,6 @@ impl Shared {
     /// Where the masks start in a batch buffer: after every image slot.
     pub fn masks_offset(&self) -> usize {
         self.batch_size * self.slot_bytes()
-    }
-
-    pub fn plan(&self, epoch: u64) -> Plan {
-        Plan::with_shards(
-            &self.sampler,
-            self.source.len(),
-            self.source.shards(),
-            epoch,
-            self.batch_size,
-            self.drop_last,
-        )
     }
 }
 
@@ -115,7 +106,11 @@ impl Loader {
         if source.is_empty() {
             return Err(LoaderError::Config("the data set has no samples".into()));
         }
-        let per_rank = sampler.shard_len(source.len());
+        // A mixture's epochs are as long as its stop rule makes them (checked below).
+        let per_rank = match source.mixture() {
+            Some(_) => cfg.batch_size,
+            None => sampler.shard_len(source.len()),
+        };
         if cfg.drop_last && per_rank < cfg.batch_size {
             return Err(LoaderError::Config(format!(
                 "drop_last with batch size {} leaves no batch: this shard has {per_rank} samples",
@@ -213,7 +208,14 @@ impl Loader {
             fields,
             fingerprint: std::sync::OnceLock::new(),
             steps: cfg.steps.clone(),
+            plans: plans::Plans::default(),
         });
+        if shared.source.mixture().is_some() && shared.plan(0).is_empty() {
+            return Err(LoaderError::Config(format!(
+                "the mixture's first epoch gives rank {} of {} no batch",
+                cfg.rank, cfg.world
+            )));
+        }
         Ok(Loader {
             shared,
             config,
@@ -246,6 +248,16 @@ impl Loader {
     /// The state of this loader at batch `next_batch` of `epoch`, as
     /// [`Epoch::state`] would report it there.
     pub fn state_at(&self, epoch: u64, next_batch: usize) -> LoaderState {
+        let base = self.plain_state(epoch, next_batch);
+        if self.shared.plan_in_state(epoch) {
+            let plan = self.shared.plan(epoch);
+            return self.shared.state_in(&plan, next_batch, base);
+        }
+        base
+    }
+
+    /// The state's fields that every plan has.
+    fn plain_state(&self, epoch: u64, next_batch: usize) -> LoaderState {
         LoaderState {
             seed: self.config.seed,
             epoch,
@@ -255,6 +267,8 @@ impl Loader {
             rank: self.config.rank,
             world: self.config.world,
             fingerprint: Some(self.fingerprint()),
+            elastic: None,
+            mixture: None,
         }
     }
 

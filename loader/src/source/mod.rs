@@ -122,6 +122,12 @@ pub trait Source: Send + Sync + 'static {
         None
     }
 
+    /// The mixture this source is, if it is one (its epochs then follow the
+    /// mixture's order rather than the sampler's).
+    fn mixture(&self) -> Option<&crate::mixture::Mixture> {
+        None
+    }
+
     /// The fields this source's samples carry: image and class unless it says more.
     fn fields(&self) -> Fields {
         Fields::CLASSIFICATION

@@ -52,8 +52,18 @@ pub struct Args {
     /// shards (a folder of them or a pattern like train-{000000..000127}.tar), MNIST /
     /// CIFAR-10 files, or any of these behind a URL (s3://, gs://, az://, http(s)://,
     /// file://). Default: the demo set.
+    /// Give it again to mix several data sets (with --weights and --stop).
     #[arg(long)]
-    pub data: Option<PathBuf>,
+    pub data: Vec<PathBuf>,
+    /// One weight per --data set, e.g. `7,3` (default: equal).
+    #[arg(long, value_parser = parse_weights)]
+    pub weights: Option<Weights>,
+    /// When a mixed epoch ends: first_exhausted, all_exhausted (default) or never.
+    #[arg(long)]
+    pub stop: Option<stoker_loader::Stop>,
+    /// Batches per epoch with --stop never.
+    #[arg(long, value_parser = count::<1, { 1 << 40 }, usize>)]
+    pub steps: Option<usize>,
     /// Validation data (default: the demo's, or the test split of MNIST / CIFAR-10).
     #[arg(long)]
     pub val: Option<PathBuf>,
@@ -203,6 +213,22 @@ pub fn settings_fingerprint(a: &Args) -> u64 {
         )
     };
     xxhash_rust::xxh3::xxh3_64(text.as_bytes())
+}
+
+/// Mixture weights (a type of its own: clap reads a bare `Vec` as a repeated flag).
+#[derive(Clone, Debug)]
+pub struct Weights(pub Vec<f64>);
+
+fn parse_weights(s: &str) -> Result<Weights, String> {
+    let w = stoker_loader::mixture::parse_weights(s)?;
+    stoker_loader::MixtureSpec {
+        weights: w.clone(),
+        stop: stoker_loader::Stop::AllExhausted,
+        steps: None,
+    }
+    .validate(w.len())
+    .map_err(|e| e.to_string())?;
+    Ok(Weights(w))
 }
 
 fn parse_device(s: &str) -> Result<String, String> {

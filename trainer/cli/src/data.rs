@@ -26,6 +26,16 @@ pub struct Data {
     pub target: Target,
 }
 
+/// More training data sets mixed with the first (`--data` again, `--weights`,
+/// `--stop`, `--steps`); the default mixes nothing.
+#[derive(Clone, Debug, Default)]
+pub struct Mixing {
+    pub more: Vec<PathBuf>,
+    pub weights: Option<Vec<f64>>,
+    pub stop: Option<stoker_loader::Stop>,
+    pub steps: Option<usize>,
+}
+
 /// Loader settings shared by the training and validation loaders.
 pub struct Reading {
     /// This process's shard of every epoch (0 of 1 in a single process).
@@ -82,8 +92,19 @@ impl Data {
         val_transform: Option<&str>,
         target: TargetArg,
         options: &source::OpenOptions,
+        mixing: &Mixing,
     ) -> anyhow::Result<Data> {
-        let train = open(train_path, true, "training", options)?;
+        let mut sources = vec![open(train_path, true, "training", options)?];
+        for p in &mixing.more {
+            sources.push(open(p, true, "training", options)?);
+        }
+        let train = stoker_loader::mixture::combine(
+            sources,
+            mixing.weights.clone(),
+            mixing.stop,
+            mixing.steps,
+        )
+        .context("mixing the training data")?;
         let (val, val_path) = match val_path {
             Some(p) => (
                 Some(open(p, false, "validation", options)?),

@@ -82,11 +82,12 @@ fn check_early(a: &Args) -> anyhow::Result<()> {
     if let Some(path) = &a.plot {
         plot::check_path(path)?;
     }
-    for (flag, path) in [
-        ("--data", &a.data),
-        ("--val", &a.val),
-        ("--resume", &a.resume),
-    ] {
+    for p in &a.data {
+        if p.as_os_str().is_empty() {
+            bail!("--data: an empty path");
+        }
+    }
+    for (flag, path) in [("--val", &a.val), ("--resume", &a.resume)] {
         if let Some(p) = path {
             if p.as_os_str().is_empty() {
                 bail!("{flag}: an empty path");
@@ -149,7 +150,16 @@ fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
         cache: a.cache.clone(),
         ..Default::default()
     };
-    let data = match &a.data {
+    let mixing = data::Mixing {
+        more: a.data.iter().skip(1).cloned().collect(),
+        weights: a.weights.clone().map(|w| w.0),
+        stop: a.stop,
+        steps: a.steps,
+    };
+    if a.data.is_empty() && (mixing.weights.is_some() || mixing.stop.is_some()) {
+        bail!("--weights and --stop mix the --data sets: give them with --data");
+    }
+    let data = match a.data.first() {
         Some(dir) => Data::open(
             dir,
             a.val.as_deref(),
@@ -157,6 +167,7 @@ fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
             a.val_transform.as_deref(),
             a.target,
             &open_options,
+            &mixing,
         )?,
         None => {
             // `--target labels` asks for tags: the multi-label demo has them.
@@ -177,6 +188,7 @@ fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
                 a.val_transform.as_deref(),
                 a.target,
                 &open_options,
+                &data::Mixing::default(),
             )?
         }
     };

@@ -213,7 +213,7 @@ fn train_once<B: Backend + Clone + 'static>(
             path.display(),
             trainer.pos.step,
             trainer.pos.epoch + 1,
-            trainer.pos.loader.map_or(0, |s| s.next_batch)
+            trainer.pos.loader.as_ref().map_or(0, |s| s.next_batch)
         ));
         if changed {
             say("note: the learning-rate schedule differs from the checkpoint's (other --epochs, --lr, --batch-size or number of ranks?): the run goes on with this one");

@@ -310,3 +310,70 @@ fn binary_rejects_bad_checkpoints() {
     args.push(gone.to_str().unwrap());
     fails_with(&stoker_train(&args, tmp.path()), "gone.safetensors");
 }
+
+/// A checkpoint taken after 3 steps of batch 8 resumes with batch 5 (24 samples is no
+/// whole number of steps of 5): the rest of the epoch is divided again and the run
+/// finishes; and a mixture of two data sets trains and resumes the same way.
+#[test]
+fn a_checkpoint_resumes_with_another_batch_at_any_step() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = shapes(&tmp.path().join("a"), 40, 1);
+    let b = shapes(&tmp.path().join("b"), 24, 2);
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    for (data, total) in [
+        (vec!["--data", a], 40),
+        (
+            vec![
+                "--data",
+                a,
+                "--data",
+                b,
+                "--weights",
+                "7,3",
+                "--stop",
+                "all_exhausted",
+            ],
+            64,
+        ),
+    ] {
+        let ckpt = tmp.path().join("mid.safetensors");
+        let _ = std::fs::remove_file(&ckpt);
+        let mut args = data.clone();
+        args.extend([
+            "--model",
+            "mlp",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "8",
+            "--max-steps",
+            "3",
+        ]);
+        args.extend(["--checkpoint", ckpt.to_str().unwrap()]);
+        let out = stoker_train(&args, tmp.path());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut args = data.clone();
+        args.extend([
+            "--model",
+            "mlp",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "5",
+            "--json",
+        ]);
+        args.extend(["--resume", ckpt.to_str().unwrap()]);
+        let out = stoker_train(&args, tmp.path());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert!(err.contains("resumed from"), "{err}");
+        // The rest of the epoch, each sample once: all but the 3 x 8 before the
+        // checkpoint.
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json");
+        assert_eq!(doc["images"], total - 24, "{doc}");
+    }
+}

@@ -20,7 +20,6 @@ pub mod launch;
 pub mod mpi;
 #[cfg(feature = "nccl")]
 pub mod nccl;
-pub mod reshard;
 
 use std::time::Duration;
 

@@ -316,8 +316,9 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
                 };
                 obs.step(&time, logged.as_ref());
             }
-            let end_state = batches.state();
             drop(batches);
+            // The next epoch from its start (its own plan, whatever this one was).
+            let next_state = train.state_at(pos.epoch + 1, 0);
             // The epoch's last partial logging window.
             take_stats(model, pos, history, cfg, coll)?;
             if distributed {
@@ -351,11 +352,7 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
             *pos = Position {
                 step: pos.step,
                 epoch: pos.epoch + 1,
-                loader: Some(LoaderState {
-                    epoch: pos.epoch + 1,
-                    next_batch: 0,
-                    ..end_state
-                }),
+                loader: Some(next_state),
                 ..Position::default()
             };
             if let Some(path) = cfg.checkpoint.as_ref().filter(|_| writes) {

@@ -19,7 +19,6 @@ use super::{
 };
 use crate::backend::Backend;
 use crate::checkpoint;
-use crate::collective::reshard::reshard;
 use crate::model::Model;
 use crate::optim::Optimizer;
 use crate::schedule::Schedule;
@@ -76,32 +75,40 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
         };
         let saved: SavedPosition = serde_json::from_str(entry(KEY_POSITION)?)
             .map_err(|e| bad(format!("`{KEY_POSITION}`: {e}")))?;
-        // The checkpoint holds rank 0's place; this rank's follows from it, also when
-        // the batch size or the number of ranks changed. With another batch per step in
-        // all, the step count is re-counted in this run's steps, which its learning-rate
-        // schedule and --max-steps are in.
+        // The checkpoint holds rank 0's place; the loader continues it on this rank,
+        // also when the batch size or the number of ranks changed (the rest of the
+        // epoch is divided again among this run's ranks: docs/loader-engine.md). With
+        // another batch per step in all, the step count is re-counted in this run's
+        // steps, which its learning-rate schedule and --max-steps are in.
         let mut step = saved.step;
         let loader = match meta.get(KEY_LOADER) {
             Some(s) => {
                 let at_save =
                     LoaderState::from_json(s).map_err(|e| bad(format!("`{KEY_LOADER}`: {e}")))?;
-                let saved_shard_len = stoker_loader::Sampler {
-                    rank: 0,
-                    world: at_save.world.max(1),
-                    ..self.train.config().sampler()
-                }
-                .shard_len(at_save.samples);
                 let target = self.train.state_at(at_save.epoch, 0);
-                let mine = reshard(
-                    &at_save,
-                    saved_shard_len,
-                    &target,
-                    self.train.batches_per_epoch(),
-                )
-                .map_err(bad)?;
+                // The count first: when it differs, it says more than the fingerprint.
+                if at_save.samples != target.samples {
+                    return Err(bad(format!(
+                        "the checkpoint was trained on {} samples, this data has {}",
+                        at_save.samples, target.samples
+                    )));
+                }
+                if at_save.seed != target.seed {
+                    return Err(bad(format!(
+                        "the checkpoint shuffled with seed {}, this run with seed {} (give \
+                         --seed {})",
+                        at_save.seed, target.seed, at_save.seed
+                    )));
+                }
+                let cursor = self
+                    .train
+                    .resume_cursor(&at_save)
+                    .map_err(|e| bad(e.to_string()))?;
+                let mine = self.train.cursor_state(&cursor);
                 if at_save.batch_size * at_save.world != target.batch_size * target.world {
-                    step = at_save.epoch * self.train.batches_per_epoch() as u64
-                        + mine.next_batch as u64;
+                    let per_epoch = self.train.batches_per_epoch();
+                    step = at_save.epoch * per_epoch as u64
+                        + per_epoch.saturating_sub(cursor.remaining()) as u64;
                 }
                 Some(mine)
             }
@@ -117,7 +124,7 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
             train_seconds: saved.train_seconds,
             wait_seconds: saved.wait_seconds,
         };
-        if let Some(s) = &loader {
+        if let Some(s) = &pos.loader {
             if s.epoch != pos.epoch {
                 return Err(bad(format!(
                     "loader state is in epoch {}, training position in epoch {}",
@@ -142,7 +149,7 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
         c.check_same("the checkpoint's epoch", pos.epoch)?;
         c.check_same(
             "the checkpoint's batch in its epoch",
-            pos.loader.map_or(0, |s| s.next_batch as u64),
+            pos.loader.as_ref().map_or(0, |s| s.next_batch as u64),
         )?;
         if c.world() > 1 {
             let fingerprint = weights_fingerprint(&self.model)?;
@@ -156,7 +163,7 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
             ([0.0; 2], 0)
         };
         self.model.set_train_accumulator(acc, acc_samples)?;
-        self.resume = pos.loader;
+        self.resume = pos.loader.clone();
         self.pos = pos;
         self.history = History {
             epochs,

@@ -1,0 +1,158 @@
+//! Taking over an epoch at another rank count or batch size (elastic resume) for a
+//! single source.
+//!
+//! The epoch's first layout (W ranks, batch B) is the sampler's: strided for plain
+//! sources, shard-dealt for tar and Parquet shards. When a state saved after b of its
+//! batches is loaded at another layout, the samples no rank has taken yet are listed
+//! in a fixed order, the remainder: the first untaken sample of rank 0, of rank 1,
+//! ..., then the second of each, ... (for a strided first layout this is the epoch's
+//! order from the first untaken position on; for shard-dealt tar and Parquet shards,
+//! a new layout of as many ranks continues each rank's own shards), each sample once
+//! (the padding repeats of the first layout are left out, as is anything already
+//! taken).
+//! Every later layout deals the rest of the remainder by stride
+//! ([`deal`](crate::sampler::deal)), so after n batches of B' on W' ranks exactly its
+//! next min(n * B', per rank) * W' samples are taken, and a state need only say how
+//! far into the remainder it is (`offset`). Repeats happen only where a layout pads
+//! its ranks to equal length (`ShardPolicy::Pad`: the first samples of what it was
+//! dealt come again at its end), as in any epoch.
+
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::{Plan, PlanMeta};
+use crate::sampler::{deal, Sampler, ShardPolicy};
+
+/// Where an epoch taken over from another layout stands: the layout it started with
+/// (`world`, `batch_size`), the batches each of those ranks took (`batches`), and the
+/// samples of the remainder taken by the layouts since, up to the plan the state's
+/// `next_batch` counts in.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Elastic {
+    pub world: usize,
+    pub batch_size: usize,
+    pub batches: usize,
+    pub offset: usize,
+}
+
+/// The samples of epoch `epoch` that the first layout of `origin` did not take, in the
+/// order of the module docs.
+pub(crate) fn remainder(
+    sampler: &Sampler,
+    len: usize,
+    shards: Option<&[Range<usize>]>,
+    epoch: u64,
+    drop_last: bool,
+    origin: &Elastic,
+) -> Vec<usize> {
+    let world = origin.world.max(1);
+    let plans: Vec<Plan> = (0..world)
+        .map(|rank| {
+            let s = Sampler {
+                rank,
+                world,
+                ..sampler.clone()
+            };
+            Plan::with_shards(&s, len, shards, epoch, origin.batch_size.max(1), drop_last)
+        })
+        .collect();
+    let taken = origin.batches.saturating_mul(origin.batch_size);
+    let mut seen = vec![false; len];
+    for p in &plans {
+        for &i in &p.indices()[..taken.min(p.samples())] {
+            seen[i] = true;
+        }
+    }
+    // Interleaved: position j of every rank's tail, rank by rank, then j + 1.
+    let tails: Vec<&[usize]> = plans
+        .iter()
+        .map(|p| &p.indices()[taken.min(p.samples())..])
+        .collect();
+    let longest = tails.iter().map(|t| t.len()).max().unwrap_or(0);
+    let mut rest = Vec::new();
+    for j in 0..longest {
+        for t in &tails {
+            if let Some(&i) = t.get(j) {
+                if !std::mem::replace(&mut seen[i], true) {
+                    rest.push(i);
+                }
+            }
+        }
+    }
+    rest
+}
+
+/// The most samples one rank is dealt out of `m` on `world` ranks.
+fn per_rank(m: usize, world: usize, policy: ShardPolicy) -> usize {
+    match policy {
+        ShardPolicy::Drop => m / world.max(1),
+        ShardPolicy::Pad | ShardPolicy::Exact => m.div_ceil(world.max(1)),
+    }
+}
+
+/// How many samples of `m` dealt to `world` ranks are taken once every rank has taken
+/// `batches` batches of `batch_size`.
+pub(crate) fn taken(
+    m: usize,
+    world: usize,
+    batch_size: usize,
+    batches: usize,
+    policy: ShardPolicy,
+) -> usize {
+    let per = per_rank(m, world, policy);
+    batches
+        .saturating_mul(batch_size)
+        .min(per)
+        .saturating_mul(world)
+        .min(m)
+}
+
+/// This rank's plan for the rest of `remainder` from `elastic.offset`, on the layout of
+/// `sampler` (its rank and world) and `batch_size`.
+pub(crate) fn plan(
+    sampler: &Sampler,
+    remainder: &[usize],
+    epoch: u64,
+    batch_size: usize,
+    drop_last: bool,
+    elastic: Elastic,
+) -> Plan {
+    let rest = remainder[elastic.offset.min(remainder.len())..].to_vec();
+    let mine = deal(rest, sampler.rank, sampler.world, sampler.shard_policy);
+    Plan::from_indices(
+        epoch,
+        mine,
+        batch_size,
+        drop_last,
+        PlanMeta::Elastic(elastic),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_remainder_leaves_out_what_was_taken_and_padding() {
+        // 10 samples on 3 ranks, padded to 4 each; 1 batch of 2 taken per rank.
+        let s = Sampler::shuffled(5).distributed(0, 3, ShardPolicy::Pad);
+        let origin = Elastic {
+            world: 3,
+            batch_size: 2,
+            batches: 1,
+            offset: 0,
+        };
+        let rest = remainder(&s, 10, None, 0, false, &origin);
+        assert_eq!(rest.len(), 4);
+        let whole = Sampler::shuffled(5).indices(10, 0);
+        let mut want = whole[6..].to_vec();
+        let mut got = rest.clone();
+        want.sort_unstable();
+        got.sort_unstable();
+        assert_eq!(got, want);
+        assert_eq!(taken(4, 2, 1, 1, ShardPolicy::Pad), 2);
+        assert_eq!(taken(4, 3, 1, 2, ShardPolicy::Pad), 4);
+        assert_eq!(taken(5, 2, 4, 1, ShardPolicy::Drop), 4);
+    }
+}

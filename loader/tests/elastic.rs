@@ -1,0 +1,243 @@
+//! Elastic resume: a state saved by W ranks continued by W' ranks (and again by W''),
+//! for a plain source, a sharded one (the shard-dealt order of tar and Parquet) and
+//! a mixture; every sample of the epoch is delivered once, the only repeats being the
+//! padding of the last layout's final step.
+
+mod engine_support;
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use engine_support::RawSource;
+use proptest::prelude::*;
+use stoker_loader::{
+    Loader, LoaderConfig, LoaderState, Mixture, MixtureSpec, Mode, RecordKind, Source, SourceError,
+    Stop,
+};
+
+/// A raw source stored in shards of the given sizes.
+struct Sharded {
+    raw: RawSource,
+    shards: Vec<Range<usize>>,
+}
+
+impl Sharded {
+    fn new(sizes: &[usize]) -> Sharded {
+        let mut start = 0;
+        let shards = sizes
+            .iter()
+            .map(|&n| {
+                start += n;
+                start - n..start
+            })
+            .collect();
+        Sharded {
+            raw: RawSource::new(start, 1),
+            shards,
+        }
+    }
+}
+
+impl Source for Sharded {
+    fn len(&self) -> usize {
+        self.raw.len()
+    }
+    fn classes(&self) -> &[String] {
+        self.raw.classes()
+    }
+    fn label(&self, i: usize) -> u32 {
+        self.raw.label(i)
+    }
+    fn describe(&self, i: usize) -> String {
+        self.raw.describe(i)
+    }
+    fn read(&self, i: usize, buf: &mut Vec<u8>) -> Result<RecordKind, SourceError> {
+        self.raw.read(i, buf)
+    }
+    fn format(&self) -> &'static str {
+        "sharded"
+    }
+    fn shards(&self) -> Option<&[Range<usize>]> {
+        Some(&self.shards)
+    }
+}
+
+fn cfg(rank: usize, world: usize, batch_size: usize) -> LoaderConfig {
+    LoaderConfig {
+        batch_size,
+        rank,
+        world,
+        mode: Mode::Sync,
+        seed: 21,
+        shuffle_buffer: 5,
+        ..LoaderConfig::default()
+    }
+}
+
+/// The epoch's samples delivered by a run through `layouts` of (world, batch, batches
+/// taken; `None`: to the end), each continuing the state the one before saved at
+/// rank 0; the last layout runs to the end.
+fn delivered(
+    src: &Arc<dyn Source>,
+    epoch: u64,
+    layouts: &[(usize, usize, Option<usize>)],
+) -> Vec<Vec<usize>> {
+    let mut all = Vec::new();
+    let mut state: Option<LoaderState> = None;
+    for &(world, batch, take) in layouts {
+        let mut out = Vec::new();
+        let mut next = None;
+        for rank in 0..world {
+            let mut l = Loader::new(src.clone(), cfg(rank, world, batch)).unwrap();
+            let c = match &state {
+                None => l.start_epoch(epoch),
+                // Through JSON, as a checkpoint holds it.
+                Some(s) => l
+                    .resume_cursor(&LoaderState::from_json(&s.to_json()).unwrap())
+                    .unwrap(),
+            };
+            let from = c.next_batch();
+            let to = take.map_or(c.len(), |t| (from + t).min(c.len()));
+            for b in from..to {
+                out.extend_from_slice(c.batch_indices(b));
+            }
+            if rank == 0 {
+                // The state of the first rank after `to` batches (any rank's would do).
+                next = Some(l.state_at(epoch, to));
+            }
+        }
+        state = next;
+        all.push(out);
+    }
+    all
+}
+
+/// The samples of the epoch: those its first layout deals to its ranks (a shard
+/// deal leaves out what does not fit the common length; padding comes once).
+fn epoch_samples(
+    src: &Arc<dyn Source>,
+    epoch: u64,
+    (world, batch, _): (usize, usize, Option<usize>),
+) -> Vec<usize> {
+    let mut all: Vec<usize> = (0..world)
+        .flat_map(|rank| {
+            let mut l = Loader::new(src.clone(), cfg(rank, world, batch)).unwrap();
+            l.start_epoch(epoch).indices().to_vec()
+        })
+        .collect();
+    all.sort_unstable();
+    all.dedup();
+    all
+}
+
+/// Every sample of `all` delivered, and after the first layout (whose own deal may
+/// repeat samples, as in any epoch) nothing delivered again beyond `pad` repeats.
+fn exactly_once(got: Vec<Vec<usize>>, all: &[usize], pad: usize) -> Result<(), String> {
+    let mut seen = vec![0usize; all.iter().max().map_or(0, |m| m + 1)];
+    let mut union: Vec<usize> = got.concat();
+    union.sort_unstable();
+    union.dedup();
+    if union != all {
+        return Err(format!(
+            "{} of {} samples delivered",
+            union.len(),
+            all.len()
+        ));
+    }
+    for &i in &got[0] {
+        seen[i] = 1;
+    }
+    let mut repeats = 0;
+    for &i in got[1..].iter().flatten() {
+        repeats += seen[i];
+        seen[i] = 1;
+    }
+    if repeats > pad {
+        return Err(format!(
+            "{repeats} repeats after the first layout, at most {pad} allowed"
+        ));
+    }
+    Ok(())
+}
+
+fn plain(n: usize) -> Arc<dyn Source> {
+    Arc::new(RawSource::new(n, 1))
+}
+
+fn mixed(a: usize, b: usize) -> Arc<dyn Source> {
+    let spec = MixtureSpec {
+        weights: vec![0.6, 0.4],
+        stop: Stop::AllExhausted,
+        steps: None,
+    };
+    let parts: Vec<Arc<dyn Source>> = vec![plain(a), Arc::new(Sharded::new(&[b / 2, b - b / 2]))];
+    Arc::new(Mixture::new(parts, spec).unwrap())
+}
+
+#[test]
+fn two_to_three_and_three_to_one_deliver_each_sample_once() {
+    let sources: Vec<(&str, Arc<dyn Source>)> = vec![
+        ("plain", plain(101)),
+        ("sharded", Arc::new(Sharded::new(&[13, 20, 7, 30, 31]))),
+        ("mixture", mixed(60, 41)),
+    ];
+    for (name, src) in &sources {
+        for (layouts, pad) in [
+            (vec![(2, 4, Some(5)), (3, 4, None)], 2),
+            (vec![(3, 4, Some(3)), (1, 4, None)], 0),
+            (vec![(2, 4, Some(3)), (3, 5, Some(2)), (1, 7, None)], 0),
+        ] {
+            let got = delivered(src, 1, &layouts);
+            let all = epoch_samples(src, 1, layouts[0]);
+            assert!(
+                all.len() * 2 > src.len(),
+                "{name}: most samples are in the epoch"
+            );
+            exactly_once(got, &all, pad).unwrap_or_else(|e| panic!("{name} {layouts:?}: {e}"));
+        }
+        // The test can fail: without the resume the first layout's samples come twice.
+        let twice = vec![
+            delivered(src, 1, &[(2, 4, Some(5))]).concat(),
+            delivered(src, 1, &[(3, 4, None)]).concat(),
+        ];
+        assert!(exactly_once(twice, &epoch_samples(src, 1, (2, 4, None)), 2).is_err());
+    }
+}
+
+#[test]
+fn the_same_layout_resumes_at_the_same_batch() {
+    let src: Arc<dyn Source> = Arc::new(Sharded::new(&[13, 20, 7, 30, 31]));
+    let mut a = Loader::new(src.clone(), cfg(1, 2, 4)).unwrap();
+    let whole = a.start_epoch(0).indices().to_vec();
+    let state = a.state_at(0, 3);
+    let mut b = Loader::new(src, cfg(1, 2, 4)).unwrap();
+    let c = b.resume_cursor(&state).unwrap();
+    assert_eq!(c.next_batch(), 3);
+    assert_eq!(c.indices(), &whole[..]);
+    assert!(state.elastic.is_none());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn any_layouts_deliver_each_sample_once(
+        kind in 0u8..3,
+        n in 20usize..120,
+        layouts in proptest::collection::vec((1usize..6, 1usize..9, 0usize..6), 1..4),
+        last in (1usize..6, 1usize..9),
+    ) {
+        let src: Arc<dyn Source> = match kind {
+            0 => plain(n),
+            1 => Arc::new(Sharded::new(&[n / 3, n / 4, n - n / 3 - n / 4])),
+            _ => mixed(n / 2, n - n / 2),
+        };
+        let mut plan: Vec<(usize, usize, Option<usize>)> =
+            layouts.iter().map(|&(w, b, t)| (w, b, Some(t))).collect();
+        plan.push((last.0, last.1, None));
+        let pad = plan.iter().map(|l| l.0 - 1).max().unwrap_or(0);
+        let got = delivered(&src, 3, &plan);
+        let all = epoch_samples(&src, 3, plan[0]);
+        let r = exactly_once(got, &all, pad);
+        prop_assert!(r.is_ok(), "{:?}: {:?}", plan, r);
+    }
+}

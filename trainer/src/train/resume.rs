@@ -100,13 +100,15 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
                         at_save.seed, target.seed, at_save.seed
                     )));
                 }
+                // Before the resume: a resumed epoch's plan (the rest, dealt again) is
+                // what the loader counts in once it is set.
+                let per_epoch = self.train.batches_per_epoch();
                 let cursor = self
                     .train
                     .resume_cursor(&at_save)
                     .map_err(|e| bad(e.to_string()))?;
                 let mine = self.train.cursor_state(&cursor);
                 if at_save.batch_size * at_save.world != target.batch_size * target.world {
-                    let per_epoch = self.train.batches_per_epoch();
                     step = at_save.epoch * per_epoch as u64
                         + per_epoch.saturating_sub(cursor.remaining()) as u64;
                 }

@@ -19,22 +19,10 @@
 
 use std::ops::Range;
 
-use serde::{Deserialize, Serialize};
-
 use crate::plan::{Plan, PlanMeta};
 use crate::sampler::{deal, Sampler, ShardPolicy};
 
-/// Where an epoch taken over from another layout stands: the layout it started with
-/// (`world`, `batch_size`), the batches each of those ranks took (`batches`), and the
-/// samples of the remainder taken by the layouts since, up to the plan the state's
-/// `next_batch` counts in.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Elastic {
-    pub world: usize,
-    pub batch_size: usize,
-    pub batches: usize,
-    pub offset: usize,
-}
+pub use crate::state::Elastic;
 
 /// The samples of epoch `epoch` that the first layout of `origin` did not take, in the
 /// order of the module docs.

@@ -31,6 +31,7 @@
 //! Batches are bit-identical in both modes and for any number of workers, because
 //! every random choice is seeded by (seed, epoch, sample index).
 
+pub mod array;
 mod batch;
 pub mod config;
 pub mod digest;
@@ -42,7 +43,6 @@ pub mod gpu_test;
 pub mod malloc;
 pub mod metrics;
 pub mod mix;
-pub mod mixture;
 pub mod pipeline;
 pub mod plan;
 pub mod pool;
@@ -64,10 +64,11 @@ pub use digest::Digest;
 pub use error::LoaderError;
 pub use metrics::Metrics;
 pub use mix::Mix;
-pub use mixture::{Mixture, MixtureSpec, Stop};
 pub use pipeline::{Cursor, Epoch, Loader, Next};
 pub use sample::{Annotation, BatchFields, Field, Fields};
 pub use sampler::{Sampler, ShardPolicy};
+pub use source::mixture;
+pub use source::mixture::{Mixture, MixtureSpec, Stop};
 pub use source::{RecordKind, Source, SourceError};
 pub use state::LoaderState;
 pub use step::{Array, ArrayData, Step, StepError, StepSample, UserStep};

@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use crate::elastic::Elastic;
-use crate::mixture::MixPos;
 use crate::sampler::Sampler;
+use crate::source::mixture::MixPos;
+use crate::state::Elastic;
 
 /// The batches of one epoch, in order.
 #[derive(Clone, Debug)]

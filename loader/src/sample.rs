@@ -389,8 +389,8 @@ pub struct BatchFields {
     pub boxes: BatchBoxes,
     pub keypoints: BatchKeypoints,
     pub raw: Vec<Vec<u8>>,
-    /// The arrays user steps added, by name (see [`crate::step`]).
-    pub extra: Vec<(String, crate::step::BatchArray)>,
+    /// The arrays user steps added, by name (see [`crate::step`] and [`crate::array`]).
+    pub extra: Vec<(String, crate::array::BatchArray)>,
 }
 
 impl BatchFields {
@@ -426,8 +426,8 @@ pub struct SampleFields {
     /// Instances x K x 3.
     pub keypoints: Vec<f32>,
     pub raw: Vec<u8>,
-    /// Arrays added by user steps, by name (see [`crate::step`]).
-    pub extra: Vec<(String, crate::step::Array)>,
+    /// Arrays added by user steps, by name (see [`crate::step`] and [`crate::array`]).
+    pub extra: Vec<(String, crate::array::Array)>,
     /// The class a user step gave the sample, when it changed it.
     pub label: Option<u32>,
 }

@@ -2,8 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::elastic::Elastic;
-use crate::mixture::{MixPos, Stop};
+use crate::source::mixture::{MixPos, Stop};
 use crate::source::Source;
 
 /// Everything needed to continue an epoch exactly where it stopped. The order of an
@@ -116,4 +115,16 @@ impl LoaderState {
     pub fn from_json(s: &str) -> Result<LoaderState, serde_json::Error> {
         serde_json::from_str(s)
     }
+}
+
+/// Where an epoch taken over from another layout stands: the layout it started with
+/// (`world`, `batch_size`), the batches each of those ranks took (`batches`), and the
+/// samples of the remainder taken by the layouts since, up to the plan the state's
+/// `next_batch` counts in.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Elastic {
+    pub world: usize,
+    pub batch_size: usize,
+    pub batches: usize,
+    pub offset: usize,
 }

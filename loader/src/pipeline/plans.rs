@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::Shared;
 use crate::elastic::{self, Elastic};
-use crate::mixture::order::Generator;
-use crate::mixture::{MixPos, Mixture, Stop};
 use crate::plan::{Plan, PlanMeta};
 use crate::sampler::deal;
+use crate::source::mixture::order::Generator;
+use crate::source::mixture::{MixPos, Mixture, Stop};
 use crate::state::{LoaderState, MixtureState};
 use crate::LoaderError;
 

@@ -9,6 +9,7 @@ pub mod coco;
 pub mod files;
 pub mod folder;
 pub mod manifest;
+pub mod mixture;
 pub mod mnist;
 mod open;
 pub mod packed;
@@ -124,7 +125,7 @@ pub trait Source: Send + Sync + 'static {
 
     /// The mixture this source is, if it is one (its epochs then follow the
     /// mixture's order rather than the sampler's).
-    fn mixture(&self) -> Option<&crate::mixture::Mixture> {
+    fn mixture(&self) -> Option<&crate::source::mixture::Mixture> {
         None
     }
 

@@ -308,10 +308,13 @@ pub fn open_url(url: &str, options: &OpenOptions) -> Result<Arc<dyn Source>, Sou
     };
     if tar::is_pattern(&key) || files::is_glob(&key) {
         let keys = tar::expand(&key).map_err(remote_err)?;
+        // In the pattern's order: each name is one literal key (HEADed below, all at
+        // once) or a glob's listed matches.
         let mut literal = Vec::new();
-        let mut listed = Vec::new();
+        let mut parts: Vec<Result<usize, Vec<storage::Object>>> = Vec::new();
         for k in keys {
             if !files::is_glob(&k) {
+                parts.push(Ok(literal.len()));
                 literal.push(k);
                 continue;
             }
@@ -340,23 +343,26 @@ pub fn open_url(url: &str, options: &OpenOptions) -> Result<Arc<dyn Source>, Sou
                 return Err(remote_err(format!("'{k}': no object matches")));
             }
             found.sort_by(|a, b| a.key.cmp(&b.key));
-            listed.extend(found);
+            parts.push(Err(found));
         }
-        let all_parquet = literal.iter().all(|k| super::parquet::is_parquet_name(k))
-            && listed
-                .iter()
-                .all(|o| super::parquet::is_parquet_name(&o.key));
-        if all_parquet {
-            let mut objects = head_all(literal)?;
-            objects.extend(listed);
+        let heads = head_all(literal)?;
+        let objects: Vec<storage::Object> = parts
+            .into_iter()
+            .flat_map(|p| match p {
+                Ok(i) => vec![heads[i].clone()],
+                Err(found) => found,
+            })
+            .collect();
+        if objects
+            .iter()
+            .all(|o| super::parquet::is_parquet_name(&o.key))
+        {
             return Ok(Arc::new(super::parquet::ParquetSource::open_remote(
                 objects,
                 &options.parquet,
                 url,
             )?));
         }
-        let mut objects = head_all(literal)?;
-        objects.extend(listed);
         return Ok(Arc::new(TarSource::open_remote(objects, url, cache)?));
     }
     if super::parquet::is_parquet_name(&key) {

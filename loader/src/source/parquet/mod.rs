@@ -467,12 +467,7 @@ fn text_value(col: &ArrayRef, row: usize) -> Option<String> {
     if col.is_null(row) {
         return None;
     }
-    match col.data_type() {
-        DataType::Utf8 => Some(col.as_string::<i32>().value(row).to_string()),
-        DataType::LargeUtf8 => Some(col.as_string::<i64>().value(row).to_string()),
-        DataType::Utf8View => Some(col.as_string_view().value(row).to_string()),
-        _ => None,
-    }
+    string_value(col.as_ref(), row).map(String::from)
 }
 
 impl ParquetSource {
@@ -738,6 +733,35 @@ impl ParquetSource {
         })
     }
 
+    /// Reads sample `index`'s image bytes into `buf`; returns its row group (decoded
+    /// once, for the fields read beside the image) and its row.
+    fn read_image(
+        &self,
+        index: usize,
+        buf: &mut Vec<u8>,
+    ) -> Result<(Arc<Group>, u32, usize), SourceError> {
+        buf.clear();
+        let (f, g, r) = self.locate(index)?;
+        let err = |reason: String| SourceError::Record {
+            what: self.describe(index),
+            reason,
+        };
+        let group = self
+            .group(f, g)
+            .map_err(|r| err(format!("reading the row group: {r}")))?;
+        match image_cell(&group.images, r as usize).map_err(err)? {
+            ImageCell::Bytes(bytes) => buf.extend_from_slice(bytes),
+            ImageCell::Path(p) => self.files[f as usize]
+                .file
+                .read_beside(p, buf)
+                .map_err(|r| err(format!("the image file '{p}': {r}")))?,
+        }
+        if buf.is_empty() {
+            return Err(err("the image's bytes are empty".into()));
+        }
+        Ok((group, f, r as usize))
+    }
+
     fn locate(&self, index: usize) -> Result<(u32, u32, u32), SourceError> {
         self.rows
             .get(index)
@@ -869,26 +893,7 @@ impl Source for ParquetSource {
     }
 
     fn read(&self, index: usize, buf: &mut Vec<u8>) -> Result<RecordKind, SourceError> {
-        buf.clear();
-        let (f, g, r) = self.locate(index)?;
-        let err = |reason: String| SourceError::Record {
-            what: self.describe(index),
-            reason,
-        };
-        let group = self
-            .group(f, g)
-            .map_err(|r| err(format!("reading the row group: {r}")))?;
-        match image_cell(&group.images, r as usize).map_err(err)? {
-            ImageCell::Bytes(bytes) => buf.extend_from_slice(bytes),
-            ImageCell::Path(p) => self.files[f as usize]
-                .file
-                .read_beside(p, buf)
-                .map_err(|r| err(format!("the image file '{p}': {r}")))?,
-        }
-        if buf.is_empty() {
-            return Err(err("the image's bytes are empty".into()));
-        }
-        Ok(RecordKind::Encoded)
+        self.read_image(index, buf).map(|_| RecordKind::Encoded)
     }
 
     fn format(&self) -> &'static str {
@@ -944,22 +949,14 @@ impl Source for ParquetSource {
         ann: &mut Annotation,
     ) -> Result<RecordKind, SourceError> {
         ann.clear();
-        let kind = self.read(index, buf)?;
+        // One look at the row group serves the image and the fields.
+        let (group, f, row) = self.read_image(index, buf)?;
+        let kind = RecordKind::Encoded;
         let wants = |f| wanted.contains(f) && self.fields.contains(f);
-        if !(wants(Field::Text)
-            || wants(Field::Boxes)
-            || wants(Field::Labels)
-            || wants(Field::Mask))
-        {
-            return Ok(kind);
-        }
-        let (f, g, r) = self.locate(index)?;
-        let row = r as usize;
         let err = |reason: String| SourceError::Record {
             what: self.describe(index),
             reason,
         };
-        let group = self.group(f, g).map_err(err)?;
         let pf = &self.files[f as usize];
         if wants(Field::Text) {
             ann.text = group.text.as_ref().and_then(|t| text_value(t, row));

@@ -8,7 +8,7 @@
 //! of its arguments. A batch abandoned by an interrupt leaves its remaining samples
 //! to be dropped unrun by the threads. Dropping the pool stops and joins them.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -19,11 +19,15 @@ use pyo3::types::{PyDict, PyList};
 use crate::epoch::POLL;
 use crate::errors::LoaderError;
 
-/// One sample to map: position `pos` (source index `index`) of `batch`.
+/// A batch to map, as one thread sees it: the samples `(pos, index)` of `batch`
+/// (`index` the source index), taken one at a time from `next`, which every thread
+/// on the batch shares. A thread takes the GIL once a batch, not once a sample, and
+/// the threads still share the samples out one by one, so a slow sample holds up no
+/// more than itself.
 struct Job {
     batch: Py<PyDict>,
-    pos: usize,
-    index: usize,
+    items: Arc<[(usize, usize)]>,
+    next: Arc<AtomicUsize>,
     epoch: u64,
     reply: Sender<(usize, PyResult<Py<PyAny>>)>,
     /// Raised when the consumer gave up on this batch (an interrupt): skip it.
@@ -36,6 +40,7 @@ pub struct MapPool {
     handles: Vec<JoinHandle<()>>,
     stop: Arc<AtomicBool>,
     skip: bool,
+    size: usize,
 }
 
 /// What became of a batch's map.
@@ -71,6 +76,7 @@ impl MapPool {
             handles: Vec::new(),
             stop: stop.clone(),
             skip,
+            size: threads,
         };
         for id in 0..threads {
             let (rx, stop) = (rx.clone(), stop.clone());
@@ -109,11 +115,13 @@ impl MapPool {
         let n = indices.len();
         let (reply, replies) = crossbeam_channel::bounded(n);
         let abandoned = Arc::new(AtomicBool::new(false));
-        for (pos, &index) in indices.iter().enumerate() {
+        let items: Arc<[(usize, usize)]> = indices.iter().copied().enumerate().collect();
+        let next = Arc::new(AtomicUsize::new(0));
+        for _ in 0..self.size.min(n) {
             let job = Job {
                 batch: batch.clone().unbind(),
-                pos,
-                index,
+                items: items.clone(),
+                next: next.clone(),
                 epoch,
                 reply: reply.clone(),
                 abandoned: abandoned.clone(),
@@ -168,9 +176,12 @@ impl MapPool {
             }));
         }
         let module = py.import("stoker._map")?;
-        let collated = module
-            .getattr("collate")?
-            .call1((PyList::new(py, &kept)?, PyList::new(py, &positions)?));
+        let collated = module.getattr("collate")?.call1((
+            PyList::new(py, &kept)?,
+            PyList::new(py, &positions)?,
+            batch,
+            skipped == 0,
+        ));
         match collated {
             Ok(b) => Ok(MapOutcome::Done(Mapped {
                 batch: Some(b.unbind()),
@@ -223,31 +234,31 @@ fn sample_error(
 
 fn map_thread(rx: &Receiver<Job>, stop: &AtomicBool, run: Py<PyAny>, func: Py<PyAny>, seed: u64) {
     while let Ok(job) = rx.recv() {
-        let skip = stop.load(Ordering::SeqCst) || job.abandoned.load(Ordering::SeqCst);
         // Every Python object is used and released with the thread attached.
         Python::attach(|py| {
             let Job {
                 batch,
-                pos,
-                index,
+                items,
+                next,
                 epoch,
                 reply,
-                abandoned: _,
+                abandoned,
             } = job;
-            if skip {
-                drop(batch);
-                return;
+            while let Some(&(pos, index)) = items.get(next.fetch_add(1, Ordering::Relaxed)) {
+                if stop.load(Ordering::SeqCst) || abandoned.load(Ordering::SeqCst) {
+                    break;
+                }
+                let words = rng_words(seed, epoch, index);
+                let out = run
+                    .bind(py)
+                    .call1((func.bind(py), batch.bind(py), pos, words))
+                    .map(Bound::unbind);
+                // The consumer may have gone (an interrupt): the result is dropped here.
+                if let Err(back) = reply.send((pos, out)) {
+                    drop(back);
+                }
             }
-            let words = rng_words(seed, epoch, index);
-            let out = run
-                .bind(py)
-                .call1((func.bind(py), batch.bind(py), pos, words))
-                .map(Bound::unbind);
             drop(batch);
-            // The consumer may have gone (an interrupt): the result is dropped here.
-            if let Err(back) = reply.send((pos, out)) {
-                drop(back);
-            }
         });
     }
     Python::attach(|py| {

@@ -51,6 +51,10 @@ class _Words(ISeedSequence):
         self.words = np.array(words, dtype=np.uint64)
 
     def generate_state(self, n_words, dtype=np.uint32):
+        # PCG64 asks for exactly the four words, as uint64: skip the general path,
+        # which costs most of a generator's making.
+        if n_words == 4 and dtype is np.uint64:
+            return self.words.copy()
         words = self.words if np.dtype(dtype) == np.uint64 else self.words.view(np.uint32)
         return np.resize(words, n_words).astype(dtype)
 
@@ -63,11 +67,14 @@ def rng_of(words):
 def run(fn, batch, i, words):
     """Calls `fn(sample, rng)` for sample `i` of `batch`; its rng is a fresh generator
     seeded by `words`, the sample's (seed, epoch, index) stream, so the result is the
-    same on any thread. Returns `fn`'s dict."""
-    out = fn(sample_of(batch, i), rng_of(words))
+    same on any thread. Returns `fn`'s dict and the keys whose value `fn` handed back
+    as it got it (the batch's own view), which `collate` need not copy."""
+    sample = sample_of(batch, i)
+    out = fn(sample, rng_of(words))
     if not isinstance(out, dict):
         raise TypeError(f"map must return a dict, it returned {type(out).__name__}")
-    return out
+    same = [k for k, v in out.items() if sample.get(k) is v]
+    return out, same
 
 
 def describe(exc):
@@ -80,13 +87,16 @@ def _is_text(v):
     return isinstance(v, (str, bytes))
 
 
-def collate(outs, positions):
-    """The samples' dicts (in batch order) as one batch dict: arrays of equal shapes
+def collate(results, positions, batch, whole):
+    """The samples' dicts (in batch order; `results` holds `run`'s pairs) as one batch
+    dict. When no sample was left out (`whole`), a key every sample returned untouched
+    is `batch`'s own array, with no copy; otherwise arrays of equal shapes
     stacked; arrays whose first axis differs padded to the longest, with the lengths
     in `<key>_count` (`box_count`, `keypoint_count` for those fields) as int32; str
     and bytes values as lists. Every sample must return the same keys, dtypes and
     trailing axes; otherwise MapOutputError naming the position (in `positions`, the
     samples' places in the loader's batch) and the key."""
+    outs = [o for o, _ in results]
     keys = list(outs[0])
     for pos, o in zip(positions, outs):
         if list(o) != keys and set(o) != set(keys):
@@ -94,13 +104,21 @@ def collate(outs, positions):
                 f"position {pos}: map returned keys {sorted(o)} but the first sample's were "
                 f"{sorted(keys)}"
             )
-    batch = {}
+    mapped = {}
     for key in keys:
+        if (
+            whole
+            and key not in _COUNT_NAMES
+            and isinstance(batch.get(key), np.ndarray)
+            and all(key in same for _, same in results)
+        ):
+            mapped[key] = batch[key]
+            continue
         values = [o[key] for o in outs]
         if any(_is_text(v) for v in values):
             if not all(_is_text(v) for v in values):
                 raise MapOutputError(f"'{key}': some samples gave text and some did not")
-            batch[key] = values
+            mapped[key] = values
             continue
         arrays = [np.asarray(v) for v in values]
         first = arrays[0]
@@ -116,7 +134,7 @@ def collate(outs, positions):
                     f"{first.shape}: only the first axis may differ (it is padded)"
                 )
         if all(a.shape == first.shape for a in arrays):
-            batch[key] = np.stack(arrays)
+            mapped[key] = np.stack(arrays)
             continue
         longest = max(a.shape[0] for a in arrays)
         padded = np.full(
@@ -124,12 +142,12 @@ def collate(outs, positions):
         )
         for row, a in zip(padded, arrays):
             row[: a.shape[0]] = a
-        batch[key] = padded
+        mapped[key] = padded
         counts = np.array([a.shape[0] for a in arrays], dtype=np.int32)
         name = _COUNT_NAMES.get(key, f"{key}_count")
-        if name in batch and not np.array_equal(batch[name], counts):
+        if name in mapped and not np.array_equal(mapped[name], counts):
             raise MapOutputError(f"'{key}' and another field disagree on '{name}'")
         if name in keys:
             raise MapOutputError(f"'{key}' is ragged and its count '{name}' is a key of its own")
-        batch[name] = counts
-    return batch
+        mapped[name] = counts
+    return mapped

@@ -7,16 +7,16 @@
 //! so an interrupted `next(it)` loses nothing and the position (`state_dict`) moves
 //! only when a batch reaches Python.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
-use stoker_loader::{Batch, Cursor, Next};
+use stoker_loader::{Batch, Cursor, Mode, Next};
 
 use crate::batch::{to_map_input, to_python};
-use crate::errors::{busy, loader_error};
+use crate::errors::{busy, loader_error, LoaderError};
 use crate::loader::PyLoader;
-use crate::map::MapOutcome;
+use crate::map::{InFlight, MapOutcome, MapPool};
 
 /// How long one wait lasts before Python gets to run its signal handlers.
 pub(crate) const POLL: Duration = Duration::from_millis(50);
@@ -30,15 +30,23 @@ pub struct EpochIter {
     /// The batch made when a signal handler raised instead of returning it: the next
     /// call returns it.
     held: Option<Batch>,
-    /// A batch whose map was interrupted: the next call maps it again.
-    held_mapped: Option<HeldMapped>,
+    /// With `map=`: the batches handed to the map threads, in order, the first the
+    /// one the next call returns (an interrupt while waiting for it leaves it here).
+    mapping: VecDeque<Ahead>,
 }
 
-/// A loader batch (as the dict the map reads samples from) waiting for its map.
-struct HeldMapped {
-    batch: Py<PyDict>,
-    indices: Vec<usize>,
-    epoch: u64,
+/// Batches mapped ahead of the one being waited for, in async mode: the map threads
+/// work on the next batch while the caller's step runs, as the decode workers do.
+const MAP_AHEAD: usize = 1;
+
+/// One place in the queue of batches being mapped.
+enum Ahead {
+    /// A batch with the map threads, and the position after it.
+    Batch(InFlight, (u64, usize)),
+    /// The loader failed on the batch at this place.
+    Failed(PyErr),
+    /// The epoch ended at this place.
+    End((u64, usize)),
 }
 
 impl EpochIter {
@@ -47,12 +55,129 @@ impl EpochIter {
             loader,
             cursor,
             held: None,
-            held_mapped: None,
+            mapping: VecDeque::new(),
         }
     }
 
     fn borrow<'py>(slf: &Bound<'py, Self>) -> PyResult<PyRef<'py, Self>> {
         slf.try_borrow().map_err(|_| busy("this epoch iterator"))
+    }
+
+    /// Batches taken from the loader and not yet handed to Python.
+    fn undelivered(&self) -> usize {
+        usize::from(self.held.is_some())
+            + self
+                .mapping
+                .iter()
+                .filter(|a| matches!(a, Ahead::Batch(..)))
+                .count()
+    }
+
+    /// The loader's next batch, waited for in slices of [`POLL`] (`wait`), or only if
+    /// it is made already (`!wait`: `None` when it is not).
+    fn fetch(&mut self, py: Python<'_>, this: &mut PyLoader, wait: bool) -> PyResult<Option<Next>> {
+        let slice = if wait { POLL } else { Duration::ZERO };
+        loop {
+            let (inner, cursor) = (&mut this.inner, &mut self.cursor);
+            match py.detach(|| inner.next_batch_within(cursor, Some(slice))) {
+                Next::TimedOut if wait => py.check_signals()?,
+                Next::TimedOut => return Ok(None),
+                next => return Ok(Some(next)),
+            }
+        }
+    }
+
+    /// Fills the queue of batches being mapped: waits for one when it is empty, then
+    /// takes, without waiting, those the loader has made, up to [`MAP_AHEAD`] more
+    /// (in async mode only: a sync loader makes the batch on the caller's thread).
+    fn top_up(&mut self, py: Python<'_>, this: &mut PyLoader, pool: &MapPool) -> PyResult<()> {
+        let ahead = if this.inner.config().mode == Mode::Async {
+            MAP_AHEAD
+        } else {
+            0
+        };
+        while self.mapping.len() <= ahead {
+            if matches!(self.mapping.back(), Some(Ahead::Failed(_) | Ahead::End(_))) {
+                break;
+            }
+            let wait = self.mapping.is_empty();
+            let Some(next) = self.fetch(py, this, wait)? else {
+                break;
+            };
+            let after = (self.cursor.epoch(), self.cursor.next_batch());
+            self.mapping.push_back(match next {
+                Next::Batch(Ok(batch)) => {
+                    let classes = this.inner.source().classes().len();
+                    let (indices, epoch) = (batch.indices.clone(), batch.epoch);
+                    let dict = to_map_input(py, batch, classes)?;
+                    Ahead::Batch(pool.submit(dict, indices, epoch)?, after)
+                }
+                Next::Batch(Err(e)) => Ahead::Failed(loader_error(e)),
+                Next::End | Next::TimedOut => Ahead::End(after),
+            });
+        }
+        Ok(())
+    }
+
+    /// The next mapped batch: the first of the queue, once its samples are back.
+    fn next_mapped<'py>(
+        &mut self,
+        py: Python<'py>,
+        this: &mut PyLoader,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Some(pool) = this.map.take() else {
+            return Err(pyo3::exceptions::PyRuntimeError::new_err(
+                "a mapped batch was asked of a loader without a map",
+            ));
+        };
+        // The pool is put back whatever happens (it is taken to borrow `this` freely).
+        let out = self.next_mapped_with(py, this, &pool);
+        this.map = Some(pool);
+        out
+    }
+
+    fn next_mapped_with<'py>(
+        &mut self,
+        py: Python<'py>,
+        this: &mut PyLoader,
+        pool: &MapPool,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        loop {
+            self.top_up(py, this, pool)?;
+            let src = this.inner.source().clone();
+            let describe = move |i: usize| src.describe(i);
+            let (outcome, after) = match self.mapping.front_mut() {
+                None => return Err(LoaderError::new_err("no batch to map")),
+                Some(Ahead::End(after)) => {
+                    // Left in place: every later call ends too.
+                    this.position = *after;
+                    return Ok(None);
+                }
+                Some(Ahead::Failed(_)) => match self.mapping.pop_front() {
+                    Some(Ahead::Failed(e)) => return Err(e),
+                    _ => unreachable!("the front was a failure"),
+                },
+                Some(Ahead::Batch(job, after)) => (pool.finish(py, job, &describe), *after),
+            };
+            let mapped = match outcome {
+                Ok(MapOutcome::Interrupted(e)) => return Err(e),
+                Ok(MapOutcome::Done(mapped)) => mapped,
+                Err(e) => {
+                    self.mapping.pop_front();
+                    return Err(e);
+                }
+            };
+            self.mapping.pop_front();
+            this.map_skipped += mapped.skipped;
+            this.position = after;
+            this.last_batch = Some(Instant::now());
+            if let Some(b) = mapped.batch {
+                // The next batch starts mapping while the caller works on this one.
+                self.top_up(py, this, pool)?;
+                return Ok(Some(b.into_bound(py)));
+            }
+            // Every sample skipped: on to the next batch, as the loader does.
+        }
     }
 }
 
@@ -71,90 +196,39 @@ impl EpochIter {
         let loader = me.loader.bind(py);
         let mut guard = loader.try_borrow_mut().map_err(|_| busy("the loader"))?;
         let this = &mut *guard;
-        loop {
-            // A batch whose map an interrupt cut short is mapped again (the same
-            // result: its samples' rngs are seeded by (seed, epoch, index)).
-            let input = match me.held_mapped.take() {
-                Some(h) => h,
-                None => {
-                    let batch = match me.held.take() {
-                        Some(b) => b,
-                        None => loop {
-                            let inner = &mut this.inner;
-                            let cursor = &mut me.cursor;
-                            let next = py.detach(|| inner.next_batch_within(cursor, Some(POLL)));
-                            match next {
-                                Next::TimedOut => py.check_signals()?,
-                                Next::End => {
-                                    // Batches whose samples were all skipped may end the
-                                    // epoch.
-                                    this.position = (me.cursor.epoch(), me.cursor.next_batch());
-                                    return Ok(None);
-                                }
-                                Next::Batch(Err(e)) => return Err(loader_error(e)),
-                                Next::Batch(Ok(batch)) => break batch,
-                            }
-                        },
-                    };
-                    // Handlers of signals that came while the batch was made run here,
-                    // before it is handed over; Python would otherwise run them right
-                    // after this call and drop the batch it returned.
-                    if let Err(e) = py.check_signals() {
-                        me.held = Some(batch);
-                        return Err(e);
-                    }
-                    let classes = this.inner.source().classes().len();
-                    if this.map.is_none() {
-                        this.position = (me.cursor.epoch(), me.cursor.next_batch());
-                        this.last_batch = Some(Instant::now());
-                        return to_python(py, batch, classes).map(Some);
-                    }
-                    let (indices, epoch) = (batch.indices.clone(), batch.epoch);
-                    let dict = to_map_input(py, batch, classes)?;
-                    HeldMapped {
-                        batch: dict.unbind(),
-                        indices,
-                        epoch,
-                    }
-                }
-            };
-            let Some(pool) = &this.map else {
-                return Err(pyo3::exceptions::PyRuntimeError::new_err(
-                    "a batch waits for a map the loader does not have",
-                ));
-            };
-            let src = this.inner.source().clone();
-            let describe = move |i: usize| src.describe(i);
-            let out = pool.map_batch(
-                py,
-                input.batch.bind(py),
-                &input.indices,
-                input.epoch,
-                &describe,
-            )?;
-            match out {
-                MapOutcome::Interrupted(e) => {
-                    me.held_mapped = Some(input);
-                    return Err(e);
-                }
-                MapOutcome::Done(mapped) => {
-                    this.map_skipped += mapped.skipped;
-                    this.position = (me.cursor.epoch(), me.cursor.next_batch());
-                    this.last_batch = Some(Instant::now());
-                    if let Some(b) = mapped.batch {
-                        return Ok(Some(b.into_bound(py)));
-                    }
-                    // Every sample skipped: on to the next batch, as the loader does.
-                }
-            }
+        if this.map.is_some() {
+            return me.next_mapped(py, this);
         }
+        let batch = match me.held.take() {
+            Some(b) => b,
+            None => match me.fetch(py, this, true)? {
+                Some(Next::Batch(Ok(batch))) => batch,
+                Some(Next::Batch(Err(e))) => return Err(loader_error(e)),
+                _ => {
+                    // Batches whose samples were all skipped may end the epoch.
+                    this.position = (me.cursor.epoch(), me.cursor.next_batch());
+                    return Ok(None);
+                }
+            },
+        };
+        // Handlers of signals that came while the batch was made run here, before it
+        // is handed over; Python would otherwise run them right after this call and
+        // drop the batch it returned.
+        if let Err(e) = py.check_signals() {
+            me.held = Some(batch);
+            return Err(e);
+        }
+        let classes = this.inner.source().classes().len();
+        this.position = (me.cursor.epoch(), me.cursor.next_batch());
+        this.last_batch = Some(Instant::now());
+        to_python(py, batch, classes).map(Some)
     }
 
     /// Batches left in this epoch (at most: under on_error="skip", a batch whose
     /// samples were all skipped is left out).
     fn __len__(slf: &Bound<'_, Self>) -> PyResult<usize> {
         let me = Self::borrow(slf)?;
-        Ok(me.cursor.remaining() + usize::from(me.held.is_some() || me.held_mapped.is_some()))
+        Ok(me.cursor.remaining() + me.undelivered())
     }
 
     /// The epoch this iterator walks.
@@ -167,7 +241,7 @@ impl EpochIter {
     #[getter]
     fn next_batch(slf: &Bound<'_, Self>) -> PyResult<usize> {
         let me = Self::borrow(slf)?;
-        Ok(me.cursor.next_batch() - usize::from(me.held.is_some() || me.held_mapped.is_some()))
+        Ok(me.cursor.next_batch() - me.undelivered())
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> String {
@@ -175,7 +249,7 @@ impl EpochIter {
             Ok(me) => format!(
                 "<stoker.EpochIterator epoch {}, batch {} of {}>",
                 me.cursor.epoch(),
-                me.cursor.next_batch() - usize::from(me.held.is_some() || me.held_mapped.is_some()),
+                me.cursor.next_batch() - me.undelivered(),
                 me.cursor.len()
             ),
             Err(_) => "<stoker.EpochIterator (in use by another thread)>".into(),

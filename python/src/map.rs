@@ -1,12 +1,14 @@
 //! `Loader(map=fn, map_threads=N)`: the caller's Python function over every sample of
 //! a batch, on N threads of the loader's own (outside the decode workers).
 //!
-//! The consumer's thread hands the batch's samples to the threads and waits for them
-//! with the GIL released, checking for signals every [`POLL`](crate::epoch::POLL), so
-//! Ctrl-C stops the wait promptly; the threads take the GIL (or, on a free-threaded
-//! Python, attach) only to run `stoker._map.run`, i.e. `fn` itself and the building
-//! of its arguments. A batch abandoned by an interrupt leaves its remaining samples
-//! to be dropped unrun by the threads. Dropping the pool stops and joins them.
+//! The consumer's thread hands a batch to the threads ([`MapPool::submit`]), possibly
+//! ahead of asking for it, and waits for it ([`MapPool::finish`]) with the GIL
+//! released, checking for signals every [`POLL`](crate::epoch::POLL), so Ctrl-C stops
+//! the wait promptly and leaves the batch in flight. The threads take the GIL (or, on
+//! a free-threaded Python, attach) once a batch, to run `stoker._map.run` (`fn` itself
+//! and the building of its arguments) on the samples they take. A batch dropped in
+//! flight leaves its samples not yet started unrun. Dropping the pool stops and joins
+//! the threads.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -43,12 +45,29 @@ pub struct MapPool {
     size: usize,
 }
 
-/// What became of a batch's map.
+/// What became of a wait for a batch's map.
 pub enum MapOutcome {
     Done(Mapped),
-    /// A signal handler raised (Ctrl-C) while the samples were being mapped: the
-    /// batch may be mapped again.
+    /// A signal handler raised (Ctrl-C) while waiting: the batch is still being
+    /// mapped, and may be waited for again.
     Interrupted(PyErr),
+}
+
+/// A batch handed to the map threads ([`MapPool::submit`]), and what has come back
+/// of it. Dropping it tells the threads to leave its remaining samples unrun.
+pub struct InFlight {
+    batch: Py<PyDict>,
+    indices: Vec<usize>,
+    replies: Receiver<(usize, PyResult<Py<PyAny>>)>,
+    outs: Vec<Option<PyResult<Py<PyAny>>>>,
+    got: usize,
+    abandoned: Arc<AtomicBool>,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.abandoned.store(true, Ordering::SeqCst);
+    }
 }
 
 /// How one batch fared: the mapped batch (`None` when every sample was skipped) and
@@ -95,19 +114,15 @@ impl MapPool {
         self.handles.iter().filter(|h| !h.is_finished()).count()
     }
 
-    /// Maps every sample of `batch` (a loader batch as a dict; `indices` the source
-    /// index of each sample) and collates the results. `describe` names a sample for
-    /// errors. A call that raises is a `stoker.LoaderError` naming the sample with
-    /// the Python traceback (its cause the exception itself), or, with `skip`, leaves
-    /// the sample out; an interrupt while waiting is raised at once.
-    pub fn map_batch(
+    /// Hands every sample of `batch` (a loader batch as a dict; `indices` the source
+    /// index of each sample) to the threads, which start on it once the batches
+    /// handed over before it are taken. [`finish`](Self::finish) collects it.
+    pub fn submit(
         &self,
-        py: Python<'_>,
-        batch: &Bound<'_, PyDict>,
-        indices: &[usize],
+        batch: Bound<'_, PyDict>,
+        indices: Vec<usize>,
         epoch: u64,
-        describe: &dyn Fn(usize) -> String,
-    ) -> PyResult<MapOutcome> {
+    ) -> PyResult<InFlight> {
         let jobs = self
             .jobs
             .as_ref()
@@ -130,18 +145,37 @@ impl MapPool {
                 return Err(LoaderError::new_err("the map threads stopped"));
             }
         }
-        drop(reply);
-        let mut outs: Vec<Option<PyResult<Py<PyAny>>>> = (0..n).map(|_| None).collect();
-        let mut got = 0;
-        while got < n {
+        Ok(InFlight {
+            batch: batch.unbind(),
+            outs: (0..n).map(|_| None).collect(),
+            indices,
+            got: 0,
+            replies,
+            abandoned,
+        })
+    }
+
+    /// Waits for the samples of `job` and collates them. `describe` names a sample
+    /// for errors. A call that raised is a `stoker.LoaderError` naming the sample with
+    /// the Python traceback (its cause the exception itself), or, with `skip`, leaves
+    /// the sample out. An interrupt while waiting is raised at once and leaves `job`
+    /// in flight: finish it again to go on waiting.
+    pub fn finish(
+        &self,
+        py: Python<'_>,
+        job: &mut InFlight,
+        describe: &dyn Fn(usize) -> String,
+    ) -> PyResult<MapOutcome> {
+        let n = job.indices.len();
+        while job.got < n {
+            let replies = &job.replies;
             match py.detach(|| replies.recv_timeout(POLL)) {
                 Ok((pos, out)) => {
-                    outs[pos] = Some(out);
-                    got += 1;
+                    job.outs[pos] = Some(out);
+                    job.got += 1;
                 }
                 Err(RecvTimeoutError::Timeout) => {
                     if let Err(e) = py.check_signals() {
-                        abandoned.store(true, Ordering::SeqCst);
                         return Ok(MapOutcome::Interrupted(e));
                     }
                 }
@@ -152,6 +186,8 @@ impl MapPool {
                 }
             }
         }
+        let (indices, batch) = (&job.indices, job.batch.bind(py));
+        let outs = std::mem::take(&mut job.outs);
         let mut kept = Vec::with_capacity(n);
         let mut positions = Vec::with_capacity(n);
         let mut skipped = 0;

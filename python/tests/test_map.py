@@ -275,7 +275,7 @@ def test_ctrl_c_during_a_slow_map_raises_keyboard_interrupt(shapes, mode):
     assert int(after) < int(before), "the map thread (and the pipeline's) were joined"
 
 
-def test_an_interrupted_map_is_mapped_again_on_the_next_call(shapes):
+def test_a_batch_whose_wait_was_interrupted_comes_with_the_next_call(shapes):
     """The batch a KeyboardInterrupt cut short is not lost: the next call returns it."""
     calls = []
 
@@ -294,3 +294,30 @@ def test_an_interrupted_map_is_mapped_again_on_the_next_call(shapes):
         next(it)
     rest = list(it)
     assert digest(rest) == digest(straight)
+
+
+def test_the_next_batch_is_mapped_while_the_caller_works(shapes):
+    """In async mode the map threads start on the next batch before the caller asks
+    for it, as the decode workers do (they overlap with the caller's step)."""
+    import threading
+
+    second = threading.Event()
+
+    seen = []
+
+    def record(sample, rng):
+        seen.append(1)
+        if len(seen) <= 4:
+            # The first batch is slow: the loader has made the second by the time it
+            # is back.
+            time.sleep(0.05)
+        else:
+            second.set()
+        return {"label": sample["label"]}
+
+    loader = stoker.Loader(shapes, batch_size=4, mode="async", map=record, map_threads=1)
+    it = loader.epoch(0)
+    first = next(it)
+    assert len(first["label"]) == 4
+    assert second.wait(10), "the second batch was not mapped until it was asked for"
+    assert len(next(it)["label"]) == 4

@@ -27,6 +27,9 @@ pytestmark = pytest.mark.skipif(
 
 
 def test_dropping_the_loader_mid_epoch_stops_its_threads(shapes):
+    # The first batch imports numpy, whose OpenBLAS starts a thread the process keeps:
+    # not the loader's, so counted in `before` (this test may run first).
+    next(iter(stoker.Loader(shapes, batch_size=4, workers=1).epoch(0)))
     before = threads()
     loader = stoker.Loader(shapes, batch_size=4, workers=3, prefetch=2)
     it = loader.epoch(0)
@@ -106,7 +109,8 @@ def test_sigint_in_the_loop_raises_keyboard_interrupt(tmp_path, mode):
 
 def test_uncaught_sigint_ends_the_process(tmp_path):
     data = tmp_path / "big"
-    stoker.gen_shapes(data, 8, size=256, classes=2)
+    # Enough images that even an optimised build takes a good many ticks.
+    stoker.gen_shapes(data, 96, size=256, classes=2)
     code = CHILD.replace("except KeyboardInterrupt", "except ZeroDivisionError")
     child = subprocess.Popen(
         [sys.executable, "-c", code, str(data), "async"],
@@ -131,7 +135,8 @@ def test_the_gil_is_released_while_a_batch_is_made(tmp_path):
     import threading
 
     data = tmp_path / "large"
-    stoker.gen_shapes(data, 8, size=256, classes=2)
+    # Enough images that even an optimised build takes a good many ticks.
+    stoker.gen_shapes(data, 96, size=256, classes=2)
     # Sync mode: the whole batch is made inside one call, on this thread.
     loader = stoker.Loader(data, batch_size=8, transform="rrc:224,flip", mode="sync")
     next(iter(loader.epoch(0)))  # decoders and buffers warmed up

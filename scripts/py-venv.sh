@@ -18,6 +18,6 @@ if [ ! -x "$venv/bin/python" ]; then
     rm -rf "$venv" && python3 -m venv "$venv" >&2
   fi
 fi
-"$venv/bin/pip" install -q --disable-pip-version-check numpy pytest maturin 'moto[server]>=5.1,<6' pyarrow \
+"$venv/bin/pip" install -q --disable-pip-version-check numpy pytest mypy maturin 'moto[server]>=5.1,<6' pyarrow \
   'datasets>=3,<6' pillow >&2
 echo "$venv"

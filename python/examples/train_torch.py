@@ -12,10 +12,14 @@ momentum 0.9, lr 0.1 with half an epoch of warm-up then cosine decay, weight dec
 here when missing. Needs torch (and torchvision plus pillow for --loader torch).
 """
 
+from __future__ import annotations
+
 import argparse
 import math
 import os
 import time
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -26,8 +30,11 @@ import stoker
 DEMO_SIZE = 32
 DEMO_TRANSFORM = "crop:32:pad=4,flip"
 
+# One epoch's (images u8 NHWC, labels int64) batches, by epoch number.
+Batches = Callable[[int], Iterator[tuple[torch.Tensor, torch.Tensor]]]
 
-def demo_set():
+
+def demo_set() -> tuple[str, str]:
     """(train, val) folders of the demo set, made as stoker-train makes them."""
     root = os.path.join(stoker.cache_dir(), f"train-shapes-{DEMO_SIZE}px")
     train, val = os.path.join(root, "train"), os.path.join(root, "val")
@@ -41,9 +48,12 @@ def demo_set():
 class ConvNet(nn.Module):
     """stoker's convnet: u8 NHWC in, (x/255 - 0.5)/0.25, three conv blocks, GAP, linear."""
 
-    def __init__(self, classes, channels=(32, 64, 128), in_channels=3):
+    def __init__(
+        self, classes: int, channels: tuple[int, ...] = (32, 64, 128), in_channels: int = 3
+    ) -> None:
         super().__init__()
-        blocks, c = [], in_channels
+        blocks: list[nn.Module] = []
+        c = in_channels
         for width in channels:
             blocks += [nn.Conv2d(c, width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU()]
             blocks.append(nn.MaxPool2d(2))
@@ -51,17 +61,20 @@ class ConvNet(nn.Module):
         self.features = nn.Sequential(*blocks)
         self.head = nn.Linear(c, classes)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.permute(0, 3, 1, 2).float().div_(255).sub_(0.5).div_(0.25)
         for layer in self.features:
             # Maxpool is skipped once the map is smaller than 2x2, as in stoker.
             if isinstance(layer, nn.MaxPool2d) and min(x.shape[-2:]) < 2:
                 continue
             x = layer(x)
-        return self.head(x.mean(dim=(2, 3)))
+        logits: torch.Tensor = self.head(x.mean(dim=(2, 3)))
+        return logits
 
 
-def stoker_batches(folder, args, transform, shuffle):
+def stoker_batches(
+    folder: str, args: argparse.Namespace, transform: str, shuffle: bool
+) -> tuple[Batches, int, stoker.Loader | None]:
     """(images u8 NHWC, labels int64) torch tensors from stoker.Loader, no copy."""
     loader = stoker.Loader(
         folder,
@@ -74,8 +87,11 @@ def stoker_batches(folder, args, transform, shuffle):
         shuffle=shuffle,
     )
 
-    def epoch(e):
-        for images, labels in loader.epoch(e):
+    def epoch(e: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for batch in loader.epoch(e):
+            # An image folder gives (images, labels) pairs, never a dict of fields.
+            assert isinstance(batch, tuple)
+            images, labels = batch
             # DLPack: the tensor views the loader's buffer; it returns to the pool once
             # the tensor (and the array) are gone.
             yield torch.from_dlpack(images), torch.from_dlpack(labels)
@@ -83,11 +99,11 @@ def stoker_batches(folder, args, transform, shuffle):
     return epoch, len(loader), loader
 
 
-def torch_transform(spec):
+def torch_transform(spec: str) -> Callable[[Any], torch.Tensor]:
     """The torchvision equivalent of a stoker transform spec (the ops this script needs)."""
     import torchvision.transforms as T
 
-    ops = []
+    ops: list[Callable[[Any], Any]] = []
     for part in filter(None, spec.split(",")):
         name, *params = part.split(":")
         if name == "crop":
@@ -105,10 +121,13 @@ def torch_transform(spec):
             raise SystemExit(f"--loader torch: no torchvision equivalent here for '{part}'")
     # u8 HWC like stoker's batches, so that the model sees the same input either way.
     ops += [T.PILToTensor(), T.Lambda(lambda t: t.permute(1, 2, 0).contiguous())]
-    return T.Compose(ops)
+    compose: Callable[[Any], torch.Tensor] = T.Compose(ops)
+    return compose
 
 
-def torch_batches(folder, args, transform, shuffle):
+def torch_batches(
+    folder: str, args: argparse.Namespace, transform: str, shuffle: bool
+) -> tuple[Batches, int, stoker.Loader | None]:
     from torch.utils.data import DataLoader
     from torchvision.datasets import ImageFolder
 
@@ -123,20 +142,20 @@ def torch_batches(folder, args, transform, shuffle):
     )
     torch.manual_seed(args.seed)
 
-    def epoch(e):
+    def epoch(e: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         yield from loader
 
     return epoch, len(loader), None
 
 
-def lr_at(step, steps_per_epoch, total, base):
+def lr_at(step: int, steps_per_epoch: int, total: int, base: float) -> float:
     warm = max(1, steps_per_epoch // 2)
     if step < warm:
         return base * (step + 1) / warm
     return 0.5 * base * (1 + math.cos(math.pi * (step - warm) / max(1, total - warm)))
 
 
-def main():
+def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", help="training image folder (default: the demo set)")
     p.add_argument("--val", help="validation image folder (default: the demo set's)")

@@ -1,0 +1,197 @@
+"""The package's types: the stub (python/stoker/__init__.pyi) against the built module
+(mypy's stubtest), its `Loader(...)` overloads against the module's signature and the
+Rust defaults (which stubtest cannot see: the constructor shows itself as `*args,
+**kwargs`), `mypy --strict` over the examples and a program that uses the API as a
+user would (python/tests/typed_usage.py), and that program run for real.
+
+mypy comes from scripts/py-venv.sh; without it the mypy tests skip, saying so, except
+under CI, where a missing mypy is a broken venv."""
+
+import ast
+import inspect
+import os
+import re
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+import stoker
+
+PY = Path(__file__).resolve().parents[1]
+STUB = PY / "stoker" / "__init__.pyi"
+CONFIG = PY / "mypy.ini"
+ALLOWLIST = PY / "tests" / "stubtest-allowlist.txt"
+TYPED_USAGE = PY / "tests" / "typed_usage.py"
+REFERENCE = PY.parent / "docs" / "python.md"
+
+# The arguments whose type decides the batch type: an overload of Loader(...) gives
+# them without a default.
+DISCRIMINATORS = {"map", "mixup", "cutmix"}
+
+
+def need_mypy():
+    try:
+        import mypy  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail("mypy is not installed: scripts/py-venv.sh installs it")
+        pytest.skip("SKIPPED: mypy is not installed (scripts/py-venv.sh installs it)")
+
+
+def run(args, cwd):
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
+
+
+def test_mypy_strict_passes_on_the_examples_and_a_typed_program(tmp_path):
+    need_mypy()
+    # The config points mypy at this checkout's stub, and lets torch be absent.
+    out = run(
+        [
+            "mypy",
+            "--strict",
+            "--config-file",
+            str(CONFIG),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            str(PY / "examples"),
+            str(TYPED_USAGE),
+        ],
+        cwd=PY.parent,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_stub_matches_the_module(tmp_path):
+    need_mypy()
+    allow = tmp_path / "allowlist.txt"
+    lines = ALLOWLIST.read_text().splitlines() if ALLOWLIST.exists() else []
+    if not hasattr(stoker, "decoder"):
+        # A module built before decoder() was added: the stub is ahead of it, not wrong.
+        warnings.warn(f"stoker at {stoker.__file__} has no decoder(): rebuild it to check that")
+        lines += ["stoker.decoder", "stoker.__all__"]
+    allow.write_text("\n".join(lines) + "\n")
+    # Run outside the checkout, so that `import stoker` is the built module; the
+    # config's mypy_path makes the stub this checkout's. stubtest compares
+    # python/stoker/_map.py with the module's too: a build older than the checkout
+    # fails here.
+    out = run(
+        [
+            "mypy.stubtest",
+            "stoker",
+            "--mypy-config-file",
+            str(CONFIG),
+            "--allowlist",
+            str(allow),
+        ],
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def stub_overloads():
+    """(name, keyword-only, default or `inspect.Parameter.empty`) of each parameter of
+    each `Loader.__new__` overload in the stub, `cls` left out."""
+    tree = ast.parse(STUB.read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Loader")
+    overloads = []
+    for f in cls.body:
+        if not (isinstance(f, ast.FunctionDef) and f.name == "__new__"):
+            continue
+        a = f.args
+        pos = a.posonlyargs + a.args
+        defaults = [inspect.Parameter.empty] * (len(pos) - len(a.defaults)) + [
+            ast.literal_eval(d) for d in a.defaults
+        ]
+        params = [(p.arg, False, d) for p, d in zip(pos, defaults)][1:]
+        params += [
+            (p.arg, True, inspect.Parameter.empty if d is None else ast.literal_eval(d))
+            for p, d in zip(a.kwonlyargs, a.kw_defaults)
+        ]
+        overloads.append(params)
+    return overloads
+
+
+def rust_defaults():
+    """The defaults of `#[pyo3(signature = ...)]` on Loader's `#[new]` in
+    python/src/loader.rs, as Python values (the module shows most ints as `...`)."""
+    src = (PY / "src" / "loader.rs").read_text()
+    block = re.search(r"#\[new\]\s*#\[pyo3\(signature = \((.*?)\)\)\]", src, re.S)
+    assert block, "no #[pyo3(signature = ...)] after #[new] in python/src/loader.rs"
+    words = {"None": None, "true": True, "false": False}
+    out = {}
+    for item in filter(None, (i.strip() for i in block.group(1).split(",\n"))):
+        name, _, expr = (s.strip() for s in item.rstrip(",").partition("="))
+        number = re.fullmatch(r"(?:IntOrAuto::Int\()?Int::of\((-?\d+)\)\)?", expr)
+        if not expr:
+            out[name] = inspect.Parameter.empty
+        elif number:
+            out[name] = int(number.group(1))
+        elif expr in words:
+            out[name] = words[expr]
+        else:
+            # A str or float literal reads the same in both languages.
+            out[name] = ast.literal_eval(expr)
+    return out
+
+
+def test_the_stub_has_every_loader_argument_with_its_default():
+    runtime = inspect.signature(stoker.Loader).parameters
+    rust = rust_defaults()
+    assert list(rust) == list(runtime), "python/src/loader.rs and the built module differ"
+    overloads = stub_overloads()
+    assert len(overloads) >= 2
+    plain = overloads[0]
+    # The first overload is the call as the module takes it: every argument, by
+    # position or keyword, with its default.
+    assert [p[0] for p in plain] == list(runtime)
+    for name, kw_only, default in plain:
+        assert not kw_only, f"{name}: keyword-only in the stub, not in the module"
+        assert default == rust[name], f"{name}: the stub's default {default!r}, not {rust[name]!r}"
+        shown = runtime[name].default
+        if shown is not Ellipsis:
+            assert default == shown, f"{name}: the stub's default {default!r}, not {shown!r}"
+    # The others narrow the batch type by map/mixup/cutmix, and change nothing else.
+    for params in overloads[1:]:
+        assert [p[0] for p in params] == list(runtime)
+        for name, _, default in params:
+            if default is inspect.Parameter.empty:
+                assert name in DISCRIMINATORS | {"data"}, f"{name} has no default"
+            else:
+                assert default == rust[name], f"{name}: default {default!r} in an overload"
+
+
+def test_every_loader_argument_is_documented():
+    doc = ast.get_docstring(
+        next(
+            n
+            for n in ast.parse(STUB.read_text()).body
+            if isinstance(n, ast.ClassDef) and n.name == "Loader"
+        )
+    )
+    text = REFERENCE.read_text()
+    assert "## API reference" in text
+    reference = text.split("## API reference", 1)[1]
+    for name in inspect.signature(stoker.Loader).parameters:
+        assert re.search(rf"\b{name}\b", doc), f"{name} is not in the stub's Loader docstring"
+        assert f"`{name}" in reference, f"{name} is not in docs/python.md, API reference"
+
+
+def test_the_package_says_it_is_typed():
+    # PEP 561: without the marker a checker ignores the stub of an installed package.
+    assert (PY / "stoker" / "py.typed").is_file()
+
+
+def test_the_typed_program_runs(tmp_path):
+    out = subprocess.run(
+        [sys.executable, str(TYPED_USAGE), str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -37,6 +37,7 @@ fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tools::gen_shapes, m)?)?;
     m.add_function(wrap_pyfunction!(tools::gen_scenes, m)?)?;
     m.add_function(wrap_pyfunction!(tools::cache_dir, m)?)?;
+    m.add_function(wrap_pyfunction!(tools::decoder, m)?)?;
     m.add_function(wrap_pyfunction!(map::map_rng, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -107,3 +107,11 @@ pub fn gen_scenes(
 pub fn cache_dir() -> PathBuf {
     gen::cache_dir()
 }
+
+/// The JPEG decoder this build of the module uses: `libjpeg-turbo X.Y.Z` (the
+/// crop-window, DCT-scaled fast path; the wheel carries it inside) or `zune-jpeg` (a
+/// build from source on a machine without libjpeg-turbo).
+#[pyfunction]
+pub fn decoder() -> String {
+    stoker_augment::decoder()
+}

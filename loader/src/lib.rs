@@ -72,3 +72,12 @@ pub use source::mixture::{Mixture, MixtureSpec, Stop};
 pub use source::{RecordKind, Source, SourceError};
 pub use state::LoaderState;
 pub use step::{Array, ArrayData, Step, StepError, StepSample, UserStep};
+
+// The Rust examples of the project's README and of this crate's, compiled by
+// `cargo test --doc` so they cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ProjectReadme;
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct CrateReadme;

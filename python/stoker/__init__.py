@@ -34,6 +34,10 @@ batch is a dict of what `fn` returns, collated like the built-in fields:
     loader = stoker.Loader("data/train", transform="rrc:224,flip", map=fn, map_threads=2)
 """
 
+# numpy first: the native module needs its C API, and without numpy this is a plain
+# ImportError here rather than a panic inside the first batch.
+import numpy as _numpy  # noqa: F401
+
 from ._stoker import (
     BatchBuffer,
     Digest,

@@ -32,14 +32,17 @@ impl<B: Backend> Tensor<B> {
         Ok(t)
     }
 
+    /// Dimensions as allocated, e.g. `[c, max_batch, h, w]` for an activation.
     pub fn shape(&self) -> &[usize] {
         &self.shape
     }
 
+    /// Elements in the tensor: the product of its shape.
     pub fn len(&self) -> usize {
         self.shape.iter().product()
     }
 
+    /// Whether the tensor has no elements (a zero in its shape).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -64,10 +67,12 @@ impl<B: Backend> Tensor<B> {
         Out::at(&mut self.buf, off)
     }
 
+    /// The backend buffer behind the tensor.
     pub fn buf(&self) -> &B::Buf<f32> {
         &self.buf
     }
 
+    /// The backend buffer behind the tensor, for writing.
     pub fn buf_mut(&mut self) -> &mut B::Buf<f32> {
         &mut self.buf
     }

@@ -36,30 +36,52 @@ mod sealed {
 /// What a backend operation can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
+    /// A buffer could not be allocated: the system refused it, or (on the CPU) it would
+    /// take the live buffers past the backend's memory limit.
     #[error("{device}: cannot allocate {bytes} bytes: {reason}")]
     Alloc {
+        /// The device that refused, e.g. `cpu`.
         device: String,
+        /// Size of the refused allocation (`usize::MAX` when the size itself overflows).
         bytes: usize,
+        /// Why, in words.
         reason: String,
     },
+    /// An operation cannot run as called: a buffer shorter than its shapes need,
+    /// lengths that do not match, sizes beyond one kernel launch, a layout the backend
+    /// lacks, or a lock poisoned by an earlier panic.
     #[error("{op}: {reason}")]
-    Op { op: &'static str, reason: String },
+    Op {
+        /// The operation (or caller), e.g. `im2col`.
+        op: &'static str,
+        /// What was wrong, in words.
+        reason: String,
+    },
     /// A CUDA call failed inside backend op `op`.
     #[error("{op}: {source}")]
     Cuda {
+        /// The backend operation that made the call, e.g. `gemm`.
         op: &'static str,
+        /// The CUDA library's error.
         source: cuda::CudaError,
     },
     /// The CUDA backend could not start on device `ordinal`.
     #[error("cuda init: cuda:{ordinal}: {source}")]
     CudaInit {
+        /// The device asked for (`cuda:ordinal`).
         ordinal: usize,
+        /// Why it could not start.
         source: cuda::CudaError,
     },
+    /// A hard label is not below the class count in `softmax_xent` (the CUDA backend
+    /// records it on the device and reports it at the next `download` or `synchronize`).
     #[error("label {label} of sample {row} is out of range for {classes} classes")]
     Label {
+        /// Index of the sample within the batch.
         row: usize,
+        /// The offending label.
         label: u32,
+        /// Classes of the loss (labels must be `< classes`).
         classes: usize,
     },
 }
@@ -69,7 +91,9 @@ pub type BResult<T> = Result<T, BackendError>;
 
 /// A read-only view of a backend buffer from element `off` on.
 pub struct In<'a, B: Backend + ?Sized, T: Elem = f32> {
+    /// The buffer read from.
     pub buf: &'a B::Buf<T>,
+    /// Index of the view's first element in `buf`.
     pub off: usize,
 }
 
@@ -82,9 +106,11 @@ impl<B: Backend + ?Sized, T: Elem> Clone for In<'_, B, T> {
 impl<B: Backend + ?Sized, T: Elem> Copy for In<'_, B, T> {}
 
 impl<'a, B: Backend + ?Sized, T: Elem> In<'a, B, T> {
+    /// A view of `buf` from its first element.
     pub fn new(buf: &'a B::Buf<T>) -> Self {
         Self { buf, off: 0 }
     }
+    /// A view of `buf` from element `off` on.
     pub fn at(buf: &'a B::Buf<T>, off: usize) -> Self {
         Self { buf, off }
     }
@@ -99,14 +125,18 @@ impl<'a, B: Backend + ?Sized, T: Elem> In<'a, B, T> {
 
 /// A writable view of a backend buffer from element `off` on.
 pub struct Out<'a, B: Backend + ?Sized, T: Elem = f32> {
+    /// The buffer written to.
     pub buf: &'a mut B::Buf<T>,
+    /// Index of the view's first element in `buf`.
     pub off: usize,
 }
 
 impl<'a, B: Backend + ?Sized, T: Elem> Out<'a, B, T> {
+    /// A view of `buf` from its first element.
     pub fn new(buf: &'a mut B::Buf<T>) -> Self {
         Self { buf, off: 0 }
     }
+    /// A view of `buf` from element `off` on.
     pub fn at(buf: &'a mut B::Buf<T>, off: usize) -> Self {
         Self { buf, off }
     }
@@ -119,15 +149,25 @@ impl<'a, B: Backend + ?Sized, T: Elem> Out<'a, B, T> {
 /// `beta == 0` means `C` is overwritten and may hold anything (even NaN) before.
 #[derive(Clone, Copy, Debug)]
 pub struct Gemm {
+    /// `op(A)` is `A` transposed: `A` is stored `[k, m]`.
     pub ta: bool,
+    /// `op(B)` is `B` transposed: `B` is stored `[n, k]`.
     pub tb: bool,
+    /// Rows of `C` and of `op(A)`.
     pub m: usize,
+    /// Columns of `C` and of `op(B)`.
     pub n: usize,
+    /// Length of the summed dimension: columns of `op(A)`, rows of `op(B)`.
     pub k: usize,
+    /// Scale of the product `op(A) * op(B)`.
     pub alpha: f32,
+    /// Scale of the old `C` added to the product; 0 overwrites `C`.
     pub beta: f32,
+    /// Row stride of `A` as stored, in elements.
     pub lda: usize,
+    /// Row stride of `B` as stored, in elements.
     pub ldb: usize,
+    /// Row stride of `C`, in elements.
     pub ldc: usize,
 }
 
@@ -147,6 +187,7 @@ impl Gemm {
             ldc: n,
         }
     }
+    /// The same GEMM with `beta` instead (1 accumulates into `C`).
     pub fn beta(mut self, beta: f32) -> Self {
         self.beta = beta;
         self
@@ -173,20 +214,28 @@ pub struct ConvGeom {
     pub c: usize,
     /// Images in the whole batch (the row stride of the activation is `n * h * w`).
     pub n: usize,
+    /// Input height, in pixels.
     pub h: usize,
+    /// Input width, in pixels.
     pub w: usize,
+    /// Kernel height.
     pub kh: usize,
+    /// Kernel width.
     pub kw: usize,
+    /// Step between neighbouring output pixels, in input pixels (both axes).
     pub stride: usize,
+    /// Zeros added on every side of the input, in pixels (both axes).
     pub pad: usize,
     /// Layout of the im2col matrix that `im2col` writes and `col2im` reads.
     pub col: ColLayout,
 }
 
 impl ConvGeom {
+    /// Output height, `(h + 2 * pad - kh) / stride + 1`.
     pub fn out_h(&self) -> usize {
         (self.h + 2 * self.pad - self.kh) / self.stride + 1
     }
+    /// Output width, `(w + 2 * pad - kw) / stride + 1`.
     pub fn out_w(&self) -> usize {
         (self.w + 2 * self.pad - self.kw) / self.stride + 1
     }
@@ -199,17 +248,24 @@ impl ConvGeom {
 /// Geometry of a max pooling over `planes` independent `h x w` planes (no padding).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PoolGeom {
+    /// Planes pooled, each on its own (channels x images of a `[c, n, h, w]` batch).
     pub planes: usize,
+    /// Plane height, in pixels.
     pub h: usize,
+    /// Plane width, in pixels.
     pub w: usize,
+    /// Side of the square window (`k x k`).
     pub k: usize,
+    /// Step between neighbouring windows, in pixels (both axes).
     pub stride: usize,
 }
 
 impl PoolGeom {
+    /// Output height, `(h - k) / stride + 1`.
     pub fn out_h(&self) -> usize {
         (self.h - self.k) / self.stride + 1
     }
+    /// Output width, `(w - k) / stride + 1`.
     pub fn out_w(&self) -> usize {
         (self.w - self.k) / self.stride + 1
     }
@@ -218,9 +274,13 @@ impl PoolGeom {
 /// Geometry and settings of a batch norm over `[c, n, hw]`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BnGeom {
+    /// Channels, each normalised on its own.
     pub c: usize,
+    /// Images in the call.
     pub n: usize,
+    /// Pixels per image and channel (`h * w`).
     pub hw: usize,
+    /// Added to the variance before its square root.
     pub eps: f32,
     /// Weight of the new batch statistic in the running average (PyTorch's `momentum`).
     pub momentum: f32,
@@ -233,18 +293,26 @@ pub struct BnGeom {
 /// dropped, as the plain max pool drops it). Batch-norm settings as in [`BnGeom`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BnPoolGeom {
+    /// Channels.
     pub c: usize,
+    /// Images in the call.
     pub n: usize,
+    /// Input height, in pixels.
     pub h: usize,
+    /// Input width, in pixels.
     pub w: usize,
+    /// Added to the variance before its square root.
     pub eps: f32,
+    /// Weight of the new batch statistic in the running average (PyTorch's `momentum`).
     pub momentum: f32,
 }
 
 impl BnPoolGeom {
+    /// Pooled height, `h / 2`.
     pub fn out_h(&self) -> usize {
         self.h / 2
     }
+    /// Pooled width, `w / 2`.
     pub fn out_w(&self) -> usize {
         self.w / 2
     }
@@ -283,20 +351,33 @@ pub enum DataLayout {
 /// Hyper-parameters of one SGD step.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SgdStep {
+    /// Learning rate: the step is `lr` times the update direction.
     pub lr: f32,
+    /// Momentum coefficient (0 for plain SGD): the buffer becomes `momentum * buf + d`,
+    /// with `d` the gradient plus weight decay.
     pub momentum: f32,
+    /// L2 penalty: `weight_decay * param` is added to the gradient of the decayed
+    /// elements.
     pub weight_decay: f32,
+    /// Nesterov momentum: step along `d + momentum * buf` instead of `buf`.
     pub nesterov: bool,
 }
 
 /// Hyper-parameters of one AdamW step; `step` counts from 1 (bias correction).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AdamWStep {
+    /// Learning rate.
     pub lr: f32,
+    /// Decay of the running mean of the gradient (first moment), in [0, 1).
     pub beta1: f32,
+    /// Decay of the running mean of the squared gradient (second moment), in [0, 1).
     pub beta2: f32,
+    /// Added to the square root of the corrected second moment, against division by 0.
     pub eps: f32,
+    /// Decoupled weight decay: each decayed element first shrinks by
+    /// `lr * weight_decay * param`.
     pub weight_decay: f32,
+    /// Number of this step, from 1: the bias corrections are `1 - beta^step`.
     pub step: u64,
 }
 

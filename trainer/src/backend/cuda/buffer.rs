@@ -36,6 +36,7 @@ impl<T: Elem> CudaBuf<T> {
         self.raw.len() / std::mem::size_of::<T>()
     }
 
+    /// Whether the buffer holds no element.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -12,49 +12,82 @@ pub enum CudaError {
     /// they are, e.g. `libcuda (the NVIDIA driver)`).
     #[error("{} not found", .0.join(", "))]
     Missing(Vec<&'static str>),
+    /// The driver is there but reports no CUDA device.
     #[error("the driver sees no CUDA device")]
     NoDevice,
+    /// The device asked for is not among those the driver sees.
     #[error("no device {ordinal} ({count} present)")]
-    NoSuchDevice { ordinal: usize, count: usize },
+    NoSuchDevice {
+        /// The ordinal asked for (`cuda:ordinal`).
+        ordinal: usize,
+        /// Devices the driver sees (valid ordinals are `0..count`).
+        count: usize,
+    },
     /// A driver call failed; `call` names it (e.g. `cuInit`, `cuMemcpyDtoH`).
     #[error("{call}: {source}")]
     Driver {
+        /// The driver function, e.g. `cuInit`.
         call: &'static str,
+        /// The driver's error code.
         source: DriverError,
     },
     /// A device allocation failed.
     #[error("cannot allocate {bytes} bytes: {source}")]
-    Alloc { bytes: usize, source: DriverError },
+    Alloc {
+        /// Size of the refused allocation.
+        bytes: usize,
+        /// The driver's error code.
+        source: DriverError,
+    },
     /// A kernel could not be found in the compiled program, or launched.
     #[error("kernel {kernel}: {source}")]
     Kernel {
+        /// The kernel's name.
         kernel: &'static str,
+        /// The driver's error code.
         source: DriverError,
     },
+    /// A cuBLAS call failed (creating the handle, setting its math mode, a GEMM).
     #[error("{call}: {source}")]
     Blas {
+        /// The cuBLAS function, e.g. `cublasSgemm`.
         call: &'static str,
+        /// cuBLAS's status code.
         source: CublasError,
     },
     /// An NVRTC call (other than the compilation) failed.
     #[error("{call}: {source}")]
     Nvrtc {
+        /// The NVRTC function.
         call: &'static str,
+        /// NVRTC's result code.
         source: cudarc::nvrtc::result::NvrtcError,
     },
     /// NVRTC rejected the kernel program (`log` holds its messages) or failed.
     #[error("NVRTC: {log}")]
-    Compile { log: String, source: CompileError },
+    Compile {
+        /// The compiler's log, or the error's text when there is no log.
+        log: String,
+        /// cudarc's compile error.
+        source: CompileError,
+    },
     /// An NCCL call failed; the code is NCCL's `ncclResult_t`.
     #[cfg(feature = "nccl")]
     #[error("{call}: {:?}", .code.0)]
     Nccl {
+        /// The NCCL function, e.g. `ncclAllReduce`.
         call: &'static str,
+        /// NCCL's result code.
         code: cudarc::nccl::result::NcclError,
     },
     /// cudarc panicked (a symbol missing from an old driver, say); caught.
     #[error("{what}: CUDA library failed: {message}")]
-    Panicked { what: &'static str, message: String },
+    Panicked {
+        /// What was being done when it panicked.
+        what: &'static str,
+        /// The panic's message.
+        message: String,
+    },
 }
 
 impl CudaError {

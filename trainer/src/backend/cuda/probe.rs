@@ -13,12 +13,15 @@ use super::CudaError;
 /// What [`probe`] found: enough to say which device a run uses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceInfo {
+    /// The device's ordinal (`cuda:ordinal`).
     pub ordinal: usize,
     /// Devices the driver sees.
     pub count: usize,
+    /// The device's name, e.g. `NVIDIA H100 80GB HBM3`.
     pub name: String,
     /// (major, minor), e.g. (9, 0) for Hopper.
     pub compute_capability: (i32, i32),
+    /// Total device memory, in bytes.
     pub total_mem: usize,
 }
 

@@ -11,11 +11,15 @@ use crate::rng::Rng;
 /// How a parameter (or state entry) starts.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Init {
+    /// Every element 0 (biases of batch norms, running means).
     Zeros,
+    /// Every element 1 (batch-norm scales, running variances).
     Ones,
     /// Normal with standard deviation `sqrt(gain / fan_in)` (He/Kaiming for gain 2).
     Normal {
+        /// Inputs feeding each output (a weight's elements per output unit).
         fan_in: usize,
+        /// Scale of the variance, `gain / fan_in`: 2 before a ReLU.
         gain: f32,
     },
     /// Uniform on `[-1/sqrt(fan_in), 1/sqrt(fan_in))`: PyTorch's default for the
@@ -23,6 +27,8 @@ pub enum Init {
     /// `a = sqrt(5)` has exactly this bound; standard deviation `1/sqrt(3 fan_in)`).
     /// What conv and linear layers start from: see docs/trainer.md, "Initialisation".
     FanInUniform {
+        /// Inputs feeding each output: `in_features` for a linear layer, `c * k * k`
+        /// for a convolution.
         fan_in: usize,
     },
 }
@@ -34,17 +40,24 @@ pub struct ParamId(usize);
 /// One named entry of the flat buffer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParamInfo {
+    /// PyTorch-style name, e.g. `conv1.weight`, `bn1.running_mean`.
     pub name: String,
+    /// Dimensions, e.g. `[cout, cin, k, k]` for a convolution's weight.
     pub shape: Vec<usize>,
+    /// Index of the first element in the flat buffer (valid once `finish` has run).
     pub offset: usize,
+    /// Whether the optimizer applies weight decay to it.
     pub decay: bool,
+    /// How its values start.
     pub init: Init,
 }
 
 impl ParamInfo {
+    /// Elements in the entry: the product of its shape.
     pub fn len(&self) -> usize {
         self.shape.iter().product()
     }
+    /// Whether the entry has no elements.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -59,6 +72,7 @@ pub struct Registry {
 }
 
 impl Registry {
+    /// An empty registry.
     pub fn new() -> Self {
         Self::default()
     }
@@ -90,14 +104,17 @@ impl Registry {
         self.total = off;
     }
 
+    /// Where entry `id` starts in the flat buffer. Panics for an id of another registry.
     pub fn offset(&self, id: ParamId) -> usize {
         self.entries[id.0].offset
     }
 
+    /// Name, shape, offset and settings of entry `id`.
     pub fn info(&self, id: ParamId) -> &ParamInfo {
         &self.entries[id.0]
     }
 
+    /// Every entry, in registration order.
     pub fn entries(&self) -> &[ParamInfo] {
         &self.entries
     }

@@ -4,12 +4,14 @@ use crate::backend::{BResult, Backend};
 use crate::layer::{Ctx, Layer, Shape};
 use crate::tensor::Tensor;
 
+/// `y = max(x, 0)` element-wise, shape unchanged; no parameters.
 pub struct Relu {
     name: String,
     shape: Shape,
 }
 
 impl Relu {
+    /// A ReLU named `name` over activations of `shape`.
     pub fn new(name: &str, shape: Shape) -> Self {
         Self {
             name: name.to_string(),

@@ -4,11 +4,14 @@
 use crate::backend::{BResult, Backend, In, Out};
 use crate::tensor::Tensor;
 
+/// The multi-label loss head over `[classes, n]` logits; no parameters.
 pub struct SigmoidBce {
+    /// Classes (logits per sample).
     pub classes: usize,
 }
 
 impl SigmoidBce {
+    /// A loss over `classes` logits per sample.
     pub fn new(classes: usize) -> Self {
         Self { classes }
     }

@@ -10,6 +10,7 @@ use crate::layer::norm::BnParams;
 use crate::layer::{Builder, Ctx, Layer, Shape};
 use crate::tensor::Tensor;
 
+/// `maxpool2x2(relu(batchnorm(x)))` over `[c, n, h, w]`, giving `[c, n, h / 2, w / 2]`.
 pub struct BatchNormReluPool<B: Backend> {
     /// Shown in summaries and profiles: `<bn>+<pool>`.
     name: String,

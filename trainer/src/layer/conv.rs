@@ -10,6 +10,9 @@ use crate::layer::{Builder, Ctx, Layer, Shape};
 use crate::param::{Init, ParamId};
 use crate::tensor::Tensor;
 
+/// A 2-D convolution `[c, n, h, w] -> [cout, n, oh, ow]` with square `k x k` kernels,
+/// then an optional bias and ReLU. Parameters `<name>.weight` `[cout, c, k, k]`
+/// (decayed) and, with a bias, `<name>.bias` `[cout]`.
 pub struct Conv2d<B: Backend> {
     name: String,
     input: Shape,
@@ -31,9 +34,13 @@ pub struct Conv2d<B: Backend> {
 /// How a convolution is set up.
 #[derive(Clone, Copy, Debug)]
 pub struct ConvSpec {
+    /// Output channels.
     pub cout: usize,
+    /// Kernel side (`k x k`).
     pub k: usize,
+    /// Step between neighbouring output pixels, in input pixels.
     pub stride: usize,
+    /// Zeros added on every side of the input, in pixels.
     pub pad: usize,
     /// Add a bias (off when a batch norm follows).
     pub bias: bool,
@@ -56,6 +63,9 @@ impl ConvSpec {
 }
 
 impl<B: Backend> Conv2d<B> {
+    /// Registers the parameters (initialised as PyTorch's `Conv2d`) and plans the
+    /// backend's scratch for `bld.max_batch` images of `input`. Fails on a zero size or
+    /// a kernel larger than the padded input.
     pub fn new(bld: &mut Builder<'_, B>, name: &str, input: Shape, s: ConvSpec) -> Result<Self> {
         if s.k == 0 || s.stride == 0 || s.cout == 0 || input.c == 0 {
             return Err(config(name, format!("bad convolution {s:?} on {input:?}")));

@@ -7,6 +7,8 @@ use crate::layer::{Builder, Ctx, Layer, Shape};
 use crate::param::{Init, ParamId};
 use crate::tensor::Tensor;
 
+/// `y[out, n] = W[out, in] x[in, n] + b[out]`, then a ReLU if asked; parameters
+/// `<name>.weight` `[out, in]` (decayed) and `<name>.bias` `[out]`.
 pub struct Linear {
     name: String,
     inf: usize,

@@ -4,11 +4,14 @@
 use crate::backend::{BResult, Backend, In, Out};
 use crate::tensor::Tensor;
 
+/// The classification loss head over `[classes, n]` logits; no parameters.
 pub struct SoftmaxCrossEntropy {
+    /// Classes (logits per sample); labels must be below it.
     pub classes: usize,
 }
 
 impl SoftmaxCrossEntropy {
+    /// A loss over `classes` logits per sample.
     pub fn new(classes: usize) -> Self {
         Self { classes }
     }

@@ -35,21 +35,28 @@ use crate::tensor::Tensor;
 /// Per-sample shape of an activation: `c` channels of `h x w` (a vector is `c x 1 x 1`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Shape {
+    /// Channels (features, for a vector).
     pub c: usize,
+    /// Height, in pixels.
     pub h: usize,
+    /// Width, in pixels.
     pub w: usize,
 }
 
 impl Shape {
+    /// `c` channels of `h x w`.
     pub fn new(c: usize, h: usize, w: usize) -> Self {
         Self { c, h, w }
     }
+    /// A vector of `c` features: `c x 1 x 1`.
     pub fn vector(c: usize) -> Self {
         Self { c, h: 1, w: 1 }
     }
+    /// Elements per sample, `c * h * w`.
     pub fn numel(&self) -> usize {
         self.c * self.h * self.w
     }
+    /// Pixels per channel, `h * w`.
     pub fn hw(&self) -> usize {
         self.h * self.w
     }
@@ -57,6 +64,7 @@ impl Shape {
 
 /// What layers register themselves with while a model is built.
 pub struct Builder<'a, B: Backend> {
+    /// The backend the layers allocate their scratch on.
     pub backend: &'a B,
     /// Trained parameters (one flat buffer, with a twin for gradients).
     pub params: Registry,
@@ -67,6 +75,7 @@ pub struct Builder<'a, B: Backend> {
 }
 
 impl<'a, B: Backend> Builder<'a, B> {
+    /// Empty registries, for layers that run batches of up to `max_batch` on `backend`.
     pub fn new(backend: &'a B, max_batch: usize) -> Self {
         Self {
             backend,
@@ -79,11 +88,17 @@ impl<'a, B: Backend> Builder<'a, B> {
 
 /// The model's flat buffers, lent to a layer for one call.
 pub struct Ctx<'a, B: Backend> {
+    /// The backend that runs the layer's ops.
     pub backend: &'a B,
+    /// Layout of `params` and `grads`.
     pub reg: &'a Registry,
+    /// The flat parameter buffer.
     pub params: &'a B::Buf<f32>,
+    /// The flat gradient buffer, laid out as `params`.
     pub grads: &'a mut B::Buf<f32>,
+    /// Layout of `state`.
     pub state_reg: &'a Registry,
+    /// The flat state buffer (batch-norm running statistics).
     pub state: &'a mut B::Buf<f32>,
 }
 
@@ -104,7 +119,10 @@ impl<B: Backend> Ctx<'_, B> {
 
 /// One layer of a model. `n` is the batch size of the call (at most the planned maximum).
 pub trait Layer<B: Backend>: Send {
+    /// Name in summaries and profiles; the prefix of its parameters' names (`conv1` for
+    /// `conv1.weight`).
     fn name(&self) -> &str;
+    /// Per-sample shape of the output activation.
     fn out_shape(&self) -> Shape;
     /// `y = f(x)`; `train` selects batch statistics over running ones.
     fn forward(

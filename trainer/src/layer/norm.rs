@@ -8,6 +8,9 @@ use crate::layer::{Builder, Ctx, Layer, Shape};
 use crate::param::{Init, ParamId};
 use crate::tensor::Tensor;
 
+/// Batch norm over `[c, n, h, w]`, per channel, with an optional fused ReLU; shape
+/// unchanged. Parameters `<name>.weight` (gamma) and `<name>.bias` (beta), state
+/// `<name>.running_mean` and `<name>.running_var`, all `[c]` and never decayed.
 pub struct BatchNorm2d<B: Backend> {
     name: String,
     shape: Shape,
@@ -172,11 +175,17 @@ impl<B: Backend> Layer<B> for BatchNorm2d<B> {
 
 /// u8 NHWC batch -> `(x / 255 - mean) / std` in f32, per channel, on the device.
 pub struct DataNorm {
+    /// Image height, in pixels.
     pub h: usize,
+    /// Image width, in pixels.
     pub w: usize,
+    /// Channels per pixel.
     pub c: usize,
+    /// Per-channel mean, in units of the [0, 1] pixel range.
     pub mean: Vec<f32>,
+    /// Per-channel standard deviation, in units of the [0, 1] pixel range (positive).
     pub std: Vec<f32>,
+    /// Layout of the f32 output: `[c, n, h, w]` or `[h * w * c, n]`.
     pub layout: DataLayout,
 }
 
@@ -222,6 +231,7 @@ impl DataNorm {
         }
     }
 
+    /// Normalises `n` u8 NHWC images from `images` into `y`, in `layout`.
     pub fn forward<B: Backend>(
         &self,
         b: &B,

@@ -6,6 +6,8 @@ use crate::error::{config, Result};
 use crate::layer::{Builder, Ctx, Layer, Shape};
 use crate::tensor::Tensor;
 
+/// Max pooling with a `k x k` window over `[c, n, h, w]` (no padding), giving
+/// `[c, n, (h - k) / stride + 1, (w - k) / stride + 1]`; no parameters.
 pub struct MaxPool2d<B: Backend> {
     name: String,
     input: Shape,
@@ -15,6 +17,8 @@ pub struct MaxPool2d<B: Backend> {
 }
 
 impl<B: Backend> MaxPool2d<B> {
+    /// A `k x k` pool with step `stride` over `input`, its argmax planned for
+    /// `bld.max_batch` images. Fails on a zero `k` or `stride`, or planes smaller than `k`.
     pub fn new(
         bld: &mut Builder<'_, B>,
         name: &str,
@@ -95,12 +99,14 @@ impl<B: Backend> Layer<B> for MaxPool2d<B> {
     }
 }
 
+/// The mean of each `h x w` plane: `[c, n, h, w] -> [c, n]`; no parameters.
 pub struct GlobalAvgPool {
     name: String,
     input: Shape,
 }
 
 impl GlobalAvgPool {
+    /// A global average pool named `name` over activations of `input`.
     pub fn new(name: &str, input: Shape) -> Self {
         Self {
             name: name.to_string(),

@@ -31,40 +31,76 @@ const KEY_OPTIM: &str = "stoker.optimizer";
 const KEY_OPTIM_STEPS: &str = "stoker.optimizer.steps";
 const FORMAT: &str = "stoker-checkpoint-1";
 
+/// What saving or loading a checkpoint can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
+    /// Reading or writing the file failed.
     #[error("{path}: {source}")]
     Io {
+        /// The checkpoint file.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
+    /// The file is not valid safetensors (or, saving, the tensors could not be
+    /// serialised).
     #[error("{path}: not a valid safetensors file: {source}")]
     Format {
+        /// The checkpoint file.
         path: PathBuf,
+        /// safetensors' error.
         source: SafeTensorError,
     },
+    /// A `stoker.` metadata entry is missing or unreadable: not a stoker checkpoint, an
+    /// unknown format version, a step count that is not a number.
     #[error("{path}: {reason}")]
-    Metadata { path: PathBuf, reason: String },
+    Metadata {
+        /// The checkpoint file.
+        path: PathBuf,
+        /// What is wrong, in words.
+        reason: String,
+    },
+    /// The checkpoint was saved for another model (kind, input, classes, target) or
+    /// another optimizer than the one given.
     #[error("{path}: checkpoint is for {found}, this run has {expected}")]
     Mismatch {
+        /// The checkpoint file.
         path: PathBuf,
+        /// What the given model or optimizer has, e.g. `stoker.model.kind=resnet` or
+        /// `optimizer sgd`.
         expected: String,
+        /// What the checkpoint holds, in the same form.
         found: String,
     },
+    /// A tensor the model or optimizer needs is not in the file.
     #[error("{path}: tensor `{name}` is missing")]
-    Missing { path: PathBuf, name: String },
+    Missing {
+        /// The checkpoint file.
+        path: PathBuf,
+        /// The tensor's name in the file, e.g. `param.conv1.weight` or `optim.momentum`.
+        name: String,
+    },
+    /// A tensor's shape or dtype is not what the model or optimizer needs (an f32
+    /// tensor of its shape).
     #[error(
         "{path}: tensor `{name}` has shape {found:?} and dtype {dtype}, expected {expected:?} f32"
     )]
     Shape {
+        /// The checkpoint file.
         path: PathBuf,
+        /// The tensor's name in the file.
         name: String,
+        /// The shape needed.
         expected: Vec<usize>,
+        /// The shape in the file.
         found: Vec<usize>,
+        /// The dtype in the file, as safetensors spells it (e.g. `F16`).
         dtype: String,
     },
+    /// [`save`] was given a caller metadata key that starts with [`RESERVED_PREFIX`].
     #[error("caller metadata key `{0}` uses the reserved prefix `stoker.`")]
     ReservedKey(String),
+    /// Copying the model's or optimizer's buffers to or from the device failed.
     #[error("backend: {0}")]
     Backend(#[from] BackendError),
 }

@@ -14,20 +14,28 @@ pub enum OptimizerKind {
     /// PyTorch's SGD: `v = momentum * v + (g + wd * p)`, `p -= lr * v` (or the
     /// Nesterov form `p -= lr * (g + wd * p + momentum * v)`).
     Sgd {
+        /// Momentum coefficient (0 for plain SGD).
         momentum: f32,
+        /// L2 penalty added to the gradient of the decayed elements.
         weight_decay: f32,
+        /// Use the Nesterov form.
         nesterov: bool,
     },
     /// AdamW (decoupled decay): `p -= lr * wd * p`, then the bias-corrected Adam step.
     AdamW {
+        /// Decay of the gradient's running mean, in [0, 1) (usually 0.9).
         beta1: f32,
+        /// Decay of the squared gradient's running mean, in [0, 1) (usually 0.999).
         beta2: f32,
+        /// Added to the denominator's square root, against division by 0.
         eps: f32,
+        /// Decoupled decay rate of the decayed elements (scaled by `lr` each step).
         weight_decay: f32,
     },
 }
 
 impl OptimizerKind {
+    /// SGD with `momentum` and `weight_decay`, without Nesterov.
     pub fn sgd(momentum: f32, weight_decay: f32) -> Self {
         OptimizerKind::Sgd {
             momentum,
@@ -55,6 +63,7 @@ impl OptimizerKind {
         }
     }
 
+    /// Short name as the command line and checkpoints spell it: `sgd` or `adamw`.
     pub fn name(&self) -> &'static str {
         match self {
             OptimizerKind::Sgd { .. } => "sgd",
@@ -96,6 +105,7 @@ impl<B: Backend + Clone + 'static> Optimizer<B> {
         })
     }
 
+    /// The update rule and its hyper-parameters.
     pub fn kind(&self) -> OptimizerKind {
         self.kind
     }

@@ -5,13 +5,18 @@
 /// keep it as JSON (`train.schedule`), under these field names.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Schedule {
+    /// Peak rate, reached at the end of the warm-up.
     pub base: f32,
+    /// Floor the cosine ends at, kept from step `total` on (0 unless set).
     pub min: f32,
+    /// Steps of linear warm-up (0: none): step `s < warmup` gets `base * (s + 1) / warmup`.
     pub warmup: u64,
+    /// Step at which the cosine reaches `min`, counted from 0 with the warm-up included.
     pub total: u64,
 }
 
 impl Schedule {
+    /// Warm-up over `warmup` steps to `base`, then a cosine down to 0 at step `total`.
     pub fn new(base: f32, warmup: u64, total: u64) -> Self {
         Self {
             base,
@@ -40,6 +45,7 @@ impl Schedule {
         }
     }
 
+    /// The learning rate of step `step` (counted from 0).
     pub fn lr(&self, step: u64) -> f32 {
         if step < self.warmup {
             return self.base * (step + 1) as f32 / self.warmup as f32;

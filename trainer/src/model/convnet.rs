@@ -9,8 +9,11 @@ use crate::layer::{
     BatchNorm2d, BatchNormReluPool, Builder, Conv2d, GlobalAvgPool, Layer, Linear, Shape,
 };
 
+/// Output channels of the three blocks.
 pub const WIDTHS: [usize; 3] = [32, 64, 128];
 
+/// The convnet's layers from `input` (per sample) to `classes` logits, registered with
+/// `bld`.
 pub fn build<B: Backend + 'static>(
     bld: &mut Builder<'_, B>,
     input: Shape,

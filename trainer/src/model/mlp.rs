@@ -4,8 +4,11 @@ use crate::backend::Backend;
 use crate::error::Result;
 use crate::layer::{Builder, Layer, Linear, Shape};
 
+/// Widths of the two hidden layers.
 pub const HIDDEN: [usize; 2] = [256, 128];
 
+/// The MLP's layers from `input` (a vector of `h * w * c` features) to `classes`
+/// logits, registered with `bld`.
 pub fn build<B: Backend + 'static>(
     bld: &mut Builder<'_, B>,
     input: Shape,

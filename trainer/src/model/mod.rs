@@ -37,8 +37,10 @@ pub enum ModelKind {
 }
 
 impl ModelKind {
+    /// Every kind.
     pub const ALL: [ModelKind; 3] = [ModelKind::Mlp, ModelKind::Convnet, ModelKind::Resnet];
 
+    /// The name `FromStr`, `Display` and checkpoints use: `mlp`, `convnet` or `resnet`.
     pub fn as_str(&self) -> &'static str {
         match self {
             ModelKind::Mlp => "mlp",
@@ -67,9 +69,11 @@ impl FromStr for ModelKind {
 /// Everything that fixes a model's shape and initial weights.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelConfig {
+    /// The architecture.
     pub kind: ModelKind,
     /// Input images as (height, width, channels), u8 NHWC.
     pub input: (usize, usize, usize),
+    /// Classes the model tells apart: logits per sample (at least 2).
     pub classes: usize,
     /// Largest batch a call may pass; buffers are planned for it.
     pub max_batch: usize,
@@ -77,6 +81,7 @@ pub struct ModelConfig {
     pub seed: u64,
     /// Per-channel normalisation, in units of the [0, 1] pixel range.
     pub mean: Vec<f32>,
+    /// Per-channel standard deviation, in the same units (positive).
     pub std: Vec<f32>,
     /// Label smoothing of the training loss: targets become `(1 - e) * target + e /
     /// classes` (0 keeps the hard-label loss).
@@ -107,21 +112,25 @@ impl ModelConfig {
         }
     }
 
+    /// The same config learning `target`.
     pub fn target(mut self, target: Target) -> Self {
         self.target = target;
         self
     }
 
+    /// The same config with label smoothing `e`, in [0, 1).
     pub fn label_smoothing(mut self, e: f32) -> Self {
         self.label_smoothing = e;
         self
     }
 
+    /// The same config with initial weights drawn from `seed`.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
         self
     }
 
+    /// The same config normalising by `mean` and `std`, one value per channel.
     pub fn normalize(mut self, mean: &[f32], std: &[f32]) -> Self {
         self.mean = mean.to_vec();
         self.std = std.to_vec();
@@ -138,6 +147,7 @@ pub struct Stats {
     /// Fraction of samples whose argmax matched the label (for [`Target::Labels`]:
     /// whose every tag was predicted right at threshold 0.5, the exact-match ratio).
     pub accuracy: f32,
+    /// Samples the sums cover.
     pub samples: u64,
 }
 
@@ -302,14 +312,17 @@ impl<B: Backend + Clone + 'static> Model<B> {
         })
     }
 
+    /// The config the model was built from.
     pub fn config(&self) -> &ModelConfig {
         &self.cfg
     }
 
+    /// The architecture.
     pub fn kind(&self) -> ModelKind {
         self.cfg.kind
     }
 
+    /// The backend the model runs on.
     pub fn backend(&self) -> &B {
         &self.backend
     }

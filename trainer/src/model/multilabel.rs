@@ -22,6 +22,7 @@ pub enum Target {
 }
 
 impl Target {
+    /// The name `FromStr`, `Display` and checkpoints use: `class` or `labels`.
     pub fn as_str(self) -> &'static str {
         match self {
             Target::Class => "class",

@@ -14,7 +14,9 @@ use crate::layer::{
 };
 use crate::tensor::Tensor;
 
+/// Output channels of the three basic blocks (the stem has the first).
 pub const WIDTHS: [usize; 3] = [32, 64, 128];
+/// Strides of the three basic blocks' first convolutions.
 pub const STRIDES: [usize; 3] = [1, 2, 2];
 
 /// `relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x))`, where the shortcut is the
@@ -39,6 +41,9 @@ pub struct BasicBlock<B: Backend> {
 }
 
 impl<B: Backend> BasicBlock<B> {
+    /// A block named `name` from `input` to `cout` channels, its first convolution
+    /// with `stride`; its parameters are named `<name>.conv1.weight`, `<name>.bn1.weight`,
+    /// ... (`<name>.down`, `<name>.down_bn` for the shortcut).
     pub fn new(
         bld: &mut Builder<'_, B>,
         name: &str,
@@ -185,6 +190,8 @@ impl<B: Backend> Layer<B> for BasicBlock<B> {
     }
 }
 
+/// The ResNet's layers from `input` (per sample) to `classes` logits, registered with
+/// `bld`.
 pub fn build<B: Backend + 'static>(
     bld: &mut Builder<'_, B>,
     input: Shape,

@@ -18,6 +18,7 @@ pub enum DevicePref {
     /// CUDA device 0 when usable, else the CPU.
     #[default]
     Auto,
+    /// The CPU, even when a GPU is usable.
     Cpu,
     /// CUDA device `N`; an error when it is not usable.
     Cuda(usize),
@@ -54,8 +55,18 @@ impl fmt::Display for DevicePref {
 /// The device chosen, with the line to print about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SelectedDevice {
-    Cpu { reason: String },
-    Cuda { info: DeviceInfo, reason: String },
+    /// The CPU.
+    Cpu {
+        /// One line: which device, and why, e.g. `device: cpu (as asked)`.
+        reason: String,
+    },
+    /// A CUDA device that the probe found usable.
+    Cuda {
+        /// What the probe found: ordinal, name, compute capability, memory.
+        info: DeviceInfo,
+        /// One line: which device, and why.
+        reason: String,
+    },
 }
 
 impl SelectedDevice {
@@ -66,6 +77,7 @@ impl SelectedDevice {
         }
     }
 
+    /// Whether the choice is a CUDA device.
     pub fn is_cuda(&self) -> bool {
         matches!(self, SelectedDevice::Cuda { .. })
     }
@@ -76,11 +88,18 @@ impl SelectedDevice {
 pub enum DeviceError {
     /// `cuda:N` was asked for and the probe found no usable device `N`.
     #[error("--device cuda:{ordinal}: no usable CUDA device: {source}")]
-    NotUsable { ordinal: usize, source: CudaError },
+    NotUsable {
+        /// The device asked for (`cuda:ordinal`).
+        ordinal: usize,
+        /// Why the probe found it unusable.
+        source: CudaError,
+    },
     /// The device is there, but its backend failed to start.
     #[error("--device {pref}: {source}")]
     Open {
+        /// What was asked for.
         pref: DevicePref,
+        /// Why the backend failed to start.
         source: BackendError,
     },
 }
@@ -122,14 +141,18 @@ pub fn select_with(
 /// The backend a run trains on.
 #[derive(Debug)]
 pub enum Device<C = CudaBackend> {
+    /// The CPU backend.
     Cpu(CpuBackend),
+    /// The CUDA backend (`C` is a stand-in in tests).
     Cuda(C),
 }
 
 /// An opened device, with the line that says which and why (for the user).
 #[derive(Debug)]
 pub struct OpenedDevice<C = CudaBackend> {
+    /// The backend, opened.
     pub device: Device<C>,
+    /// One line: which device, and why, e.g. `device: cpu (as asked)`.
     pub reason: String,
 }
 

@@ -26,8 +26,10 @@ use crate::model::{Model, Target};
 /// What handing a batch to the model can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum FeedError {
+    /// The loader's uploader could not copy the batch to the device.
     #[error("upload: {0}")]
     Upload(#[from] UploadError),
+    /// The model refused the batch or its step failed.
     #[error(transparent)]
     Model(#[from] ModelError),
     /// A feed asked to run a step before any batch was put into it (a bug in the caller).
@@ -64,6 +66,7 @@ pub struct HostFeed {
 }
 
 impl HostFeed {
+    /// A feed holding no batch yet.
     pub fn new() -> Self {
         Self::default()
     }

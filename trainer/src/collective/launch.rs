@@ -5,10 +5,14 @@
 /// picks the GPU when there are several).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Launch {
+    /// This process's rank, `0..world`.
     pub rank: usize,
+    /// Processes in the run (at least 1).
     pub world: usize,
+    /// Rank among the processes on this machine: the launcher's
+    /// `OMPI_COMM_WORLD_LOCAL_RANK` or `LOCAL_RANK`, else `rank`.
     pub local_rank: usize,
-    /// Where the numbers came from, for messages: `flags`, `OMPI_COMM_WORLD_*`,
+    /// Where the numbers came from, for messages: `flags`, `OMPI_COMM_WORLD_RANK/SIZE`,
     /// `RANK/WORLD_SIZE` or `single process`.
     pub from: &'static str,
 }
@@ -16,24 +20,43 @@ pub struct Launch {
 /// A launch environment that does not describe a valid run.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LaunchError {
+    /// A launcher variable does not hold a non-negative integer.
     #[error("{var}={value:?} is not a non-negative integer")]
-    NotANumber { var: &'static str, value: String },
+    NotANumber {
+        /// The variable, e.g. `OMPI_COMM_WORLD_RANK`.
+        var: &'static str,
+        /// Its value.
+        value: String,
+    },
+    /// Only one of a pair is set: `--rank` without `--world-size`, `RANK` without
+    /// `WORLD_SIZE`, or the other way round.
     #[error("{given} is set but {missing} is not: give both or neither")]
     Partial {
+        /// The flag or variable that is set.
         given: &'static str,
+        /// Its partner, which is not.
         missing: &'static str,
     },
+    /// The world size is 0, or the rank is not below it.
     #[error("rank {rank} is out of range for world size {world} (from {from})")]
     Range {
+        /// The rank given.
         rank: usize,
+        /// The world size given.
         world: usize,
+        /// Where the numbers came from (as [`Launch::from`]).
         from: &'static str,
     },
+    /// A flag disagrees with the launcher's variables.
     #[error("{flag} says {flag_value} but the launcher's {var} says {env_value}")]
     Conflict {
+        /// `--rank` or `--world-size`.
         flag: &'static str,
+        /// The flag's value.
         flag_value: usize,
+        /// The launcher's variables, e.g. `OMPI_COMM_WORLD_RANK/SIZE`.
         var: &'static str,
+        /// The launcher's value.
         env_value: usize,
     },
 }
@@ -137,6 +160,7 @@ impl Launch {
         })
     }
 
+    /// Whether the run has more than one process.
     pub fn is_distributed(&self) -> bool {
         self.world > 1
     }

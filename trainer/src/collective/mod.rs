@@ -1,7 +1,7 @@
 //! Data-parallel training's one seam: averaging gradients (and a few statistics) across
 //! the processes of a run. A single process uses [`Local`] and needs no MPI or NCCL;
-//! `--features mpi` adds [`mpi::Mpi`] (OpenMPI, any backend, through host memory) and
-//! `--features nccl` adds [`nccl::Nccl`] (GPU to GPU on the CUDA backend).
+//! `--features mpi` adds `mpi::Mpi` (OpenMPI, any backend, through host memory) and
+//! `--features nccl` adds `nccl::Nccl` (GPU to GPU on the CUDA backend).
 //!
 //! ```text
 //! every rank:  forward_backward(own shard's batch)   -> local gradients (mean over B)
@@ -40,34 +40,50 @@ pub enum CollectiveError {
         timeout.as_secs_f64()
     )]
     Timeout {
+        /// The call that timed out, e.g. `gradient all-reduce`.
         op: &'static str,
+        /// This process's rank.
         rank: usize,
+        /// Processes in the run.
         world: usize,
+        /// The deadline that passed.
         timeout: Duration,
     },
     /// The engine reported an error.
     #[error("rank {rank} of {world}: {op}: {reason}")]
     Engine {
+        /// The call that failed, e.g. `MPI_Init` or `ncclAllReduce`.
         op: &'static str,
+        /// This process's rank (0 when MPI could not start).
         rank: usize,
+        /// Processes in the run (0 when MPI could not start).
         world: usize,
+        /// The engine's error, in words.
         reason: String,
     },
     /// The ranks were started with settings that cannot train together.
     #[error("rank {rank} of {world}: the ranks disagree on {what}: {detail}")]
     Mismatch {
+        /// This process's rank.
         rank: usize,
+        /// Processes in the run.
         world: usize,
+        /// The setting the ranks disagree on, e.g. the parameter count.
         what: String,
+        /// This rank's value, in words.
         detail: String,
     },
     /// A CUDA or NCCL call of the engine failed (the call and its code in `source`).
     #[error("rank {rank} of {world}: {source}")]
     Cuda {
+        /// This process's rank.
         rank: usize,
+        /// Processes in the run.
         world: usize,
+        /// The failed call and its code.
         source: CudaError,
     },
+    /// Copying a tensor between the device and the host for the exchange failed.
     #[error("moving gradients to or from the device: {0}")]
     Backend(#[from] BackendError),
 }

@@ -11,9 +11,14 @@ use crate::model::Stats;
 pub struct LogPoint {
     /// Steps done when it was read (1-based: the point after step `step`).
     pub step: u64,
+    /// The epoch in progress, from 0.
     pub epoch: u64,
+    /// Mean training loss per sample since the previous point (all ranks').
     pub loss: f32,
+    /// Mean accuracy over the same samples (the exact-match ratio for a multi-label
+    /// model).
     pub accuracy: f32,
+    /// Learning rate of the last step before the point.
     pub lr: f32,
 }
 
@@ -63,22 +68,30 @@ impl StepTime {
 /// the checkpoint format.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EpochRecord {
+    /// The epoch, from 0.
     pub epoch: u64,
     /// Mean over the epoch's training samples, as the model saw them (augmented, in
     /// training mode), accumulated as the epoch went.
     pub train_loss: f64,
+    /// Mean accuracy over the same samples (the exact-match ratio for a multi-label
+    /// model).
     pub train_accuracy: f64,
+    /// Training samples of the epoch (all ranks' in a data-parallel run).
     pub samples: u64,
+    /// Loss and accuracy on the validation data after the epoch; `None` without any.
     #[serde(flatten, with = "val_fields")]
     pub val: Option<Stats>,
     /// Data wait, compute and gradient averaging over the epoch's steps; excludes
     /// evaluation.
     pub train_seconds: f64,
+    /// The part of `train_seconds` spent waiting for data.
     pub wait_seconds: f64,
+    /// Evaluation after the epoch.
     pub eval_seconds: f64,
 }
 
 impl EpochRecord {
+    /// Training throughput: the epoch's samples per second of `train_seconds`.
     pub fn images_per_sec(&self) -> f64 {
         self.samples as f64 / self.train_seconds.max(1e-9)
     }
@@ -128,6 +141,7 @@ mod val_fields {
 /// Everything the run recorded, for reports and plots.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct History {
+    /// The loss read back at every log point, in order.
     pub log: Vec<LogPoint>,
     /// The steps taken by this process, one entry per step until there are more than
     /// [`History::MAX_STEP_ENTRIES`]; then neighbours are merged in pairs, and every
@@ -171,18 +185,23 @@ impl History {
 /// Totals over a run, for the final summary.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Totals {
+    /// Steps this process took (those [`History::steps`] covers).
     pub steps: u64,
+    /// Samples of those steps (this process's).
     pub images: u64,
     /// Data wait, compute and gradient averaging over the steps this process took;
     /// excludes evaluation.
     pub train_seconds: f64,
+    /// The part of `train_seconds` spent waiting for data.
     pub wait_seconds: f64,
     /// Averaging gradients across ranks (zero in a single process).
     pub comm_seconds: f64,
+    /// Evaluation after every recorded epoch (also those before a resume).
     pub eval_seconds: f64,
 }
 
 impl Totals {
+    /// The totals of `h`.
     pub fn of(h: &History) -> Self {
         let mut t = Totals {
             steps: 0,
@@ -208,10 +227,12 @@ impl Totals {
         self.comm_seconds / self.train_seconds.max(1e-9)
     }
 
+    /// Training throughput: samples per second of `train_seconds`.
     pub fn images_per_sec(&self) -> f64 {
         self.images as f64 / self.train_seconds.max(1e-9)
     }
 
+    /// Share of the training time spent waiting for data.
     pub fn wait_share(&self) -> f64 {
         self.wait_seconds / self.train_seconds.max(1e-9)
     }

@@ -43,25 +43,37 @@ use crate::schedule::Schedule;
 /// What the loop can fail with: the data, the model, or a checkpoint.
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {
+    /// The loader could not deliver a batch, or resume where a checkpoint says.
     #[error("data: {0}")]
     Loader(#[from] LoaderError),
+    /// The model refused a batch or a step failed, or the trainer's parts do not fit
+    /// together (e.g. loaders sharded for another rank).
     #[error(transparent)]
     Model(#[from] ModelError),
+    /// Saving or loading the model's and optimizer's part of a checkpoint failed.
     #[error("checkpoint {0}")]
     Checkpoint(#[from] CheckpointError),
+    /// Handing a batch to the model failed (on CUDA: its upload).
     #[error(transparent)]
     Feed(#[from] FeedError),
+    /// An exchange with the other ranks failed, timed out, or found them disagreeing.
     #[error(transparent)]
     Collective(#[from] CollectiveError),
     /// The loop's entries of a checkpoint (the training state besides the model and
     /// optimizer) cannot be read, do not fit this run, or cannot be written.
     #[error("checkpoint {path}: {reason}")]
-    Resume { path: String, reason: String },
+    Resume {
+        /// The checkpoint file.
+        path: String,
+        /// What is wrong, in words.
+        reason: String,
+    },
 }
 
 /// How long to train, at what rate, and how often to look at the loss.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TrainConfig {
+    /// Epochs to train in all (a resumed run counts those done before it).
     pub epochs: u64,
     /// Learning rate by optimizer step, counted over the whole run.
     pub schedule: Schedule,
@@ -84,11 +96,16 @@ pub struct Position {
     pub epoch: u64,
     /// The loader's place: the next batch of `epoch` (None before the first step).
     pub loader: Option<LoaderState>,
-    /// Running sums of the epoch in progress.
+    /// Running sums of the epoch in progress: the training losses of its samples read
+    /// back so far (all ranks' in a data-parallel run).
     pub loss_sum: f64,
+    /// Correct predictions among those samples (exact matches for a multi-label model).
     pub correct: f64,
+    /// Samples the sums cover.
     pub samples: u64,
+    /// Seconds of the epoch's steps so far, data wait included (this process's).
     pub train_seconds: f64,
+    /// The part of `train_seconds` spent waiting for data.
     pub wait_seconds: f64,
 }
 
@@ -109,6 +126,7 @@ pub trait Observer {
     fn step(&mut self, _time: &StepTime, _log: Option<&LogPoint>) {}
     /// Training of the epoch is over; evaluation begins.
     fn eval_start(&mut self, _epoch: u64) {}
+    /// An epoch is over, evaluation included; `record` is what it did.
     fn epoch_end(&mut self, _record: &EpochRecord) {}
 }
 
@@ -117,12 +135,19 @@ impl Observer for () {}
 
 /// A model, its optimizer, the training and validation loaders, and the loop's state.
 pub struct Trainer<B: Backend + Clone + 'static> {
+    /// The network being trained.
     pub model: Model<B>,
+    /// The optimizer, bound to `model`'s parameters.
     pub opt: Optimizer<B>,
+    /// The training loader (sharded for this rank in a data-parallel run).
     pub train: Loader,
+    /// The validation loader, evaluated after every epoch; `None` skips evaluation.
     pub val: Option<Loader>,
+    /// Length, learning rate, logging and checkpoints of the run.
     pub cfg: TrainConfig,
+    /// Where the run stands (saved in checkpoints).
     pub pos: Position,
+    /// What the run has recorded so far.
     pub history: History,
     /// How batches reach the model: the host path unless `with_feed` says otherwise.
     feed: Box<dyn BatchFeed<B>>,
@@ -133,6 +158,8 @@ pub struct Trainer<B: Backend + Clone + 'static> {
 }
 
 impl<B: Backend + Clone + 'static> Trainer<B> {
+    /// A trainer at the start of the run (step 0, epoch 0), in a single process, with
+    /// batches on the host path ([`HostFeed`]).
     pub fn new(
         model: Model<B>,
         opt: Optimizer<B>,

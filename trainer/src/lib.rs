@@ -7,6 +7,8 @@
 //! (`trainer/cli`) is a thin layer over this: arguments, data folders, console report
 //! and plots.
 
+#![warn(missing_docs)]
+
 pub mod backend;
 pub mod checkpoint;
 pub mod collective;

@@ -26,8 +26,11 @@ pub use crate::limits::DEFAULT_MAX_PIXELS;
 /// The encoded formats we recognise by their first bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
+    /// JPEG: starts with `FF D8 FF`.
     Jpeg,
+    /// PNG: starts with the 8-byte PNG signature.
     Png,
+    /// WebP: a RIFF container of type `WEBP`.
     WebP,
 }
 

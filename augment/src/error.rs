@@ -3,48 +3,94 @@
 /// What went wrong decoding or transforming one image. The caller adds which file.
 #[derive(Debug, thiserror::Error)]
 pub enum AugmentError {
+    /// The encoded bytes (an image or a mask) are empty.
     #[error("empty input (0 bytes)")]
     Empty,
+    /// The bytes start with no JPEG, PNG or WebP signature.
     #[error("not a JPEG, PNG or WebP file (starts with {head})")]
-    UnknownFormat { head: String },
+    UnknownFormat {
+        /// The first (at most 8) bytes, in hex and as text.
+        head: String,
+    },
     #[error("truncated JPEG data ({len} bytes, no end-of-image marker): {reason}")]
-    TruncatedJpeg { len: usize, reason: String },
+    /// A JPEG file ends before its end-of-image marker (a cut download or copy).
+    TruncatedJpeg {
+        /// Length of the data, in bytes.
+        len: usize,
+        /// What the decoder reported, or that the data ends before the marker.
+        reason: String,
+    },
+    /// A complete JPEG file that the decoder rejects (bad headers or scan data).
     #[error("corrupt JPEG data: {0}")]
     Jpeg(String),
+    /// The PNG decoder rejects the file, or its header or colour type.
     #[error("corrupt PNG data: {0}")]
     Png(String),
+    /// The WebP decoder rejects the file, or its colour type.
     #[error("corrupt WebP data: {0}")]
     WebP(String),
+    /// A segmentation mask is not a grey or palette PNG of at most 8 bits per pixel.
     #[error("bad mask: {0}")]
     Mask(String),
     #[error("image is {width}x{height}, larger than the limit of {limit} pixels")]
+    /// The size in the image's header is more pixels than the decoder accepts
+    /// ([`DEFAULT_MAX_PIXELS`](crate::DEFAULT_MAX_PIXELS) unless raised).
     TooLarge {
+        /// Width of the image, in pixels.
         width: usize,
+        /// Height of the image, in pixels.
         height: usize,
+        /// The largest number of pixels accepted.
         limit: usize,
     },
     #[error("image has zero width or height ({width}x{height})")]
-    ZeroSize { width: usize, height: usize },
+    /// The image has no pixels: its width or height is zero.
+    ZeroSize {
+        /// Width of the image, in pixels.
+        width: usize,
+        /// Height of the image, in pixels.
+        height: usize,
+    },
+    /// A channel count that the call does not support (decoding makes 1 or 3;
+    /// transforms take 1 to 4).
     #[error("cannot produce {0} channels (only 1 or 3)")]
     Channels(usize),
     #[error("input view is {width}x{height}x{channels} but holds {got} bytes")]
+    /// An input [`ImageView`](crate::ImageView)'s buffer length is not
+    /// `width * height * channels`.
     InputShape {
+        /// Width of the view, in pixels.
         width: usize,
+        /// Height of the view, in pixels.
         height: usize,
+        /// Channels per pixel of the view.
         channels: usize,
+        /// Length of the view's buffer, in bytes.
         got: usize,
     },
+    /// Decoding failed for a reason none of the format variants covers (no decoder of
+    /// this crate returns it at present).
     #[error("cannot decode image: {0}")]
     Decode(String),
+    /// The means, standard deviations or buffers given to
+    /// [`normalize_into`](crate::transform::normalize::normalize_into) do not match
+    /// the channel count or each other.
     #[error("cannot normalise: {0}")]
     Normalize(String),
+    /// The resampler failed, or a step would make an image larger than the pipeline's
+    /// pixel limit.
     #[error("resize failed: {0}")]
     Resize(String),
     #[error("output buffer holds {got} bytes but the image is {width}x{height}x{channels}")]
+    /// The output buffer's length is not that of the pipeline's output image.
     OutputSize {
+        /// Width of the output image, in pixels.
         width: usize,
+        /// Height of the output image, in pixels.
         height: usize,
+        /// Channels per pixel of the output image.
         channels: usize,
+        /// Length of the buffer given, in bytes.
         got: usize,
     },
 }
@@ -53,6 +99,8 @@ pub enum AugmentError {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("bad transform spec: in '{part}': {reason}")]
 pub struct SpecError {
+    /// The offending transform as written (empty for an empty transform).
     pub part: String,
+    /// What is wrong with it.
     pub reason: String,
 }

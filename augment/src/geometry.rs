@@ -32,12 +32,20 @@ pub const MASK_FILL: u8 = 255;
 pub enum GeoOp {
     /// The part `keep` of the input (in its coordinates) resampled to `to`: resize,
     /// random resized crop, and a resize fused with its centre crop.
-    Resample { keep: SoftBox, to: (usize, usize) },
+    Resample {
+        /// The part of the input kept, in input pixel coordinates.
+        keep: SoftBox,
+        /// (width, height) of the output, in pixels.
+        to: (usize, usize),
+    },
     /// The `to`-sized window whose top-left corner is at (`left`, `top`) of the input;
     /// window pixels outside the input are padding: crops, centre crops, padding.
     Window {
+        /// Column of the window's left edge in the input (negative: padding on the left).
         left: i64,
+        /// Row of the window's top edge in the input (negative: padding on top).
         top: i64,
+        /// (width, height) of the window, which is the output, in pixels.
         to: (usize, usize),
     },
     /// A left-right mirror (the width is the input's).
@@ -46,8 +54,11 @@ pub enum GeoOp {
     /// output coordinates, `(x, y) -> (a x + b y + c, d x + e y + f)`, and `inverse`
     /// the other way; pixels that map from outside the input are fill.
     Affine {
+        /// `[a, b, c, d, e, f]` mapping input coordinates to output coordinates.
         forward: [f64; 6],
+        /// The same form, mapping output coordinates back to input coordinates.
         inverse: [f64; 6],
+        /// (width, height) of the output, in pixels.
         to: (usize, usize),
     },
     /// A rectangle of the image overwritten (random erasing, cutout): no pixel moves,
@@ -104,10 +115,12 @@ impl Geometry {
         self.ops.clear();
     }
 
+    /// Appends a step, applied after those already recorded.
     pub fn push(&mut self, op: GeoOp) {
         self.ops.push(op);
     }
 
+    /// The steps recorded since the last [`reset`](Self::reset), in the order applied.
     pub fn ops(&self) -> &[GeoOp] {
         &self.ops
     }

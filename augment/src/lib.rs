@@ -5,6 +5,8 @@
 //! straight into a caller's buffer (a batch slot) and draws every random choice from a
 //! [`SampleRng`] that the caller seeds per sample, so results are reproducible.
 
+#![warn(missing_docs)]
+
 mod contain;
 mod convert;
 pub mod decode;

@@ -199,10 +199,12 @@ impl Pipeline {
         self.max_pixels
     }
 
+    /// The transforms, in the order they run.
     pub fn transforms(&self) -> &[Transform] {
         &self.transforms
     }
 
+    /// Whether the pipeline has no transforms (decode only: the output is the image).
     pub fn is_identity(&self) -> bool {
         self.transforms.is_empty()
     }

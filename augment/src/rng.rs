@@ -42,6 +42,7 @@ impl SampleRng {
         Self::new(seed, 0, 0)
     }
 
+    /// The next 64 uniformly distributed bits of the stream.
     pub fn next_u64(&mut self) -> u64 {
         let result = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
         let t = self.s[1] << 17;

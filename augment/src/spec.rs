@@ -58,11 +58,15 @@ use crate::{Pipeline, SpecError};
 const KNOWN: &str = "resize, center, rrc, flip, crop, pad, jitter, gray, erase, cutout, \
     posterize, solarize, equalize, autocontrast, invert, brightness, contrast, color, sharpness, rotate, \
     affine, blur, randaugment, trivialaugment, autoaugment";
-/// RandAugment's defaults (torchvision's `num_ops` and `magnitude`).
+/// RandAugment's default number of ops applied per image (torchvision's `num_ops`).
 pub const RANDAUGMENT_N: usize = 2;
+/// RandAugment's default magnitude, a bin of `0..31` (torchvision's `magnitude`).
 pub const RANDAUGMENT_M: usize = 9;
-/// torchvision's RandomResizedCrop defaults.
+/// RandomResizedCrop's default range of the crop's area, as a fraction of the image's
+/// (torchvision's `scale`).
 pub const RRC_SCALE: (f64, f64) = (0.08, 1.0);
+/// RandomResizedCrop's default range of the crop's aspect ratio, width over height
+/// (torchvision's `ratio`).
 pub const RRC_RATIO: (f64, f64) = (3.0 / 4.0, 4.0 / 3.0);
 
 impl Pipeline {

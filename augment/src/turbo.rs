@@ -98,7 +98,9 @@ pub enum Header<'d> {
 /// [`HeaderRead::decode_window`] (or drop) ends the image.
 pub struct HeaderRead<'d> {
     dec: &'d mut TurboDecoder,
+    /// Width of the full-size image in pixels.
     pub width: usize,
+    /// Height of the full-size image in pixels.
     pub height: usize,
     _bytes: PhantomData<&'d [u8]>,
 }
@@ -107,8 +109,12 @@ pub struct HeaderRead<'d> {
 /// 1/`denom`, and where the requested box lies in them.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Window {
+    /// Width of the decoded pixels, in pixels at the decode scale (the box's columns
+    /// widened to iMCU boundaries).
     pub width: usize,
+    /// Height of the decoded pixels, in rows at the decode scale.
     pub height: usize,
+    /// The scale's denominator: 1, 2, 4 or 8.
     pub denom: usize,
     /// The whole pixels that touch the box (the resampler's hard border).
     pub hard: Rect,
@@ -123,6 +129,7 @@ pub struct Window {
 }
 
 impl TurboDecoder {
+    /// A new decompressor; fails only when libjpeg cannot allocate one.
     pub fn new() -> Result<Self, AugmentError> {
         // SAFETY: no preconditions; a null return is handled below.
         let raw = unsafe { stoker_jpeg_new() };

@@ -23,6 +23,7 @@ use crate::ImageView;
 pub struct Matrix(pub [f64; 6]);
 
 impl Matrix {
+    /// The map that leaves every point where it is.
     pub const IDENTITY: Matrix = Matrix([1.0, 0.0, 0.0, 0.0, 1.0, 0.0]);
 
     /// Where `(x, y)` goes.

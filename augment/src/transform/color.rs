@@ -31,14 +31,21 @@ pub struct Jitter {
 /// The factors one sample drew, in application order.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct JitterDraw {
+    /// The adjustments in the order they apply: 0 brightness, 1 contrast,
+    /// 2 saturation, 3 hue.
     pub order: [u8; 4],
+    /// Brightness factor, or `None` when brightness is disabled.
     pub brightness: Option<f64>,
+    /// Contrast factor, or `None` when contrast is disabled.
     pub contrast: Option<f64>,
+    /// Saturation factor, or `None` when saturation is disabled.
     pub saturation: Option<f64>,
+    /// Hue shift in turns, or `None` when hue is disabled.
     pub hue: Option<f64>,
 }
 
 impl Jitter {
+    /// Draws one sample's order and factors (see the module docs for the draw order).
     pub fn draw(&self, rng: &mut SampleRng) -> JitterDraw {
         let mut order = [0u8, 1, 2, 3];
         for i in (1..4).rev() {

@@ -6,8 +6,13 @@ use crate::SampleRng;
 /// torchvision `RandomErasing(p, scale, ratio, value=0)`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Erasing {
+    /// Probability of erasing a rectangle, 0..=1 (default 0.5).
     pub p: f64,
+    /// Range of the rectangle's area as a fraction of the image's, `0 < lo <= hi <= 1`
+    /// (default 0.02-0.33).
     pub scale: (f64, f64),
+    /// Range of the rectangle's aspect ratio, height over width, drawn log-uniformly
+    /// (default 0.3-3.3).
     pub ratio: (f64, f64),
 }
 

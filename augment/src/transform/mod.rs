@@ -23,7 +23,12 @@ pub enum ResizeTo {
     /// (torchvision `Resize(n)`).
     Shorter(usize),
     /// Exactly this width and height (torchvision `Resize((h, w))`).
-    Exact { width: usize, height: usize },
+    Exact {
+        /// Width of the output in pixels (1..=65536).
+        width: usize,
+        /// Height of the output in pixels (1..=65536).
+        height: usize,
+    },
 }
 
 /// One step of a [`Pipeline`](crate::Pipeline).
@@ -32,22 +37,39 @@ pub enum Transform {
     /// torchvision `Resize`, bilinear with antialiasing.
     Resize(ResizeTo),
     /// torchvision `CenterCrop`: zero padding where the crop is larger than the image.
-    CenterCrop { width: usize, height: usize },
+    CenterCrop {
+        /// Width of the crop (the output) in pixels (1..=65536).
+        width: usize,
+        /// Height of the crop (the output) in pixels (1..=65536).
+        height: usize,
+    },
     /// torchvision `RandomResizedCrop`, bilinear with antialiasing. Draws, per attempt:
     /// scale, then log-ratio, then (if the box fits) top, then left.
     RandomResizedCrop {
+        /// Width of the output in pixels (1..=65536).
         width: usize,
+        /// Height of the output in pixels (1..=65536).
         height: usize,
+        /// Range of the crop's area as a fraction of the image's, `0 < lo <= hi <= 1`
+        /// ([`RRC_SCALE`](crate::spec::RRC_SCALE) where a spec leaves it out).
         scale: (f64, f64),
+        /// Range of the crop's aspect ratio, width over height, drawn log-uniformly
+        /// ([`RRC_RATIO`](crate::spec::RRC_RATIO) where a spec leaves it out).
         ratio: (f64, f64),
     },
     /// torchvision `RandomHorizontalFlip(p)`. Draws one number.
-    HorizontalFlip { p: f64 },
+    HorizontalFlip {
+        /// Probability of flipping, 0..=1 (0.5 where a spec leaves it out).
+        p: f64,
+    },
     /// torchvision `RandomCrop(size, padding=pad)`: zero-pad every side by `pad`, then
     /// crop at a random place. Draws top, then left.
     RandomCrop {
+        /// Width of the crop (the output) in pixels (1..=65536).
         width: usize,
+        /// Height of the crop (the output) in pixels (1..=65536).
         height: usize,
+        /// Zero pixels added on every side before cropping (0..=65536).
         pad: usize,
     },
     /// torchvision `Pad(n)`: `n` zero pixels on every side.
@@ -57,25 +79,40 @@ pub enum Transform {
     ColorJitter(color::Jitter),
     /// torchvision `RandomGrayscale(p)` (`Grayscale` when p = 1); the channel count is
     /// kept. Draws one number unless p = 1.
-    Grayscale { p: f64 },
+    Grayscale {
+        /// Probability of turning the image gray, 0..=1 (1 always does).
+        p: f64,
+    },
     /// torchvision `RandomErasing(p, scale, ratio, value=0)`. See [`erase`].
     RandomErasing(erase::Erasing),
     /// Cutout (DeVries & Taylor 2017): a `size` x `size` zero square centred on a
     /// uniformly drawn pixel, clipped at the borders. Draws centre row, then column.
-    Cutout { size: usize },
+    Cutout {
+        /// Side of the square in pixels (1..=65536).
+        size: usize,
+    },
     /// One of torchvision v2's photometric ops on uint8 tensors (`F.posterize`,
     /// `F.solarize`, `F.equalize`, `F.autocontrast`, `F.invert`, `F.adjust_brightness`,
     /// `F.adjust_contrast`, `F.adjust_saturation`, `F.adjust_sharpness`). No draws.
     Adjust(photometric::Adjust),
     /// `F.rotate(img, degrees, NEAREST, fill=fill)`: counter-clockwise about the centre,
     /// same size. No draws.
-    Rotate { degrees: f64, fill: u8 },
+    Rotate {
+        /// Angle in degrees, counter-clockwise (-360..=360).
+        degrees: f64,
+        /// Value of the pixels the rotation uncovers, in every channel.
+        fill: u8,
+    },
     /// `F.affine(img, angle=degrees, translate, scale=1, shear=[shear, 0], NEAREST,
     /// fill=fill)`: `degrees` clockwise, as torchvision's `affine`. No draws.
     Affine {
+        /// Rotation angle in degrees, clockwise (-360..=360).
         degrees: f64,
+        /// Shift (x, y) in pixels, applied after the rotation and shear.
         translate: (f64, f64),
+        /// Shear along x in degrees, strictly between -90 and 90.
         shear: f64,
+        /// Value of the pixels the warp uncovers, in every channel.
         fill: u8,
     },
     /// `F.gaussian_blur(img, [k, k], [s, s])`; a sigma range draws s (one draw).

@@ -2,8 +2,11 @@
 
 use crate::AugmentError;
 
-/// ImageNet statistics, as torchvision's reference scripts use them.
+/// ImageNet per-channel (RGB) means on the 0..=1 scale, as torchvision's reference
+/// scripts use them.
 pub const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
+/// ImageNet per-channel (RGB) standard deviations on the 0..=1 scale, as torchvision's
+/// reference scripts use them.
 pub const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
 
 /// `out[i] = (src[i] / 255 - mean[c]) / std[c]` where `c` is the channel of `i`

@@ -88,6 +88,7 @@ pub fn solarize(data: &mut [u8], threshold: f64) {
     apply_lut(data, &lut);
 }
 
+/// `255 - image` for every sample (`F.invert`).
 pub fn invert(data: &mut [u8]) {
     data.iter_mut().for_each(|v| *v = 255 - *v);
 }

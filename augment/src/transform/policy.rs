@@ -32,20 +32,35 @@ const AA_BINS: usize = 10;
 /// The ops of torchvision's augmentation spaces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Name {
+    /// Leaves the image as it is.
     Identity,
+    /// Shears along x (an affine warp about the top-left corner).
     ShearX,
+    /// Shears along y (an affine warp about the top-left corner).
     ShearY,
+    /// Shifts the image horizontally by a whole number of pixels.
     TranslateX,
+    /// Shifts the image vertically by a whole number of pixels.
     TranslateY,
+    /// Rotates the image about its centre.
     Rotate,
+    /// Scales brightness ([`Adjust::Brightness`]).
     Brightness,
+    /// Scales saturation ([`Adjust::Color`]).
     Color,
+    /// Scales contrast ([`Adjust::Contrast`]).
     Contrast,
+    /// Sharpens or blurs ([`Adjust::Sharpness`]).
     Sharpness,
+    /// Keeps only the high bits of each sample ([`Adjust::Posterize`]).
     Posterize,
+    /// Inverts samples at or above a threshold ([`Adjust::Solarize`]).
     Solarize,
+    /// Stretches each channel to the full 0..=255 range ([`Adjust::AutoContrast`]).
     AutoContrast,
+    /// Equalises each channel's histogram ([`Adjust::Equalize`]).
     Equalize,
+    /// Inverts every sample (AutoAugment only; [`Adjust::Invert`]).
     Invert,
 }
 
@@ -72,14 +87,19 @@ pub const WIDE_OPS: [Name; 14] = [
 /// AutoAugment's learned policies (torchvision's `AutoAugmentPolicy`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AutoPolicy {
+    /// The policy learned on ImageNet (spec name `imagenet`, the default).
     ImageNet,
+    /// The policy learned on CIFAR-10 (spec name `cifar10`).
     Cifar10,
+    /// The policy learned on SVHN (spec name `svhn`).
     Svhn,
 }
 
 impl AutoPolicy {
+    /// The spec names of the policies, for error messages.
     pub const NAMES: &'static str = "imagenet, cifar10, svhn";
 
+    /// The policy with spec name `s` (case-insensitive), or `None` for an unknown name.
     pub fn parse(s: &str) -> Option<AutoPolicy> {
         match s.to_ascii_lowercase().as_str() {
             "imagenet" => Some(AutoPolicy::ImageNet),
@@ -89,6 +109,7 @@ impl AutoPolicy {
         }
     }
 
+    /// The policy's spec name: `imagenet`, `cifar10` or `svhn`.
     pub fn name(&self) -> &'static str {
         match self {
             AutoPolicy::ImageNet => "imagenet",
@@ -196,7 +217,14 @@ const SVHN: [[(Name, f64, usize); 2]; 25] = [
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum PolicyKind {
     /// `RandAugment(num_ops=n, magnitude=m)`, 31 bins.
-    RandAugment { n: usize, m: usize },
+    RandAugment {
+        /// Number of ops drawn per image, 0..=[`MAX_OPS`]
+        /// ([`RANDAUGMENT_N`](crate::spec::RANDAUGMENT_N) where a spec leaves it out).
+        n: usize,
+        /// Magnitude bin of every op, below [`BINS`]
+        /// ([`RANDAUGMENT_M`](crate::spec::RANDAUGMENT_M) where a spec leaves it out).
+        m: usize,
+    },
     /// `TrivialAugmentWide()`, 31 bins.
     TrivialAugment,
     /// `AutoAugment(policy)`.
@@ -207,15 +235,20 @@ pub enum PolicyKind {
 /// where a warp uncovers the image (torchvision's `fill=None` is 0).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Policy {
+    /// Which policy runs, with its settings.
     pub kind: PolicyKind,
+    /// Value of the pixels a warp uncovers, in every channel.
     pub fill: u8,
 }
 
 /// The magnitude table an op uses in a space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Space {
+    /// RandAugment's magnitudes (torchvision's `RandAugment._augmentation_space`).
     RandAugment,
+    /// TrivialAugmentWide's wider magnitudes.
     TrivialAugment,
+    /// AutoAugment's magnitudes (the same ranges as RandAugment's, 10 bins).
     AutoAugment,
 }
 
@@ -309,8 +342,11 @@ impl Name {
 /// One concrete op a policy drew.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Op {
+    /// Nothing: the image is left as it is.
     Identity,
+    /// A photometric op: pixel values change, none move.
     Pixel(Adjust),
+    /// A same-size affine warp, nearest-neighbour, with the policy's fill.
     Warp(Affine),
 }
 
@@ -319,12 +355,18 @@ pub enum Op {
 pub enum Applied {
     /// A same-size affine warp: `inverse` maps output points to input points,
     /// `forward` input to output (pixel coordinates of [`super::affine`]).
-    Affine { inverse: Matrix, forward: Matrix },
+    Affine {
+        /// Maps output points to input points.
+        inverse: Matrix,
+        /// Maps input points to output points.
+        forward: Matrix,
+    },
     /// Pixels changed in place, none moved.
     Pixel,
 }
 
 impl Op {
+    /// What this op does to the geometry of a `w` x `h` image.
     pub fn applied(&self, w: usize, h: usize) -> Applied {
         match self {
             Op::Warp(a) => {
@@ -380,6 +422,7 @@ impl Drawn {
         }
     }
 
+    /// The ops drawn (at most [`MAX_OPS`]), in the order they apply.
     pub fn ops(&self) -> &[Op] {
         &self.ops[..self.len]
     }

@@ -34,13 +34,18 @@ pub fn target_size(to: ResizeTo, w: usize, h: usize) -> (usize, usize) {
 /// A pixel rectangle inside an image.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rect {
+    /// Column of the rectangle's left edge, in pixels from the image's left.
     pub left: usize,
+    /// Row of the rectangle's top edge, in pixels from the image's top.
     pub top: usize,
+    /// Width in pixels.
     pub width: usize,
+    /// Height in pixels.
     pub height: usize,
 }
 
 impl Rect {
+    /// The whole of a `w` x `h` image.
     pub fn full(w: usize, h: usize) -> Self {
         Rect {
             left: 0,
@@ -54,9 +59,13 @@ impl Rect {
 /// A fractional box in the coordinates of the (hard-cropped) source.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SoftBox {
+    /// x of the box's left edge, in source pixels.
     pub left: f64,
+    /// y of the box's top edge, in source pixels.
     pub top: f64,
+    /// Width in source pixels.
     pub width: f64,
+    /// Height in source pixels.
     pub height: f64,
 }
 

@@ -7,13 +7,18 @@
 /// The elements of an [`Array`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum ArrayData {
+    /// Unsigned bytes (numpy `uint8`).
     U8(Vec<u8>),
+    /// 32-bit signed integers (numpy `int32`).
     I32(Vec<i32>),
+    /// 64-bit signed integers (numpy `int64`).
     I64(Vec<i64>),
+    /// 32-bit floats (numpy `float32`).
     F32(Vec<f32>),
 }
 
 impl ArrayData {
+    /// Number of elements (not bytes).
     pub fn len(&self) -> usize {
         match self {
             ArrayData::U8(v) => v.len(),
@@ -23,6 +28,7 @@ impl ArrayData {
         }
     }
 
+    /// Whether there are no elements.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -63,7 +69,9 @@ impl ArrayData {
 /// A row-major n-dimensional array a step adds to a sample.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Array {
+    /// Length of each axis; empty for a scalar. Its product is `data.len()`.
     pub shape: Vec<usize>,
+    /// The elements, row-major (the last axis varies fastest).
     pub data: ArrayData,
 }
 
@@ -85,7 +93,9 @@ impl Array {
 /// zeros to the largest (each sample's own length, as `box_count` is for boxes).
 #[derive(Clone, Debug, PartialEq)]
 pub struct BatchArray {
+    /// The samples' arrays stacked (and padded) along a new first axis.
     pub array: Array,
+    /// Each sample's length along its first axis, when those lengths differed.
     pub count: Option<Vec<i32>>,
 }
 
@@ -94,8 +104,11 @@ pub struct BatchArray {
 #[derive(Debug, thiserror::Error, PartialEq)]
 #[error("added array '{name}' of the sample at position {pos}: {reason}")]
 pub struct CollateError {
+    /// Position in the batch of the sample that disagrees (0-based).
     pub pos: usize,
+    /// Name of the added array.
     pub name: String,
+    /// How it disagrees with the first sample's.
     pub reason: String,
 }
 

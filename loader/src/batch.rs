@@ -79,8 +79,9 @@ pub struct Batch {
     pub indices: Vec<usize>,
     /// Samples of this batch left out under `on_error = skip`.
     pub skipped: usize,
-    /// The epoch and the batch's position in it.
+    /// The epoch this batch belongs to.
     pub epoch: u64,
+    /// The batch's position in this rank's epoch, from 0.
     pub step: usize,
     /// (height, width, channels) of each image.
     pub image_shape: (usize, usize, usize),
@@ -105,6 +106,7 @@ impl Batch {
         self.labels.len()
     }
 
+    /// Whether the batch holds no samples.
     pub fn is_empty(&self) -> bool {
         self.labels.is_empty()
     }

@@ -11,7 +11,9 @@ use crate::LoaderError;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
+    /// Each batch is read, decoded and collated on the caller's thread when asked for.
     Sync,
+    /// Worker threads prepare batches ahead of the caller, up to `prefetch` ready.
     Async,
 }
 
@@ -62,7 +64,9 @@ impl std::str::FromStr for OnError {
 /// [`LoaderConfig::auto_workers`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Workers {
+    /// Exactly this many decode threads, 1..=[`MAX_WORKERS`].
     Fixed(usize),
+    /// A count chosen during the first epoch, within a CPU budget.
     Auto,
 }
 
@@ -109,7 +113,11 @@ impl Workers {
 /// How to load. `Default` gives async reading with two workers.
 #[derive(Clone, Debug)]
 pub struct LoaderConfig {
+    /// Samples per batch, 1..=[`MAX_BATCH_SIZE`] (default 64); an epoch's last batch
+    /// may be shorter unless `drop_last` is set.
     pub batch_size: usize,
+    /// Whether batches are made on the caller's thread or ahead of it by workers
+    /// (default [`Mode::Async`]).
     pub mode: Mode,
     /// Decode+augment threads (async mode). Ignored when `auto_workers` is set.
     pub workers: usize,
@@ -123,19 +131,27 @@ pub struct LoaderConfig {
     pub io_depth: usize,
     /// Seeds the shuffle and every sample's augmentation.
     pub seed: u64,
+    /// Visit the samples in a new order each epoch, seeded by (seed, epoch)
+    /// (default true); otherwise in source order.
     pub shuffle: bool,
+    /// Leave out an epoch's last batch when it would be short (default false).
     pub drop_last: bool,
-    /// This process's shard: rank, world size and how shards are equalised.
+    /// This process's shard: its rank, in `0..world` (default 0).
     pub rank: usize,
+    /// Number of processes that share the data, 1..=[`MAX_WORLD`] (default 1).
     pub world: usize,
+    /// How the ranks' shards are made equal in length (default [`ShardPolicy::Pad`]).
     pub shard_policy: ShardPolicy,
     /// Samples in the shuffle buffer of a sharded source (tar shards); 1 reads each
     /// shard in order. See [`Sampler`].
     pub shuffle_buffer: usize,
+    /// The transforms each decoded image goes through (default: none, the image as
+    /// decoded).
     pub transform: Pipeline,
     /// Channels per image: `None` means 3 for encoded images and the record's own
     /// count for raw ones.
     pub channels: Option<usize>,
+    /// What a sample that cannot be read or decoded does (default [`OnError::Fail`]).
     pub on_error: OnError,
     /// Stop preparing batches after this epoch (async mode prefetches into the next
     /// epoch otherwise).
@@ -199,6 +215,8 @@ impl Default for LoaderConfig {
 }
 
 impl LoaderConfig {
+    /// The sampler these settings describe (shuffle, seed, rank, world, shard policy
+    /// and shuffle buffer).
     pub fn sampler(&self) -> Sampler {
         Sampler {
             shuffle: self.shuffle,

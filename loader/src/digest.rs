@@ -13,10 +13,13 @@ pub struct Digest {
 }
 
 impl Digest {
+    /// A digest of no batches yet.
     pub fn new() -> Digest {
         Digest::default()
     }
 
+    /// Adds a batch: its images and labels, and its soft labels and fields when it has
+    /// them.
     pub fn update(&mut self, batch: &Batch) {
         self.update_parts(&batch.images, &batch.labels);
         if let Some(soft) = &batch.soft_labels {

@@ -11,7 +11,7 @@
 //! (the padding repeats of the first layout are left out, as is anything already
 //! taken).
 //! Every later layout deals the rest of the remainder by stride
-//! ([`deal`](crate::sampler::deal)), so after n batches of B' on W' ranks exactly its
+//! ([`deal`]), so after n batches of B' on W' ranks exactly its
 //! next min(n * B', per rank) * W' samples are taken, and a state need only say how
 //! far into the remainder it is (`offset`). Repeats happen only where a layout pads
 //! its ranks to equal length (`ShardPolicy::Pad`: the first samples of what it was

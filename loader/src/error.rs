@@ -8,8 +8,11 @@ pub enum LoaderError {
     /// One sample could not be read or decoded. `what` names the file or record.
     #[error("sample {index} ({what}): {reason}")]
     Sample {
+        /// The sample's index in the source.
         index: usize,
+        /// The file or record the sample comes from.
         what: String,
+        /// Why it could not be read or decoded.
         reason: String,
     },
     /// The source as a whole is unusable (missing, damaged, empty).
@@ -20,7 +23,12 @@ pub enum LoaderError {
     Config(String),
     /// A pipeline thread panicked; the epoch ends here rather than hang.
     #[error("a pipeline thread panicked while {during}: {message}")]
-    Panic { during: String, message: String },
+    Panic {
+        /// What the thread was doing, e.g. "collating a batch".
+        during: String,
+        /// The panic's message.
+        message: String,
+    },
     /// A pipeline thread went away without saying why (should not happen; never a hang).
     #[error("the pipeline stopped unexpectedly: {0}")]
     Stopped(String),

@@ -31,6 +31,8 @@
 //! Batches are bit-identical in both modes and for any number of workers, because
 //! every random choice is seeded by (seed, epoch, sample index).
 
+#![warn(missing_docs)]
+
 pub mod array;
 mod batch;
 pub mod config;

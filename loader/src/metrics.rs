@@ -11,19 +11,30 @@ use serde::Serialize;
 /// Running totals, shared by all stages of one loader.
 #[derive(Default, Debug)]
 pub struct Counters {
+    /// Samples delivered in batches.
     pub samples: AtomicU64,
+    /// Samples left out under `on_error = skip`.
     pub skipped: AtomicU64,
+    /// Batches delivered to the consumer.
     pub batches: AtomicU64,
+    /// Bytes of sample data read from the source.
     pub bytes_read: AtomicU64,
+    /// Time spent reading sample bytes, in nanoseconds summed over threads.
     pub read_ns: AtomicU64,
     /// Reads timed in `read_ns` (for a mean read latency).
     pub reads: AtomicU64,
+    /// Time spent decoding and augmenting, in nanoseconds summed over threads.
     pub work_ns: AtomicU64,
     /// Samples timed in `work_ns` (for a mean decode time).
     pub decodes: AtomicU64,
+    /// Time spent ordering finished batches and compacting skipped samples, in
+    /// nanoseconds.
     pub collate_ns: AtomicU64,
+    /// Time the consumer waited for a batch, in nanoseconds.
     pub wait_ns: AtomicU64,
+    /// Sum of the ready batches counted each time the consumer asked (async mode).
     pub queue_len_sum: AtomicU64,
+    /// Number of times the ready batches were counted, the divisor of `queue_len_sum`.
     pub queue_len_samples: AtomicU64,
 }
 
@@ -39,7 +50,9 @@ pub struct Metrics {
     pub samples: u64,
     /// Samples skipped under `on_error = skip`.
     pub skipped: u64,
+    /// Batches delivered.
     pub batches: u64,
+    /// Bytes of sample data read from the source.
     pub bytes_read: u64,
     /// Time spent reading sample bytes from the source.
     pub read_seconds: f64,
@@ -54,6 +67,7 @@ pub struct Metrics {
 }
 
 impl Counters {
+    /// The totals so far, with times in seconds.
     pub fn snapshot(&self) -> Metrics {
         let s = |c: &AtomicU64| c.load(Relaxed) as f64 * 1e-9;
         let qn = self.queue_len_samples.load(Relaxed);

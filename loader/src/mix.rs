@@ -10,8 +10,8 @@
 //! - CutMix: `lam ~ Beta(alpha, alpha)`, a centre (x, y) uniform over the pixels, a box
 //!   of half-sides `int(0.5 sqrt(1 - lam) W)` and `int(0.5 sqrt(1 - lam) H)` around it,
 //!   clipped to the image; image i takes that box from image i - 1. Its soft label
-//!   weighs y[i] by the share of pixels it kept, `1 - box area / (W H)` after clipping
-//!   (torchvision's `lam_adjusted`), and y[i-1] by the rest.
+//!   weighs `y[i]` by the share of pixels it kept, `1 - box area / (W H)` after clipping
+//!   (torchvision's `lam_adjusted`), and `y[i-1]` by the rest.
 //! - Both given: each batch is CutMix with probability `switch_prob` (timm's
 //!   `switch_prob`), else MixUp.
 //!
@@ -33,7 +33,9 @@ const SALT: u64 = 0x6d69_7862_6174_6368;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("bad mix setting '{spec}': {reason}")]
 pub struct MixError {
+    /// The setting as written.
     pub spec: String,
+    /// What is wrong with it.
     pub reason: String,
 }
 
@@ -53,14 +55,22 @@ pub struct Mix {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum MixDraw {
     /// Every image `lam` of itself and `1 - lam` of its neighbour.
-    MixUp { lam: f64 },
+    MixUp {
+        /// Weight of each image itself, 0..=1, drawn from `Beta(alpha, alpha)`.
+        lam: f64,
+    },
     /// The box `[x1, x2) x [y1, y2)` pasted from the neighbour; `lam` is the share of
     /// pixels each image kept.
     CutMix {
+        /// Left column of the box (inclusive), in pixels.
         x1: usize,
+        /// Top row of the box (inclusive), in pixels.
         y1: usize,
+        /// Right column of the box (exclusive), in pixels.
         x2: usize,
+        /// Bottom row of the box (exclusive), in pixels.
         y2: usize,
+        /// Share of its pixels each image kept, `1 - box area / (W H)`.
         lam: f64,
     },
 }

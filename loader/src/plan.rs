@@ -9,6 +9,7 @@ use crate::state::Elastic;
 /// The batches of one epoch, in order.
 #[derive(Clone, Debug)]
 pub struct Plan {
+    /// The epoch this plan covers.
     pub epoch: u64,
     indices: Vec<usize>,
     batch_size: usize,
@@ -38,6 +39,8 @@ pub(crate) enum PlanMeta {
 }
 
 impl Plan {
+    /// The plan of epoch `epoch` of a source of `len` samples, in `sampler`'s order,
+    /// cut into batches of `batch_size` (the short last one dropped with `drop_last`).
     pub fn new(
         sampler: &Sampler,
         len: usize,
@@ -113,6 +116,7 @@ impl Plan {
         self.batches
     }
 
+    /// Whether the plan has no batches.
     pub fn is_empty(&self) -> bool {
         self.batches == 0
     }

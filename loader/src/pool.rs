@@ -55,10 +55,12 @@ impl Pool {
         }
     }
 
+    /// Size of each buffer, in bytes.
     pub fn buf_bytes(&self) -> usize {
         self.inner.buf_bytes
     }
 
+    /// The most buffers the pool allocates before it has to grow (at least 1).
     pub fn capacity(&self) -> usize {
         self.inner.capacity
     }
@@ -169,10 +171,12 @@ impl Pool {
 }
 
 impl PooledBuf {
+    /// The buffer's bytes.
     pub fn as_slice(&self) -> &[u8] {
         &self.data
     }
 
+    /// The buffer's bytes, to write into.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         &mut self.data
     }

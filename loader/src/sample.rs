@@ -34,6 +34,7 @@ pub enum Field {
 }
 
 impl Field {
+    /// Every field kind, in declaration order (the order of [`Fields::iter`]).
     pub const ALL: [Field; 8] = [
         Field::Image,
         Field::Class,
@@ -104,28 +105,34 @@ impl std::str::FromStr for Field {
 pub struct Fields(u16);
 
 impl Fields {
+    /// The empty set.
     pub const NONE: Fields = Fields(0);
     /// What every classification source has.
     pub const CLASSIFICATION: Fields = Fields(1 << Field::Image as u16 | 1 << Field::Class as u16);
 
+    /// The set of the fields listed (repeats are harmless).
     pub fn of(fields: &[Field]) -> Fields {
         fields.iter().fold(Fields::NONE, |s, &f| s.with(f))
     }
 
+    /// This set with `f` added.
     #[must_use]
     pub fn with(self, f: Field) -> Fields {
         Fields(self.0 | f.bit())
     }
 
+    /// This set with `f` removed.
     #[must_use]
     pub fn without(self, f: Field) -> Fields {
         Fields(self.0 & !f.bit())
     }
 
+    /// Whether `f` is in the set.
     pub fn contains(self, f: Field) -> bool {
         self.0 & f.bit() != 0
     }
 
+    /// The fields in both sets.
     #[must_use]
     pub fn intersect(self, other: Fields) -> Fields {
         Fields(self.0 & other.0)
@@ -142,6 +149,7 @@ impl Fields {
         self.iter().any(Field::is_spatial)
     }
 
+    /// The fields of the set, in the order of [`Field::ALL`].
     pub fn iter(self) -> impl Iterator<Item = Field> {
         Field::ALL.into_iter().filter(move |f| self.contains(*f))
     }
@@ -175,6 +183,7 @@ impl std::str::FromStr for Fields {
 /// place when the image is mirrored (COCO's `left_eye` <-> `right_eye`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KeypointSchema {
+    /// The name of each of the K points of an instance, in order.
     pub names: Vec<String>,
     /// `flip[k]`: the point that point `k` becomes under a horizontal flip
     /// (`flip[k] == k` for a point on the midline).
@@ -207,6 +216,7 @@ impl KeypointSchema {
         self.names.len()
     }
 
+    /// Whether instances have no points (the source has no keypoints).
     pub fn is_empty(&self) -> bool {
         self.names.is_empty()
     }
@@ -220,8 +230,11 @@ pub enum MaskData {
     Png(Vec<u8>),
     /// The class map itself, `width` x `height`.
     Raw {
+        /// Width of the map in pixels.
         width: usize,
+        /// Height of the map in pixels.
         height: usize,
+        /// One class per pixel, `width * height` bytes, row by row.
         data: Vec<u8>,
     },
 }
@@ -232,15 +245,18 @@ pub enum MaskData {
 pub struct Annotation {
     /// Multi-label tags: class indices.
     pub labels: Vec<u32>,
+    /// The caption, when the sample has one.
     pub text: Option<String>,
     /// `[x1, y1, x2, y2]` per box, in pixels.
     pub boxes: Vec<[f32; 4]>,
     /// One class per box.
     pub box_labels: Vec<u32>,
+    /// The segmentation mask, when the sample has one.
     pub mask: Option<MaskData>,
     /// `instances x K x 3` values: `(x, y, visibility)` per point, visibility as COCO
     /// has it (0 not labelled, 1 labelled but hidden, 2 visible).
     pub keypoints: Vec<f32>,
+    /// The sample's raw bytes, passed through untouched, when it has them.
     pub raw: Option<Vec<u8>>,
 }
 
@@ -385,9 +401,13 @@ pub struct BatchFields {
     pub fields: Fields,
     /// Each sample's multi-label tags.
     pub labels: Vec<Vec<u32>>,
+    /// Each sample's caption (empty for a sample without one).
     pub text: Vec<String>,
+    /// The samples' boxes, padded to the largest count.
     pub boxes: BatchBoxes,
+    /// The samples' keypoint instances, padded to the largest count.
     pub keypoints: BatchKeypoints,
+    /// Each sample's raw bytes (empty for a sample without them).
     pub raw: Vec<Vec<u8>>,
     /// The arrays user steps added, by name (see [`crate::step`] and [`crate::array`]).
     pub extra: Vec<(String, crate::array::BatchArray)>,
@@ -419,12 +439,17 @@ impl BatchFields {
 /// One sample's fields after its transforms, before collation.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SampleFields {
+    /// Multi-label tags: class indices.
     pub labels: Vec<u32>,
+    /// The caption (empty without one).
     pub text: String,
+    /// `[x1, y1, x2, y2]` per box kept, in output pixels.
     pub boxes: Vec<[f32; 4]>,
+    /// One class per box kept.
     pub box_labels: Vec<u32>,
     /// Instances x K x 3.
     pub keypoints: Vec<f32>,
+    /// The raw bytes (empty without them).
     pub raw: Vec<u8>,
     /// Arrays added by user steps, by name (see [`crate::step`] and [`crate::array`]).
     pub extra: Vec<(String, crate::array::Array)>,

@@ -36,10 +36,14 @@ pub enum ShardPolicy {
 pub struct Sampler {
     /// Shuffle with a permutation seeded by (seed, epoch); otherwise sequential.
     pub shuffle: bool,
+    /// Seeds the permutations, together with the epoch (and the rank, for the shuffle
+    /// buffer).
     pub seed: u64,
     /// This process's rank and the world size; (0, 1) for a single process.
     pub rank: usize,
+    /// Number of processes that share the data (at least 1).
     pub world: usize,
+    /// How the ranks' shards are made equal in length.
     pub shard_policy: ShardPolicy,
     /// Samples held by the shuffle buffer of a sharded source (1: shards are read in
     /// order, only the shard order is shuffled).
@@ -104,6 +108,7 @@ fn buffer_shuffle(stream: Vec<usize>, capacity: usize, rng: &mut SampleRng) -> V
 }
 
 impl Sampler {
+    /// A single-process sampler that visits the samples in source order.
     pub fn sequential() -> Self {
         Sampler {
             shuffle: false,
@@ -111,6 +116,7 @@ impl Sampler {
         }
     }
 
+    /// A single-process sampler that shuffles each epoch, seeded by `seed`.
     pub fn shuffled(seed: u64) -> Self {
         Sampler {
             shuffle: true,

@@ -15,14 +15,19 @@ use crate::source::Source;
 /// [`Elastic`]).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LoaderState {
+    /// The run's seed ([`LoaderConfig::seed`](crate::LoaderConfig::seed)).
     pub seed: u64,
+    /// The epoch the state stands in.
     pub epoch: u64,
     /// The first batch not yet delivered.
     pub next_batch: usize,
+    /// Samples per batch of the run that saved the state.
     pub batch_size: usize,
     /// Number of samples in the source.
     pub samples: usize,
+    /// Rank of the process that saved the state.
     pub rank: usize,
+    /// Number of ranks of the run that saved the state.
     pub world: usize,
     /// The data set's [`fingerprint`]: a state of another data set with the same
     /// number of samples is refused. `None` in states saved before it existed (they
@@ -43,12 +48,18 @@ pub struct LoaderState {
 /// the mixture is at `at`. `end`: the draw counter a `never` epoch ends at.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MixtureState {
+    /// The mixture's stop rule.
     pub stop: Stop,
+    /// The weights the plan was drawn with, one per source.
     pub weights: Vec<f64>,
     /// Samples in each source.
     pub lens: Vec<usize>,
+    /// Where the mixture stood at the start of the plan `next_batch` counts in.
     pub base: MixPos,
+    /// Where the mixture stands once the batches before `next_batch` are taken on
+    /// every rank.
     pub at: MixPos,
+    /// The draw counter a `never` epoch ends at; `None` under the other stop rules.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<u64>,
 }
@@ -112,6 +123,7 @@ impl LoaderState {
         serde_json::to_string(self).unwrap_or_default()
     }
 
+    /// Reads a state written by [`to_json`](Self::to_json).
     pub fn from_json(s: &str) -> Result<LoaderState, serde_json::Error> {
         serde_json::from_str(s)
     }
@@ -123,8 +135,13 @@ impl LoaderState {
 /// `next_batch` counts in.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Elastic {
+    /// Number of ranks of the epoch's first layout.
     pub world: usize,
+    /// Samples per batch of the epoch's first layout.
     pub batch_size: usize,
+    /// Batches each rank of the first layout took before the takeover.
     pub batches: usize,
+    /// Samples of the remainder taken by the later layouts, up to the plan the
+    /// state's `next_batch` counts in.
     pub offset: usize,
 }

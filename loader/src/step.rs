@@ -39,6 +39,7 @@ pub fn step_rng(seed: u64, epoch: u64, index: u64) -> SampleRng {
 pub struct StepSample<'a> {
     /// The sample's index in the source, and the epoch.
     pub index: usize,
+    /// The epoch the sample is read in.
     pub epoch: u64,
     /// The sample's class; a step may change it (a label remap).
     pub label: u32,
@@ -46,6 +47,7 @@ pub struct StepSample<'a> {
     /// its batch, changed in place. The shape is the batch's and cannot change; an
     /// output of another type or size goes into an added array.
     pub image: &'a mut [u8],
+    /// (height, width, channels) of `image`, the batch's image shape.
     pub shape: (usize, usize, usize),
     /// The sample's built-in fields (empty for a classification source) and the
     /// arrays added so far ([`SampleFields::extra`]).
@@ -100,10 +102,12 @@ where
 pub struct UserStep(pub Arc<dyn Step>);
 
 impl UserStep {
+    /// Wraps a step (a [`Step`] value or a closure) for the configuration.
     pub fn new(step: impl Step + 'static) -> UserStep {
         UserStep(Arc::new(step))
     }
 
+    /// The step's name ([`Step::name`]).
     pub fn name(&self) -> &str {
         self.0.name()
     }

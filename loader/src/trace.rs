@@ -131,6 +131,7 @@ impl Trace {
         self.inner.lock().map(|i| i.spans).unwrap_or(0)
     }
 
+    /// Whether no span has been recorded.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

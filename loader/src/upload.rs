@@ -42,21 +42,32 @@ use crate::Batch;
 /// What the upload stage can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum UploadError {
+    /// The driver library is missing, or the device cannot be opened.
     #[error("no usable CUDA device: {0}")]
     NoDevice(String),
+    /// A CUDA driver call failed.
     #[error("CUDA {op}: {err}")]
     Cuda {
+        /// The call, e.g. "memcpy HtoD".
         op: &'static str,
+        /// The driver's error.
         #[source]
         err: DriverError,
     },
+    /// A batch has more image bytes or labels than the uploader was sized for.
     #[error("batch of {got} bytes ({labels} labels) exceeds the {max} bytes ({max_labels} labels) the uploader was sized for")]
     TooLarge {
+        /// Image bytes of the batch.
         got: usize,
+        /// The most image bytes a slot holds.
         max: usize,
+        /// Labels of the batch.
         labels: usize,
+        /// The most labels a slot holds.
         max_labels: usize,
     },
+    /// A [`DeviceBatch`] used after its release, or after its slot took a newer batch;
+    /// carries the batch's generation.
     #[error("device batch {0} was already released or its slot reused")]
     Stale(u64),
 }
@@ -110,6 +121,7 @@ pub struct DeviceBatch {
     pub image_shape: (usize, usize, usize),
     /// The loader's epoch and step of the batch.
     pub epoch: u64,
+    /// The batch's position in its epoch ([`Batch::step`]).
     pub step: usize,
 }
 
@@ -300,9 +312,13 @@ impl Uploader {
 /// Host-to-device copy rates measured by [`bench_upload`], in GB/s (1e9 bytes/s).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct UploadBench {
+    /// Bytes per copy.
     pub bytes: usize,
+    /// Copies timed per kind of host memory (after one warm-up copy).
     pub iters: usize,
+    /// Rate from pinned (page-locked) host memory, in GB/s.
     pub pinned_gbps: f64,
+    /// Rate from ordinary (pageable) host memory, in GB/s.
     pub pageable_gbps: f64,
 }
 

@@ -41,6 +41,7 @@ pub struct ShapesOptions {
     pub size: u32,
     /// Number of classes, 1..=10 (the first `classes` of [`SHAPES`]).
     pub classes: usize,
+    /// Seeds every image's generator: the same options always make the same bytes.
     pub seed: u64,
 }
 
@@ -58,28 +59,48 @@ impl Default for ShapesOptions {
 /// What a generator wrote.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GenStats {
+    /// Number of images written.
     pub images: usize,
+    /// Number of classes the images are spread over.
     pub classes: usize,
     /// Bytes of image files written.
     pub bytes: u64,
+    /// Wall-clock time the generator took, in seconds.
     pub seconds: f64,
 }
 
 /// An error generating a data set.
 #[derive(Debug, thiserror::Error)]
 pub enum GenError {
+    /// Creating, writing or renaming a file or directory failed.
     #[error("{}: {source}", path.display())]
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// The underlying I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// The output directory cannot be used: it is not empty, or has no name.
     #[error("{}: {reason}", path.display())]
-    Refused { path: PathBuf, reason: String },
+    Refused {
+        /// The output directory.
+        path: PathBuf,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// An option is out of range (a count of zero, a size or class count outside the
+    /// accepted range).
     #[error("invalid options: {0}")]
     Options(String),
+    /// Encoding an image failed (or, for a scene's mask PNG, encoding or saving it).
     #[error("encoding {}: {reason}", path.display())]
-    Encode { path: PathBuf, reason: String },
+    Encode {
+        /// The file the image was to be written to.
+        path: PathBuf,
+        /// The encoder's message.
+        reason: String,
+    },
 }
 
 pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> GenError + '_ {

@@ -27,13 +27,17 @@ pub const KEYPOINT_NAMES: [&str; 3] = ["left_end", "right_end", "centre"];
 /// What [`scenes`] makes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScenesOptions {
+    /// Number of images (at least 1).
     pub count: usize,
+    /// Width of each image in pixels, 16..=4096.
     pub width: u32,
+    /// Height of each image in pixels, 16..=4096.
     pub height: u32,
     /// Shapes per image: 1 to this many.
     pub max_shapes: usize,
     /// Kinds of shape, 1..=10 (the first of [`SHAPES`]).
     pub classes: usize,
+    /// Seeds every image's generator: the same options always make the same bytes.
     pub seed: u64,
 }
 

@@ -28,6 +28,7 @@ pub struct Cursor {
 }
 
 impl Cursor {
+    /// The epoch this cursor walks through.
     pub fn epoch(&self) -> u64 {
         self.plan.epoch
     }
@@ -42,6 +43,7 @@ impl Cursor {
         self.plan.len()
     }
 
+    /// Whether the epoch has no batches at all.
     pub fn is_empty(&self) -> bool {
         self.plan.is_empty()
     }

@@ -280,10 +280,12 @@ impl Loader {
             .get_or_init(|| crate::state::fingerprint(self.shared.source.as_ref()))
     }
 
+    /// The configuration the loader was built with.
     pub fn config(&self) -> &LoaderConfig {
         &self.config
     }
 
+    /// The source the loader reads.
     pub fn source(&self) -> &Arc<dyn Source> {
         &self.shared.source
     }
@@ -443,6 +445,7 @@ impl Epoch<'_> {
         self.cursor.len()
     }
 
+    /// Whether the epoch has no batches at all.
     pub fn is_empty(&self) -> bool {
         self.cursor.is_empty()
     }

@@ -53,7 +53,9 @@ pub const RAISE_PAYS: f64 = 1.05;
 pub struct AutoChange {
     /// Batches delivered when it was made.
     pub batch: u64,
+    /// Decode workers chosen from then on.
     pub workers: usize,
+    /// Reads in flight chosen from then on.
     pub io_depth: usize,
     /// The consumer's wait share over the window that led to it.
     pub wait_share: f64,
@@ -117,10 +119,13 @@ impl AutoState {
         self.io_settled.load(Ordering::Relaxed)
     }
 
+    /// Whether the choice is final (after the first epoch): the tuner changes nothing.
     pub fn is_frozen(&self) -> bool {
         self.frozen.load(Ordering::Relaxed)
     }
 
+    /// Makes the current choice final; the pipeline calls it at the end of the first
+    /// epoch.
     pub fn freeze(&self) {
         self.frozen.store(true, Ordering::Relaxed);
     }

@@ -86,8 +86,11 @@ pub enum RecordKind {
     Encoded,
     /// Raw u8 HWC pixels of this shape.
     Raw {
+        /// Width of the image in pixels.
         width: u32,
+        /// Height of the image in pixels.
         height: u32,
+        /// Bytes per pixel (1 for gray, 3 for RGB).
         channels: u8,
     },
 }
@@ -97,6 +100,7 @@ pub trait Source: Send + Sync + 'static {
     /// Number of samples.
     fn len(&self) -> usize;
 
+    /// Whether the source has no samples.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -230,25 +234,44 @@ pub(crate) use crate::positioned::read_at;
 /// An error opening or reading a source. Messages name the file or record.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
+    /// A file or directory could not be opened or read.
     #[error("{}: {source}", path.display())]
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// The underlying I/O error.
         #[source]
         source: std::io::Error,
     },
     /// The file exists but is not what it should be (damaged, truncated, wrong format).
     #[error("{}: {reason}", path.display())]
-    Format { path: PathBuf, reason: String },
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// One record inside a container is bad.
     #[error("{what}: {reason}")]
-    Record { what: String, reason: String },
+    Record {
+        /// The record, as [`Source::describe`] names it.
+        what: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A remote object could not be read (after retries), or is not what it should
     /// be. `url` names it.
     #[error("{url}: {reason}")]
-    Remote { url: String, reason: String },
+    Remote {
+        /// The object's URL.
+        url: String,
+        /// Why it could not be read, or what is wrong with it.
+        reason: String,
+    },
 }
 
 impl SourceError {
+    /// An [`Io`](SourceError::Io) error about `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         SourceError::Io {
             path: path.into(),
@@ -256,6 +279,7 @@ impl SourceError {
         }
     }
 
+    /// A [`Format`](SourceError::Format) error about `path`.
     pub fn format(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
         SourceError::Format {
             path: path.into(),

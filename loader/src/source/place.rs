@@ -10,7 +10,9 @@ use super::{is_url, OpenOptions, SourceError};
 /// One file: a local path, or a remote object (listed with its size).
 #[derive(Clone, Debug)]
 pub enum Place {
+    /// A file on the local file system.
     Local(PathBuf),
+    /// An object in a store, as its listing found it.
     #[cfg(feature = "remote")]
     Remote(crate::storage::Object),
 }
@@ -66,16 +68,20 @@ impl Place {
 /// were listed once.
 #[derive(Debug)]
 pub enum Base {
+    /// A local folder.
     Local(PathBuf),
+    /// A URL prefix, listed when it was opened.
     #[cfg(feature = "remote")]
     Remote {
         /// The prefix's URL, ending in `/`.
         url: String,
+        /// The store the prefix is in.
         bucket: crate::storage::Bucket,
         /// The key prefix, ending in `/` (or empty).
         prefix: String,
         /// Every object under the prefix, by key.
         objects: std::collections::HashMap<String, crate::storage::Object>,
+        /// The local copy reads go through, when one was asked for.
         cache: Option<Arc<crate::storage::Cache>>,
     },
 }

@@ -5,19 +5,37 @@
 pub enum StorageError {
     /// The URL cannot name data (unknown scheme, no bucket, bad characters).
     #[error("{url}: {reason}")]
-    Url { url: String, reason: String },
+    Url {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The store could not be configured from the URL and the environment.
     #[error("{url}: cannot configure the store: {reason}")]
-    Config { url: String, reason: String },
+    Config {
+        /// The URL the store was to serve.
+        url: String,
+        /// The store client's message.
+        reason: String,
+    },
     /// No such object (or bucket).
     #[error("{url}: not found ({reason})")]
-    NotFound { url: String, reason: String },
+    NotFound {
+        /// The object's (or bucket's) URL.
+        url: String,
+        /// The store's message.
+        reason: String,
+    },
     /// A request failed after its retries (or at once, for errors not worth retrying:
     /// refused credentials, a missing bucket).
     #[error("{url}: {what} failed: {reason}")]
     Request {
+        /// The object's URL.
         url: String,
+        /// The request, e.g. `GET bytes 0..128`.
         what: String,
+        /// Why it failed, with the causes the client reported.
         reason: String,
     },
     /// The object is not the version that was listed or indexed (replaced, grown,
@@ -27,15 +45,21 @@ pub enum StorageError {
          set again to read the new version"
     )]
     Changed {
+        /// The object's URL.
         url: String,
+        /// The request that noticed the change.
         what: String,
+        /// How the object differs from the version listed (ETag, size).
         reason: String,
     },
     /// The local cache could not be used.
     #[error("{}: {what}: {source}", path.display())]
     Cache {
+        /// The cache file or folder.
         path: std::path::PathBuf,
+        /// What was being done, e.g. "writing a cache file".
         what: String,
+        /// The underlying I/O error.
         #[source]
         source: std::io::Error,
     },

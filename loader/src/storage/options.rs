@@ -22,6 +22,7 @@ pub struct RemoteOptions {
     /// The first backoff; each retry waits twice as long as the one before, up to
     /// `max_backoff`.
     pub backoff: Duration,
+    /// The longest wait between two tries.
     pub max_backoff: Duration,
     /// No retry starts later than this after the first try.
     pub retry_timeout: Duration,

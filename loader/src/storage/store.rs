@@ -33,8 +33,11 @@ pub struct Bucket {
 /// One object: where it is and how big it is.
 #[derive(Clone, Debug)]
 pub struct Object {
+    /// The store the object is in.
     pub bucket: Bucket,
+    /// The object's key in the store, without a leading `/`.
     pub key: String,
+    /// Size of the object in bytes, as listed.
     pub size: u64,
     /// The store's version tag (ETag), when it gives one: the cache keys on it.
     pub version: Option<String>,
@@ -240,6 +243,7 @@ impl Bucket {
 }
 
 impl Object {
+    /// The object's full URL, for messages.
     pub fn url(&self) -> String {
         self.bucket.url_of(&self.key)
     }

@@ -6,10 +6,15 @@ use super::StorageError;
 /// The kind of store a URL points at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scheme {
+    /// Amazon S3 or a compatible store: `s3://` (also `s3a://`).
     S3,
+    /// Google Cloud Storage: `gs://`.
     Gcs,
+    /// Azure Blob Storage: `az://` (also `azure://`, `abfs://`, `abfss://`).
     Azure,
+    /// A plain HTTP(S) server: `http://` or `https://`.
     Http,
+    /// The local file system: `file:///absolute/path`.
     File,
 }
 
@@ -17,12 +22,17 @@ pub enum Scheme {
 /// `file://`), `key` the object or prefix inside it, without a leading `/`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DataUrl {
+    /// The kind of store.
     pub scheme: Scheme,
+    /// The store itself: `s3://bucket`, `https://host:port`, `file://`.
     pub root: String,
+    /// The object or prefix inside the store, without a leading `/`.
     pub key: String,
 }
 
 impl DataUrl {
+    /// Splits a data URL; the error says why it names no data (unknown scheme,
+    /// query string, missing bucket, relative `file://` path).
     pub fn parse(url: &str) -> Result<DataUrl, StorageError> {
         let bad = |reason: &str| StorageError::Url {
             url: url.to_string(),

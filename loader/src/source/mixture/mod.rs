@@ -66,28 +66,55 @@ impl std::fmt::Display for Stop {
 /// Why a mixture cannot be built.
 #[derive(Debug, thiserror::Error)]
 pub enum MixtureError {
+    /// The list of sources is empty.
     #[error("a mixture needs at least one source")]
     NoSources,
+    /// The number of weights differs from the number of sources.
     #[error("{weights} weights for {sources} sources: give one weight per source")]
-    WeightCount { weights: usize, sources: usize },
+    WeightCount {
+        /// Number of weights given.
+        weights: usize,
+        /// Number of sources given.
+        sources: usize,
+    },
+    /// A weight is negative, infinite or NaN.
     #[error("weight {index} ({value}) must be a finite number of at least 0")]
-    BadWeight { index: usize, value: f64 },
+    BadWeight {
+        /// Position of the weight (and its source) in the list, from 0.
+        index: usize,
+        /// The weight given.
+        value: f64,
+    },
+    /// Every weight is 0, so no source would ever be drawn.
     #[error("every weight is 0: at least one source must be drawn")]
     AllZero,
+    /// A source has no samples.
     #[error("source {index} ({what}) has no samples")]
-    Empty { index: usize, what: String },
+    Empty {
+        /// Position of the source in the list, from 0.
+        index: usize,
+        /// The source's format name (see [`Source::format`]).
+        what: String,
+    },
+    /// [`Stop::Never`] was asked for without `steps` (or with 0).
     #[error("stop=never needs steps (batches per epoch on each rank), at least 1")]
     NeedsSteps,
+    /// `steps` was given with a stop rule other than [`Stop::Never`].
     #[error("steps is only for stop=never (the other rules end an epoch by themselves)")]
     StepsWithoutNever,
+    /// A source carries other fields than the first source.
     #[error(
         "source {index} ({what}) has fields {has}, source 0 has {first}: mixed sources carry \
          the same fields"
     )]
     Fields {
+        /// Position of the source in the list, from 0.
         index: usize,
+        /// The source's format name (see [`Source::format`]).
         what: String,
+        /// The fields that source carries.
         has: String,
+        /// The fields the first source carries.
         first: String,
     },
 }
@@ -96,8 +123,13 @@ pub enum MixtureError {
 /// batches per epoch.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MixtureSpec {
+    /// One weight per source, finite and at least 0, not all 0; a source's share of
+    /// the draws is its weight over their sum.
     pub weights: Vec<f64>,
+    /// When an epoch ends.
     pub stop: Stop,
+    /// Batches per epoch on every rank: required (at least 1) with [`Stop::Never`],
+    /// and only there.
     pub steps: Option<usize>,
 }
 
@@ -225,10 +257,12 @@ impl Mixture {
         })
     }
 
+    /// The weights, stop rule and steps the mixture was built with.
     pub fn spec(&self) -> &MixtureSpec {
         &self.spec
     }
 
+    /// The sources mixed, in the order given.
     pub fn parts(&self) -> &[Arc<dyn Source>] {
         &self.parts
     }

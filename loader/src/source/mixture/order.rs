@@ -21,7 +21,10 @@ use crate::sampler::Sampler;
 /// Where one part stands: its epoch, its next sample, whether it is left out.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartPos {
+    /// The part's own epoch, whose order it is read in (under `never` it moves on
+    /// each time the part runs out).
     pub epoch: u64,
+    /// Position, in the part's epoch order, of the part's next sample.
     pub next: usize,
     /// Ran out (under `first_exhausted` / `all_exhausted`): no longer drawn.
     #[serde(default)]
@@ -31,7 +34,9 @@ pub struct PartPos {
 /// Where a mixture stands: the draw counter and each part's place.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MixPos {
+    /// Draws made so far: the position of the next draw in the sequence.
     pub counter: u64,
+    /// Where each part stands, in the mixture's order of parts.
     pub parts: Vec<PartPos>,
 }
 

@@ -232,6 +232,7 @@ impl PackedWriter {
         self.count as usize
     }
 
+    /// Whether no record has been appended yet.
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }

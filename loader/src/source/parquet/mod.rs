@@ -46,16 +46,20 @@ pub const ROW_GROUP_CACHE_BYTES: usize = 512 << 20;
 /// (`objects.bbox`), as the `datasets` library stores a `Sequence` of dicts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParquetColumns {
+    /// The image column: the `datasets` Image struct `{bytes, path}` or plain binary
+    /// (default `image`).
     pub image: String,
     /// `None`: no class (the column is used when present under its default name).
     pub label: Option<String>,
+    /// The caption column, a string column (default: none).
     pub text: Option<String>,
-    /// Boxes: list<list<number>>, four numbers each in `box_format`.
+    /// Boxes: `list<list<number>>`, four numbers each in `box_format`.
     pub boxes: Option<String>,
+    /// How each box's four numbers are ordered (default [`BoxFormat::Xyxy`]).
     pub box_format: BoxFormat,
-    /// One class number per box: list<integer> (each box's class 0 without it).
+    /// One class number per box: `list<integer>` (each box's class 0 without it).
     pub box_classes: Option<String>,
-    /// Multi-label tags: list<integer>.
+    /// Multi-label tags: `list<integer>`.
     pub labels: Option<String>,
     /// Segmentation masks: PNG images as the image column holds images.
     pub mask: Option<String>,

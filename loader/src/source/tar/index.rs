@@ -64,6 +64,7 @@ pub struct FieldIndex {
 }
 
 impl FieldIndex {
+    /// Whether the samples carry no fields beyond image and class.
     pub fn is_empty(&self) -> bool {
         self.fields.is_empty()
     }
@@ -72,19 +73,24 @@ impl FieldIndex {
 /// The index of one shard (also the sidecar file's JSON).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardIndex {
+    /// [`INDEX_FORMAT`], which marks the file as a stoker tar index.
     pub format: String,
+    /// [`INDEX_VERSION`], or [`INDEX_VERSION_FIELDS`] when the samples carry fields.
     pub version: u32,
     /// Size of the shard the index describes: an index of another size is stale.
     pub tar_bytes: u64,
     /// Class names by label, when the writer knew them (empty: the labels' numbers).
     #[serde(default)]
     pub classes: Vec<String>,
+    /// Every sample of the shard, in shard order.
     pub samples: Vec<IndexedSample>,
+    /// The members with fields beyond image and label (empty for version 1).
     #[serde(flatten)]
     pub extra: FieldIndex,
 }
 
 impl ShardIndex {
+    /// A version 1 index (image and label only) of a shard of `tar_bytes` bytes.
     pub fn new(tar_bytes: u64, classes: Vec<String>, samples: Vec<IndexedSample>) -> Self {
         ShardIndex {
             format: INDEX_FORMAT.into(),
@@ -155,6 +161,7 @@ impl ShardIndex {
         Ok(idx)
     }
 
+    /// The index as the sidecar file's JSON bytes.
     pub fn to_json(&self) -> Vec<u8> {
         // Serialising plain strings and numbers cannot fail.
         serde_json::to_vec(self).unwrap_or_default()

@@ -25,7 +25,9 @@ pub const MANIFEST_VERSION: u32 = 1;
 pub struct ShardEntry {
     /// The shard's file name (no folder).
     pub name: String,
+    /// Size of the shard file in bytes.
     pub bytes: u64,
+    /// Number of samples in the shard.
     pub samples: u64,
     /// CRC-32 (ISO-HDLC, as zlib's `crc32`) of the whole shard.
     pub crc32: u32,
@@ -34,14 +36,18 @@ pub struct ShardEntry {
 /// The manifest of one tar pack.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
+    /// `stoker-tar-shards`, which marks the file as a stoker shard manifest.
     pub format: String,
+    /// The manifest's version: 1, the only one this reader knows.
     pub version: u32,
     /// Samples in all shards together.
     pub samples: u64,
+    /// Every shard of the pack, in order.
     pub shards: Vec<ShardEntry>,
 }
 
 impl Manifest {
+    /// The manifest of `shards`, with their total sample count.
     pub fn new(shards: Vec<ShardEntry>) -> Manifest {
         Manifest {
             format: MANIFEST_FORMAT.into(),
@@ -51,6 +57,8 @@ impl Manifest {
         }
     }
 
+    /// Reads a manifest from its JSON bytes; the error says when they are not JSON of
+    /// this format and version.
     pub fn parse(bytes: &[u8]) -> Result<Manifest, String> {
         let m: Manifest =
             serde_json::from_slice(bytes).map_err(|e| format!("not a shard manifest: {e}"))?;
@@ -69,6 +77,7 @@ impl Manifest {
         Ok(m)
     }
 
+    /// The manifest as the file's (pretty-printed) JSON bytes.
     pub fn to_json(&self) -> Vec<u8> {
         // Plain strings and numbers: serialising cannot fail.
         serde_json::to_vec_pretty(self).unwrap_or_default()

@@ -39,7 +39,9 @@ const MAX_SHARDS: usize = 1_000_000;
 /// What a finished tar pack wrote.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TarPackStats {
+    /// Samples written, over all shards.
     pub records: usize,
+    /// Shard files written.
     pub shards: usize,
     /// Sum of the shards' sizes.
     pub bytes: u64,

@@ -87,36 +87,54 @@ impl EpochIter {
         }
     }
 
-    /// Fills the queue of batches being mapped: waits for one when it is empty, then
-    /// takes, without waiting, those the loader has made, up to [`MAP_AHEAD`] more
-    /// (in async mode only: a sync loader makes the batch on the caller's thread).
-    fn top_up(&mut self, py: Python<'_>, this: &mut PyLoader, pool: &MapPool) -> PyResult<()> {
-        let ahead = if this.inner.config().mode == Mode::Async {
-            MAP_AHEAD
-        } else {
-            0
-        };
-        while self.mapping.len() <= ahead {
-            if matches!(self.mapping.back(), Some(Ahead::Failed(_) | Ahead::End(_))) {
-                break;
-            }
-            let wait = self.mapping.is_empty();
-            let Some(next) = self.fetch(py, this, wait)? else {
-                break;
-            };
-            let after = (self.cursor.epoch(), self.cursor.next_batch());
-            self.mapping.push_back(match next {
-                Next::Batch(Ok(batch)) => {
-                    let classes = this.inner.source().classes().len();
-                    let (indices, epoch) = (batch.indices.clone(), batch.epoch);
-                    let dict = to_map_input(py, batch, classes)?;
-                    Ahead::Batch(pool.submit(dict, indices, epoch)?, after)
-                }
-                Next::Batch(Err(e)) => Ahead::Failed(loader_error(e)),
-                Next::End | Next::TimedOut => Ahead::End(after),
-            });
+    /// Takes the loader's next batch into the queue of batches being mapped, handing
+    /// it to the map threads: waiting for it (`wait`), or only if it is made already.
+    /// False when nothing was taken (not made yet, or the queue ends the epoch). A
+    /// batch that cannot be handed over becomes the failure at its place, so a batch
+    /// taken is never lost.
+    fn take_next(
+        &mut self,
+        py: Python<'_>,
+        this: &mut PyLoader,
+        pool: &MapPool,
+        wait: bool,
+    ) -> PyResult<bool> {
+        if matches!(self.mapping.back(), Some(Ahead::Failed(_) | Ahead::End(_))) {
+            return Ok(false);
         }
-        Ok(())
+        let Some(next) = self.fetch(py, this, wait)? else {
+            return Ok(false);
+        };
+        let after = (self.cursor.epoch(), self.cursor.next_batch());
+        self.mapping.push_back(match next {
+            Next::Batch(Ok(batch)) => {
+                let classes = this.inner.source().classes().len();
+                let (indices, epoch) = (batch.indices.clone(), batch.epoch);
+                match to_map_input(py, batch, classes)
+                    .and_then(|dict| pool.submit(dict, indices, epoch))
+                {
+                    Ok(job) => Ahead::Batch(job, after),
+                    Err(e) => Ahead::Failed(e),
+                }
+            }
+            Next::Batch(Err(e)) => Ahead::Failed(loader_error(e)),
+            Next::End | Next::TimedOut => Ahead::End(after),
+        });
+        Ok(true)
+    }
+
+    /// In async mode, hands the batches the loader has already made to the map
+    /// threads until `limit` are queued; never waits. (A sync loader would make the
+    /// batch on this thread, in the caller's time: there the map runs when the batch
+    /// is asked for.)
+    fn run_ahead(&mut self, py: Python<'_>, this: &mut PyLoader, pool: &MapPool, limit: usize) {
+        if this.inner.config().mode != Mode::Async {
+            return;
+        }
+        // Without waiting, taking a batch cannot fail (no signal check).
+        while self.mapping.len() < limit
+            && matches!(self.take_next(py, this, pool, false), Ok(true))
+        {}
     }
 
     /// The next mapped batch: the first of the queue, once its samples are back.
@@ -143,7 +161,10 @@ impl EpochIter {
         pool: &MapPool,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         loop {
-            self.top_up(py, this, pool)?;
+            if self.mapping.is_empty() {
+                self.take_next(py, this, pool, true)?;
+            }
+            self.run_ahead(py, this, pool, 1 + MAP_AHEAD);
             let src = this.inner.source().clone();
             let describe = move |i: usize| src.describe(i);
             let (outcome, after) = match self.mapping.front_mut() {
@@ -173,7 +194,7 @@ impl EpochIter {
             this.last_batch = Some(Instant::now());
             if let Some(b) = mapped.batch {
                 // The next batch starts mapping while the caller works on this one.
-                self.top_up(py, this, pool)?;
+                self.run_ahead(py, this, pool, MAP_AHEAD);
                 return Ok(Some(b.into_bound(py)));
             }
             // Every sample skipped: on to the next batch, as the loader does.

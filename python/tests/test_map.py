@@ -321,3 +321,18 @@ def test_the_next_batch_is_mapped_while_the_caller_works(shapes):
     assert len(first["label"]) == 4
     assert second.wait(10), "the second batch was not mapped until it was asked for"
     assert len(next(it)["label"]) == 4
+
+
+def test_a_sync_loader_maps_only_the_batch_asked_for(shapes):
+    """Sync mode makes a batch on the caller's thread: nothing runs ahead of it."""
+    calls = []
+
+    def record(sample, rng):
+        calls.append(int(sample["label"]))
+        return {"label": sample["label"]}
+
+    it = stoker.Loader(shapes, batch_size=4, mode="sync", map=record, map_threads=2).epoch(0)
+    next(it)
+    assert len(calls) == 4
+    next(it)
+    assert len(calls) == 8

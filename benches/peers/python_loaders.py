@@ -208,14 +208,13 @@ def child(name, data, epochs):
     )
 
 
-def run_child(name, data, epochs):
-    """Runs one loader in a child process, sampling its tree's memory meanwhile."""
-    proc = subprocess.Popen(
-        [sys.executable, __file__, str(data), "--child", name, "--epochs", str(epochs)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def run_sampled(args):
+    """Runs `args`, sampling its process tree's memory every 20 ms meanwhile; returns
+    (returncode, stdout, stderr, peak RSS, peak PSS). Every loader measured here, the
+    Rust CLI included, runs under the same sampler: reading a process's smaps_rollup
+    takes its memory-map lock, which slows it by a few percent, so sampling one side
+    only would skew the comparison."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak = [0, 0]
 
     def sample():
@@ -228,11 +227,19 @@ def run_child(name, data, epochs):
     sampler.start()
     out, err = proc.communicate()
     sampler.join()
-    if proc.returncode != 0:
+    return proc.returncode, out, err, peak[0], peak[1]
+
+
+def run_child(name, data, epochs):
+    """Runs one loader in a child process, sampling its tree's memory meanwhile."""
+    code, out, err, rss, pss = run_sampled(
+        [sys.executable, __file__, str(data), "--child", name, "--epochs", str(epochs)]
+    )
+    if code != 0:
         last = (err.strip().splitlines() or ["?"])[-1]
         return {"loader": name, "error": last}
     result = json.loads(out.strip().splitlines()[-1])
-    result["peak_rss_bytes"], result["peak_pss_bytes"] = peak
+    result["peak_rss_bytes"], result["peak_pss_bytes"] = rss, pss
     return result
 
 
@@ -262,7 +269,10 @@ def cli(exe, data, epochs):
 
     subprocess.run(args + ["1"], check=True, capture_output=True)  # page cache, as the child's warm-up
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    r = json.loads(subprocess.run(args + [str(epochs + 1)], check=True, capture_output=True, text=True).stdout)
+    code, out, err, _, _ = run_sampled(args + [str(epochs + 1)])
+    if code != 0:
+        raise RuntimeError(f"stoker-load bench failed: {err.strip()}")
+    r = json.loads(out)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     # The whole process, start-up included: a little more than the epochs' own CPU.
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)

@@ -8,9 +8,6 @@
 //! - `STOKER_NO_TURBO=1` builds without it (to test the zune-jpeg path on a machine
 //!   that has the library).
 //! - `STOKER_JPEG_DIR=PREFIX` uses the install under PREFIX (include/, lib/).
-//! - `STOKER_JPEG_STATIC=1` links the static `libjpeg.a` instead of the shared
-//!   library, so the result runs on a machine without libjpeg (the Python wheel,
-//!   scripts/wheel.sh). The archive must be position-independent (Debian's is).
 //!
 //! When found, the crate is compiled with `--cfg stoker_turbo`.
 
@@ -21,7 +18,6 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/turbo.c");
     println!("cargo:rerun-if-env-changed=STOKER_NO_TURBO");
     println!("cargo:rerun-if-env-changed=STOKER_JPEG_DIR");
-    println!("cargo:rerun-if-env-changed=STOKER_JPEG_STATIC");
     println!("cargo::rustc-check-cfg=cfg(stoker_turbo)");
     let required = std::env::var_os("CARGO_FEATURE_TURBO").is_some();
     let refused = std::env::var("STOKER_NO_TURBO").is_ok_and(|v| !v.is_empty() && v != "0");
@@ -87,7 +83,7 @@ fn find() -> Result<Lib, String> {
     build
         .try_compile("stoker_turbo_probe")
         .map_err(|e| format!("the shim does not compile against the headers found: {e}"))?;
-    if library_dir(&lib, LIBRARIES).is_none() {
+    if !library_present(&lib) {
         return Err("no libjpeg shared or static library in the link paths".into());
     }
     Ok(lib)
@@ -102,19 +98,11 @@ fn shim(lib: &Lib) -> cc::Build {
     build
 }
 
-/// The file names a libjpeg to link may have.
-const LIBRARIES: &[&str] = &["libjpeg.so", "libjpeg.a", "libjpeg.dylib", "jpeg.lib"];
-
-/// The first folder holding one of `names`: the given link paths, then the usual
-/// system ones.
-fn library_dir(lib: &Lib, names: &[&str]) -> Option<PathBuf> {
+/// Whether a libjpeg to link exists: in the given paths, or in the usual system ones.
+fn library_present(lib: &Lib) -> bool {
     let mut dirs = lib.link_paths.clone();
     let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
-    if os == "linux" {
-        dirs.push(PathBuf::from(format!("/usr/lib/{arch}-linux-gnu")));
-        dirs.push(PathBuf::from(format!("/lib/{arch}-linux-gnu")));
-    }
     for d in [
         "/usr/lib",
         "/usr/local/lib",
@@ -124,8 +112,15 @@ fn library_dir(lib: &Lib, names: &[&str]) -> Option<PathBuf> {
     ] {
         dirs.push(PathBuf::from(d));
     }
-    dirs.into_iter()
-        .find(|d| names.iter().any(|f| d.join(f).exists()))
+    if os == "linux" {
+        dirs.push(PathBuf::from(format!("/usr/lib/{arch}-linux-gnu")));
+        dirs.push(PathBuf::from(format!("/lib/{arch}-linux-gnu")));
+    }
+    dirs.iter().any(|d| {
+        ["libjpeg.so", "libjpeg.a", "libjpeg.dylib", "jpeg.lib"]
+            .iter()
+            .any(|f| d.join(f).exists())
+    })
 }
 
 fn link(lib: &Lib) {
@@ -133,20 +128,5 @@ fn link(lib: &Lib) {
     for dir in &lib.link_paths {
         println!("cargo:rustc-link-search=native={}", dir.display());
     }
-    let wants_static = std::env::var("STOKER_JPEG_STATIC").is_ok_and(|v| !v.is_empty() && v != "0");
-    if !wants_static {
-        println!("cargo:rustc-link-lib=jpeg");
-        return;
-    }
-    // `static=` has the linker take the archive only, never a libjpeg.so beside it.
-    match library_dir(lib, &["libjpeg.a"]) {
-        Some(dir) => {
-            println!("cargo:rustc-link-search=native={}", dir.display());
-            println!("cargo:rustc-link-lib=static=jpeg");
-        }
-        None => panic!(
-            "STOKER_JPEG_STATIC is set but no libjpeg.a was found (Debian: \
-             libjpeg62-turbo-dev ships it; or set STOKER_JPEG_DIR)"
-        ),
-    }
+    println!("cargo:rustc-link-lib=jpeg");
 }

@@ -21,18 +21,18 @@ use pyo3::types::{PyDict, PyList};
 use crate::epoch::POLL;
 use crate::errors::LoaderError;
 
-/// A batch to map, as one thread sees it: the samples `(pos, index)` of `batch`
-/// (`index` the source index), taken one at a time from `next`, which every thread
-/// on the batch shares. A thread takes the GIL once a batch, not once a sample, and
+/// A batch to map, as one thread sees it: the samples of `batch` (`indices[pos]` the
+/// source index of position `pos`), taken one at a time from `next`, which every
+/// thread on the batch shares. A thread takes the GIL once a batch, not once a sample, and
 /// the threads still share the samples out one by one, so a slow sample holds up no
 /// more than itself.
 struct Job {
     batch: Py<PyDict>,
-    items: Arc<[(usize, usize)]>,
+    indices: Arc<[usize]>,
     next: Arc<AtomicUsize>,
     epoch: u64,
     reply: Sender<(usize, PyResult<Py<PyAny>>)>,
-    /// Raised when the consumer gave up on this batch (an interrupt): skip it.
+    /// Raised when the consumer dropped this batch ([`InFlight`]): skip the rest.
     abandoned: Arc<AtomicBool>,
 }
 
@@ -42,7 +42,6 @@ pub struct MapPool {
     handles: Vec<JoinHandle<()>>,
     stop: Arc<AtomicBool>,
     skip: bool,
-    size: usize,
 }
 
 /// What became of a wait for a batch's map.
@@ -95,7 +94,6 @@ impl MapPool {
             handles: Vec::new(),
             stop: stop.clone(),
             skip,
-            size: threads,
         };
         for id in 0..threads {
             let (rx, stop) = (rx.clone(), stop.clone());
@@ -130,12 +128,12 @@ impl MapPool {
         let n = indices.len();
         let (reply, replies) = crossbeam_channel::bounded(n);
         let abandoned = Arc::new(AtomicBool::new(false));
-        let items: Arc<[(usize, usize)]> = indices.iter().copied().enumerate().collect();
+        let shared: Arc<[usize]> = indices.as_slice().into();
         let next = Arc::new(AtomicUsize::new(0));
-        for _ in 0..self.size.min(n) {
+        for _ in 0..self.handles.len().min(n) {
             let job = Job {
                 batch: batch.clone().unbind(),
-                items: items.clone(),
+                indices: shared.clone(),
                 next: next.clone(),
                 epoch,
                 reply: reply.clone(),
@@ -274,13 +272,17 @@ fn map_thread(rx: &Receiver<Job>, stop: &AtomicBool, run: Py<PyAny>, func: Py<Py
         Python::attach(|py| {
             let Job {
                 batch,
-                items,
+                indices,
                 next,
                 epoch,
                 reply,
                 abandoned,
             } = job;
-            while let Some(&(pos, index)) = items.get(next.fetch_add(1, Ordering::Relaxed)) {
+            loop {
+                let pos = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&index) = indices.get(pos) else {
+                    break;
+                };
                 if stop.load(Ordering::SeqCst) || abandoned.load(Ordering::SeqCst) {
                     break;
                 }

@@ -56,6 +56,7 @@ pub mod state;
 pub mod step;
 #[cfg(feature = "remote")]
 pub mod storage;
+pub mod system;
 pub mod trace;
 #[cfg(feature = "cuda")]
 pub mod upload;

@@ -105,7 +105,7 @@ pub fn gen_scenes(
 /// `$XDG_CACHE_HOME/stoker`, else `~/.cache/stoker`.
 #[pyfunction]
 pub fn cache_dir() -> PathBuf {
-    gen::cache_dir()
+    stoker_loader::system::cache_dir()
 }
 
 /// The JPEG decoder this build of the module uses: `libjpeg-turbo X.Y.Z` (the

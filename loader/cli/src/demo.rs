@@ -36,10 +36,9 @@ pub struct Args {
 pub fn run(a: Args) -> anyhow::Result<()> {
     // Refuse a bad spec before making or reading anything.
     stoker_augment::Pipeline::parse(&a.transform)?;
-    let dir = a
-        .data
-        .clone()
-        .unwrap_or_else(|| gen::cache_dir().join(format!("shapes-{}-{}", a.size, a.count)));
+    let dir = a.data.clone().unwrap_or_else(|| {
+        stoker_loader::system::cache_dir().join(format!("shapes-{}-{}", a.size, a.count))
+    });
     if !dir.exists() {
         eprintln!(
             "making the demo set: {} shapes of {}px in {}",

@@ -495,21 +495,6 @@ pub fn write_cifar(dir: &Path, n_per_batch: usize, seed: u64) -> Result<(), GenE
     write_atomic(&dir.join("batches.meta.txt"), meta.as_bytes())
 }
 
-/// The folder for generated demo data: `$STOKER_CACHE`, else
-/// `$XDG_CACHE_HOME/stoker`, else `~/.cache/stoker`, else `.stoker-cache` here.
-pub fn cache_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("STOKER_CACHE") {
-        return d.into();
-    }
-    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
-        return PathBuf::from(d).join("stoker");
-    }
-    if let Some(h) = std::env::var_os("HOME") {
-        return PathBuf::from(h).join(".cache").join("stoker");
-    }
-    PathBuf::from(".stoker-cache")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

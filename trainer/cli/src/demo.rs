@@ -19,7 +19,7 @@ pub const TRANSFORM: &str = "crop:32:pad=4,flip";
 
 /// The demo's (train, val) folders, generated first when missing.
 pub fn ensure() -> anyhow::Result<(PathBuf, PathBuf)> {
-    let root = gen::cache_dir().join(format!("train-shapes-{SIZE}px"));
+    let root = stoker_loader::system::cache_dir().join(format!("train-shapes-{SIZE}px"));
     let train = root.join("train");
     let val = root.join("val");
     // Different seeds: the validation images are drawn independently of the training ones.
@@ -37,7 +37,7 @@ pub const SCENES_TRANSFORM: &str = "flip";
 
 /// The multi-label demo's (train, val) manifests, generated first when missing.
 pub fn ensure_scenes() -> anyhow::Result<(PathBuf, PathBuf)> {
-    let root = gen::cache_dir().join(format!("train-scenes-{SIZE}px"));
+    let root = stoker_loader::system::cache_dir().join(format!("train-scenes-{SIZE}px"));
     let (train, val) = (root.join("train"), root.join("val"));
     make_with(&train, TRAIN_COUNT, "scenes", |dir, bar| {
         gen::scenes(dir, &scenes_options(TRAIN_COUNT, 1), bar).map(|_| ())

@@ -204,7 +204,7 @@ fn every_flag_with_absurd_values() {
     // limit (three quarters of RAM; the convnet at 64 px, batch 65536, asks for about
     // 80 GB) is an error when the model is built, not the OOM killer once its pages
     // are touched. (A machine with more than 100 GB would train it: not checked there.)
-    let ram = stoker_loader::config::physical_memory().unwrap_or(0);
+    let ram = stoker_loader::system::physical_memory().unwrap_or(0);
     if ram > 100 << 30 {
         eprintln!("SKIPPED: the memory-limit case needs a machine under 100 GB of RAM");
         return;

@@ -6,13 +6,13 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use stoker_loader::gen::{self, ShapesOptions};
 use stoker_loader::source::{self, tar, Source, TarSource};
+use stoker_loader::synthetic::{self, ShapesOptions};
 use stoker_loader::{Digest, Loader, LoaderConfig, Mode};
 
 fn shapes(dir: &Path, count: usize) -> PathBuf {
     let root = dir.join("folder");
-    gen::shapes(
+    synthetic::shapes(
         &root,
         &ShapesOptions {
             count,

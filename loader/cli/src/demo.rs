@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use stoker_loader::gen::{self, ShapesOptions};
+use stoker_loader::synthetic::{self, ShapesOptions};
 use stoker_loader::Mode;
 
 use crate::args;
@@ -47,7 +47,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             dir.display()
         );
         let bar = crate::progress_bar(a.count as u64, "gen");
-        gen::shapes(
+        synthetic::shapes(
             &dir,
             &ShapesOptions {
                 count: a.count,

@@ -91,7 +91,7 @@ mod mpi {
     use std::path::PathBuf;
     use std::time::{Duration, Instant};
 
-    use stoker_loader::gen::{self, ShapesOptions};
+    use stoker_loader::synthetic::{self, ShapesOptions};
 
     fn shapes(dir: &Path, count: usize) -> PathBuf {
         let opts = ShapesOptions {
@@ -100,7 +100,7 @@ mod mpi {
             classes: 4,
             seed: 5,
         };
-        gen::shapes(dir, &opts, |_, _| {}).expect("generate shapes");
+        synthetic::shapes(dir, &opts, |_, _| {}).expect("generate shapes");
         dir.to_path_buf()
     }
 

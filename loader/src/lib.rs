@@ -40,6 +40,7 @@ pub mod digest;
 pub mod durable;
 pub mod elastic;
 mod error;
+#[cfg(any(test, feature = "test-support"))]
 pub mod gpu_test;
 pub mod malloc;
 pub mod metrics;

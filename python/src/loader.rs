@@ -494,7 +494,7 @@ impl PyLoader {
         let cursor = py
             .detach(|| inner.resume_cursor(&state))
             .map_err(loader_error)?;
-        this.position = (cursor.epoch(), cursor.next_batch());
+        this.position = (cursor.epoch(), cursor.position());
         this.pending = Some(cursor);
         Ok(())
     }

@@ -15,11 +15,9 @@ use stoker_loader::{Batch, Cursor, Mode, Next};
 
 use crate::batch::{to_map_input, to_python};
 use crate::errors::{busy, loader_error, LoaderError};
-use crate::loader::PyLoader;
+use crate::handle::PyLoader;
 use crate::map::{InFlight, MapOutcome, MapPool};
-
-/// How long one wait lasts before Python gets to run its signal handlers.
-pub(crate) const POLL: Duration = Duration::from_millis(50);
+use crate::signals::POLL;
 
 /// The batches of one epoch of a `stoker.Loader`, as (images, labels) pairs, or as
 /// dicts with `image`, `label` and `soft_labels` when MixUp/CutMix is on.

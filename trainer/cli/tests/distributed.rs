@@ -3,7 +3,8 @@
 //! hangs must end the job in bounded time; checkpoints move between rank counts.
 //!
 //! These tests need a build with `--features mpi` and OpenMPI's `mpirun` (`.ci/run`
-//! installs it and runs them); in a build without the feature they say SKIPPED.
+//! installs it and runs them: `cargo test -p stoker-train --features mpi --test
+//! distributed`); a build without the feature has only the test that needs no mpirun.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -72,15 +73,6 @@ fn flags_without_mpirun_are_a_clear_error() {
         String::from_utf8_lossy(&out.stderr).contains("rank 2 is out of range for world size 2"),
         "{}",
         text(&out)
-    );
-}
-
-#[cfg(not(feature = "mpi"))]
-#[test]
-fn mpirun_tests_skipped_without_the_mpi_feature() {
-    eprintln!(
-        "SKIPPED: the mpirun tests need `--features mpi` (run: cargo test -p stoker-train \
-         --features mpi --test distributed)"
     );
 }
 

@@ -170,21 +170,31 @@ int stoker_jpeg_header(stoker_jpeg *s, const uint8_t *data, size_t len,
   return header_body(s, data, len, width, height);
 }
 
+/* What stoker_jpeg_start_window produced: the columns [got_x, got_x + got_w) of
+ * the scaled output, which is out_width x out_height. (One struct rather than four
+ * out-pointers; the function was renamed when this changed, so that a stale build
+ * of either side fails to link instead of passing the wrong arguments.) */
+typedef struct stoker_window {
+  uint32_t got_x;
+  uint32_t got_w;
+  uint32_t out_width;
+  uint32_t out_height;
+} stoker_window;
+
 /* After stoker_jpeg_header: start an RGB decode at scale 1/denom (1, 2, 4, 8) and
  * keep only columns [x, x + w) of the scaled output. libjpeg widens the window to
- * iMCU boundaries: the columns actually produced are [*got_x, *got_x + *got_w).
- * *out_height is the scaled height. */
+ * iMCU boundaries: the columns actually produced are [got->got_x, got->got_x +
+ * got->got_w). got->out_height is the scaled height. */
 static NOINLINE int start_body(stoker_jpeg *s, uint32_t denom, uint32_t x, uint32_t w,
-                      uint32_t *got_x, uint32_t *got_w, uint32_t *out_width,
-                      uint32_t *out_height) {
+                      stoker_window *got) {
   s->cinfo.out_color_space = JCS_RGB;
   s->cinfo.scale_num = 1;
   s->cinfo.scale_denom = denom;
   s->cinfo.dct_method = JDCT_ISLOW;
   s->cinfo.do_fancy_upsampling = TRUE;
   jpeg_start_decompress(&s->cinfo);
-  *out_width = s->cinfo.output_width;
-  *out_height = s->cinfo.output_height;
+  got->out_width = s->cinfo.output_width;
+  got->out_height = s->cinfo.output_height;
   if (s->cinfo.output_components != 3) {
     snprintf(s->message, sizeof s->message, "decoder gives %d components",
              s->cinfo.output_components);
@@ -202,14 +212,13 @@ static NOINLINE int start_body(stoker_jpeg *s, uint32_t denom, uint32_t x, uint3
   if (cw < s->cinfo.output_width) {
     jpeg_crop_scanline(&s->cinfo, &cx, &cw);
   }
-  *got_x = cx;
-  *got_w = cw;
+  got->got_x = cx;
+  got->got_w = cw;
   return 0;
 }
 
-int stoker_jpeg_start(stoker_jpeg *s, uint32_t denom, uint32_t x, uint32_t w,
-                      uint32_t *got_x, uint32_t *got_w, uint32_t *out_width,
-                      uint32_t *out_height) {
+int stoker_jpeg_start_window(stoker_jpeg *s, uint32_t denom, uint32_t x,
+                             uint32_t w, stoker_window *got) {
   if (!s->active) {
     snprintf(s->message, sizeof s->message, "no header read");
     return -1;
@@ -218,11 +227,11 @@ int stoker_jpeg_start(stoker_jpeg *s, uint32_t denom, uint32_t x, uint32_t w,
     stoker_reset(s);
     return -1;
   }
-  return start_body(s, denom, x, w, got_x, got_w, out_width, out_height);
+  return start_body(s, denom, x, w, got);
 }
 
-/* After stoker_jpeg_start: skip `y` scanlines, then read `h` rows of got_w * 3
- * bytes into `out` (which holds `out_len` bytes), and end this image. */
+/* After stoker_jpeg_start_window: skip `y` scanlines, then read `h` rows of
+ * got_w * 3 bytes into `out` (which holds `out_len` bytes), and end this image. */
 static NOINLINE int rows_body(stoker_jpeg *s, uint32_t y, uint32_t h, uint8_t *out,
                      size_t out_len) {
   size_t stride = (size_t)s->cinfo.output_width * 3;

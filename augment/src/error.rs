@@ -68,10 +68,6 @@ pub enum AugmentError {
         /// Length of the view's buffer, in bytes.
         got: usize,
     },
-    /// Decoding failed for a reason none of the format variants covers (no decoder of
-    /// this crate returns it at present).
-    #[error("cannot decode image: {0}")]
-    Decode(String),
     /// The means, standard deviations or buffers given to
     /// [`normalize_into`](crate::transform::normalize::normalize_into) do not match
     /// the channel count or each other.

@@ -109,6 +109,8 @@ fn jpeg_frame_size(bytes: &[u8]) -> Option<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
 
     fn png_header(w: u32, h: u32) -> Vec<u8> {
         let mut v = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
@@ -126,19 +128,26 @@ mod tests {
         );
         assert!(large_image_turn(b"not an image").is_none());
         let turn = large_image_turn(&png_header(8000, 6000)).expect("48 MP takes a turn");
-        let waiter = std::thread::spawn(|| {
-            let t0 = std::time::Instant::now();
-            let second = large_image_turn(&png_header(8000, 6000));
-            (second.is_some(), t0.elapsed())
+        // Whether the waiter has asked, and whether the first turn was given back: the
+        // waiter must see the second when it gets the turn (no clock involved).
+        let asked = Arc::new(AtomicBool::new(false));
+        let released = Arc::new(AtomicBool::new(false));
+        let waiter = std::thread::spawn({
+            let (asked, released) = (asked.clone(), released.clone());
+            move || {
+                asked.store(true, Ordering::SeqCst);
+                let second = large_image_turn(&png_header(8000, 6000));
+                (second.is_some(), released.load(Ordering::SeqCst))
+            }
         });
-        std::thread::sleep(Duration::from_millis(50));
+        while !asked.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        released.store(true, Ordering::SeqCst);
         drop(turn);
-        let (got, waited) = waiter.join().unwrap();
+        let (got, after_release) = waiter.join().unwrap();
         assert!(got, "the second image gets the turn once it is free");
-        assert!(
-            waited >= Duration::from_millis(40),
-            "only one turn at a time"
-        );
+        assert!(after_release, "only one turn at a time");
         assert!(large_image_turn(&png_header(8000, 6000)).is_some());
     }
 

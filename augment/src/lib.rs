@@ -23,8 +23,6 @@ pub mod spec;
 pub mod transform;
 #[cfg(stoker_turbo)]
 pub mod turbo;
-#[cfg(stoker_turbo)]
-mod turbo_path;
 
 pub use error::{AugmentError, SpecError};
 

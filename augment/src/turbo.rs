@@ -33,6 +33,18 @@ struct RawJpeg {
     _private: [u8; 0],
 }
 
+/// What `stoker_jpeg_start_window` produced (the C side's `stoker_window`): the
+/// columns `got_x .. got_x + got_w` of the scaled output, which is `out_width` x
+/// `out_height`.
+#[repr(C)]
+#[derive(Default)]
+struct StartedWindow {
+    got_x: u32,
+    got_w: u32,
+    out_width: u32,
+    out_height: u32,
+}
+
 extern "C" {
     fn stoker_jpeg_turbo_version() -> c_long;
     fn stoker_jpeg_new() -> *mut RawJpeg;
@@ -48,16 +60,12 @@ extern "C" {
         width: *mut u32,
         height: *mut u32,
     ) -> c_int;
-    #[allow(clippy::too_many_arguments)]
-    fn stoker_jpeg_start(
+    fn stoker_jpeg_start_window(
         s: *mut RawJpeg,
         denom: u32,
         x: u32,
         w: u32,
-        got_x: *mut u32,
-        got_w: *mut u32,
-        out_width: *mut u32,
-        out_height: *mut u32,
+        got: *mut StartedWindow,
     ) -> c_int;
     fn stoker_jpeg_rows(s: *mut RawJpeg, y: u32, h: u32, out: *mut u8, out_len: usize) -> c_int;
 }
@@ -281,25 +289,17 @@ impl HeaderRead<'_> {
         let (x0, x1) = (fx0.floor() as usize, (fx1.ceil() as usize).min(ow));
         let (y0, y1) = (fy0.floor() as usize, (fy1.ceil() as usize).min(oh));
         let raw = self.dec.raw.as_ptr();
-        let (mut got_x, mut got_w, mut out_w, mut out_h) = (0u32, 0u32, 0u32, 0u32);
+        let mut got = StartedWindow::default();
         // SAFETY: the header was read (this value exists) and the bytes are still
-        // borrowed; the out-pointers are valid locals.
+        // borrowed; the out-pointer is a valid local.
         let rc = unsafe {
-            stoker_jpeg_start(
-                raw,
-                denom as u32,
-                to_u32(x0)?,
-                to_u32(x1 - x0)?,
-                &mut got_x,
-                &mut got_w,
-                &mut out_w,
-                &mut out_h,
-            )
+            stoker_jpeg_start_window(raw, denom as u32, to_u32(x0)?, to_u32(x1 - x0)?, &mut got)
         };
         if rc != 0 {
             return Err(AugmentError::Jpeg(self.dec.message()));
         }
-        let (got_x, got_w) = (got_x as usize, got_w as usize);
+        let (got_x, got_w) = (got.got_x as usize, got.got_w as usize);
+        let (out_w, out_h) = (got.out_width, got.out_height);
         if (out_w as usize, out_h as usize) != (ow, oh) || got_x > x0 || got_x + got_w < x1 {
             return Err(AugmentError::Jpeg(format!(
                 "libjpeg window {got_x}+{got_w} of {out_w}x{out_h} does not cover \

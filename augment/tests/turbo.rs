@@ -15,7 +15,8 @@ use stoker_augment::{decode, AugmentError, Image, Pipeline, SampleRng, Scratch, 
 /// absolute difference per image, and the largest single difference. Unscaled
 /// windows differ by ~0.02 levels (the two IDCTs); DCT-scaled ones by ~1-2 on these
 /// grainy test images (a scaled IDCT is a different low-pass than bilinear), less on
-/// photographs (README, "The turbo feature").
+/// photographs (augment/README.md, "The libjpeg-turbo path: decode only the crop
+/// window").
 const MEAN_TOL: f64 = 3.0;
 const MAX_TOL: u8 = 24;
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use stoker_augment::Pipeline;
-use stoker_loader::gen::{self, ShapesOptions};
+use stoker_loader::synthetic::{self, ShapesOptions};
 use stoker_loader::{source, Loader, LoaderConfig, Mode};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -15,7 +15,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         classes: 10,
         seed: 0,
     };
-    gen::shapes(&dir, &opts, |_, _| {})?;
+    synthetic::shapes(&dir, &opts, |_, _| {})?;
 
     let src: Arc<dyn source::Source> = source::open(&dir, true)?;
     let config = LoaderConfig {

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use stoker_augment::{Pipeline, SampleRng};
-use stoker_loader::gen::{self, ShapesOptions};
+use stoker_loader::synthetic::{self, ShapesOptions};
 use stoker_loader::{
     source, Array, ArrayData, Loader, LoaderConfig, Mode, Step, StepError, StepSample, UserStep,
 };
@@ -41,7 +41,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         classes: 4,
         seed: 0,
     };
-    gen::shapes(&dir, &opts, |_, _| {})?;
+    synthetic::shapes(&dir, &opts, |_, _| {})?;
     let src: Arc<dyn source::Source> = source::open(&dir, true)?;
     let config = LoaderConfig {
         batch_size: 16,

@@ -40,7 +40,7 @@ pub mod digest;
 pub mod durable;
 pub mod elastic;
 mod error;
-pub mod gen;
+#[cfg(any(test, feature = "test-support"))]
 pub mod gpu_test;
 pub mod malloc;
 pub mod metrics;
@@ -56,6 +56,8 @@ pub mod state;
 pub mod step;
 #[cfg(feature = "remote")]
 pub mod storage;
+pub mod synthetic;
+pub mod system;
 pub mod trace;
 #[cfg(feature = "cuda")]
 pub mod upload;

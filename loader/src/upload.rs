@@ -78,7 +78,7 @@ fn cu(op: &'static str) -> impl Fn(DriverError) -> UploadError {
 
 /// Opens CUDA device `ordinal` (primary context), or says why not. Never panics: the
 /// driver library is probed before cudarc would load it (and panic if missing).
-pub fn open_device(ordinal: usize) -> Result<Arc<CudaContext>, UploadError> {
+pub fn open_cuda_context(ordinal: usize) -> Result<Arc<CudaContext>, UploadError> {
     // SAFETY: only tries `dlopen` on the driver's candidate names; nothing is called.
     if !unsafe { sys::is_culib_present() } {
         return Err(UploadError::NoDevice(
@@ -329,7 +329,7 @@ pub fn bench_upload(
     bytes: usize,
     iters: usize,
 ) -> Result<UploadBench, UploadError> {
-    let ctx = open_device(ordinal)?;
+    let ctx = open_cuda_context(ordinal)?;
     let stream = ctx.new_stream().map_err(cu("new_stream"))?;
     let bytes = bytes.max(1);
     let iters = iters.max(1);
@@ -371,7 +371,7 @@ mod tests {
 
     #[test]
     fn without_a_driver_opening_a_device_is_an_error() {
-        let r = catch_unwind(|| open_device(0)).expect("never panics");
+        let r = catch_unwind(|| open_cuda_context(0)).expect("never panics");
         if let Err(e) = r {
             eprintln!("no device here: {e}");
             assert!(e.to_string().contains("CUDA"), "{e}");
@@ -401,7 +401,7 @@ mod tests {
     /// after a full one, and a released handle is refused.
     #[test]
     fn batches_round_trip_through_both_slots() {
-        let ctx = match open_device(0) {
+        let ctx = match open_cuda_context(0) {
             Ok(c) => c,
             Err(e) => {
                 crate::gpu_test::skip(e);

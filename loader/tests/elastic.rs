@@ -96,7 +96,7 @@ fn delivered(
                     .resume_cursor(&LoaderState::from_json(&s.to_json()).unwrap())
                     .unwrap(),
             };
-            let from = c.next_batch();
+            let from = c.position();
             let to = take.map_or(c.len(), |t| (from + t).min(c.len()));
             for b in from..to {
                 out.extend_from_slice(c.batch_indices(b));
@@ -212,7 +212,7 @@ fn the_same_layout_resumes_at_the_same_batch() {
     let state = a.state_at(0, 3);
     let mut b = Loader::new(src, cfg(1, 2, 4)).unwrap();
     let c = b.resume_cursor(&state).unwrap();
-    assert_eq!(c.next_batch(), 3);
+    assert_eq!(c.position(), 3);
     assert_eq!(c.indices(), &whole[..]);
     assert!(state.elastic.is_none());
 }

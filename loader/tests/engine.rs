@@ -346,13 +346,11 @@ fn dropping_a_loader_mid_epoch_stops_every_thread() {
     let t0 = Instant::now();
     drop(loader);
     assert!(t0.elapsed() < Duration::from_secs(10), "drop took too long");
-    // Every pipeline thread held a reference to the source; all are gone.
+    // Every pipeline thread held a reference to the source; all are gone, so nothing
+    // can read after the drop (no need to watch for reads a while).
     drop(src);
     assert_eq!(Arc::strong_count(&raw), 1);
-    // And nothing keeps reading after the drop.
     let reads = raw.reads.load(std::sync::atomic::Ordering::Relaxed);
-    std::thread::sleep(Duration::from_millis(100));
-    assert_eq!(raw.reads.load(std::sync::atomic::Ordering::Relaxed), reads);
     assert!(reads < 10_000, "the pipeline stopped early, not at the end");
 }
 

@@ -8,9 +8,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use stoker_augment::Pipeline;
-use stoker_loader::gen::{scenes, ScenesOptions};
 use stoker_loader::sample::MaskData;
 use stoker_loader::source::{open_with, packed, tar, OpenOptions, PackedReader};
+use stoker_loader::synthetic::{scenes, ScenesOptions};
 use stoker_loader::{Annotation, Digest, Field, Loader, LoaderConfig, Source};
 
 fn make_scenes(dir: &Path, count: usize) -> Arc<dyn Source> {
@@ -101,12 +101,12 @@ fn tar_shards_carry_every_field() {
 #[test]
 fn a_classification_pack_still_writes_version_1_indexes() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = stoker_loader::gen::ShapesOptions {
+    let opts = stoker_loader::synthetic::ShapesOptions {
         count: 12,
         ..Default::default()
     };
     let folder = dir.path().join("shapes");
-    stoker_loader::gen::shapes(&folder, &opts, |_, _| {}).expect("shapes");
+    stoker_loader::synthetic::shapes(&folder, &opts, |_, _| {}).expect("shapes");
     let src = open_with(&folder, &OpenOptions::default()).expect("folder");
     let out = dir.path().join("shards");
     tar::pack_tar(src.as_ref(), &out, 1 << 20, |_, _| {}).expect("pack");
@@ -173,12 +173,12 @@ fn packed_files_carry_every_field_in_version_2() {
 #[test]
 fn a_classification_packed_file_stays_version_1() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = stoker_loader::gen::ShapesOptions {
+    let opts = stoker_loader::synthetic::ShapesOptions {
         count: 12,
         ..Default::default()
     };
     let folder = dir.path().join("shapes");
-    stoker_loader::gen::shapes(&folder, &opts, |_, _| {}).expect("shapes");
+    stoker_loader::synthetic::shapes(&folder, &opts, |_, _| {}).expect("shapes");
     let src = open_with(&folder, &OpenOptions::default()).expect("folder");
     let out = dir.path().join("shapes.stk");
     packed::pack_source(src.as_ref(), &out, |_, _| {}).expect("pack");

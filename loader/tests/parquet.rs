@@ -18,8 +18,8 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use stoker_augment::Pipeline;
-use stoker_loader::gen::{self, ShapesOptions};
 use stoker_loader::source::{self, OpenOptions, ParquetColumns};
+use stoker_loader::synthetic::{self, ShapesOptions};
 use stoker_loader::{Digest, Loader, LoaderConfig, Mode, Source};
 
 const CLASSES: [&str; 3] = ["circle", "square", "triangle"];
@@ -32,7 +32,7 @@ fn folder(dir: &Path) -> Arc<dyn Source> {
         classes: 3,
         seed: 4,
     };
-    gen::shapes(&root, &opts, |_, _| {}).unwrap();
+    synthetic::shapes(&root, &opts, |_, _| {}).unwrap();
     source::open(&root, true).unwrap()
 }
 

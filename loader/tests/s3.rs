@@ -12,14 +12,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use s3_support::Moto;
-use stoker_loader::gen::{self, ShapesOptions};
 use stoker_loader::source::{self, packed, tar, OpenOptions, Source};
 use stoker_loader::storage::{self, RemoteOptions};
+use stoker_loader::synthetic::{self, ShapesOptions};
 use stoker_loader::{Digest, Loader, LoaderConfig, LoaderError, Mode, OnError};
 
 fn shapes(dir: &Path, count: usize) -> PathBuf {
     let root = dir.join("folder");
-    gen::shapes(
+    synthetic::shapes(
         &root,
         &ShapesOptions {
             count,
@@ -577,7 +577,7 @@ fn every_format_with_fields_reads_from_s3_as_locally() {
     moto.create_bucket("fields");
     let dir = tempfile::tempdir().unwrap();
     let scenes = dir.path().join("scenes");
-    let opts = gen::ScenesOptions {
+    let opts = synthetic::ScenesOptions {
         count: 16,
         width: 40,
         height: 32,
@@ -585,7 +585,7 @@ fn every_format_with_fields_reads_from_s3_as_locally() {
         classes: 10,
         seed: 2,
     };
-    gen::scenes(&scenes, &opts, |_, _| {}).unwrap();
+    synthetic::scenes(&scenes, &opts, |_, _| {}).unwrap();
     let manifest = source::open(&scenes.join("train.jsonl"), true).unwrap();
     let pack = dir.path().join("scenes.pack");
     packed::pack_source(manifest.as_ref(), &pack, |_, _| {}).unwrap();

@@ -5,11 +5,11 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use stoker_loader::gen::{self, ShapesOptions};
 use stoker_loader::source::{
     self, cifar, packed, Cifar10, ImageFolder, Mnist, PackedReader, PackedWriter, RecordKind,
     Source, SourceError,
 };
+use stoker_loader::synthetic::{self, ShapesOptions};
 
 fn tmp() -> tempfile::TempDir {
     tempfile::tempdir().expect("temp dir")
@@ -145,8 +145,8 @@ fn folder_errors_name_the_path_and_the_problem() {
 fn reads_reuse_the_callers_buffer() {
     let dir = tmp();
     make_folder(&dir.path().join("f"));
-    gen::write_mnist(&dir.path().join("m"), 5, 1).unwrap();
-    gen::write_cifar(&dir.path().join("c"), 3, 1).unwrap();
+    synthetic::write_mnist(&dir.path().join("m"), 5, 1).unwrap();
+    synthetic::write_cifar(&dir.path().join("c"), 3, 1).unwrap();
     let folder = ImageFolder::open(&dir.path().join("f")).unwrap();
     packed::pack_source(&folder, &dir.path().join("p.pack"), |_, _| {}).unwrap();
     let sources: Vec<Box<dyn Source>> = vec![
@@ -213,8 +213,8 @@ fn packed_round_trip_from_a_folder() {
 #[test]
 fn packed_round_trip_from_mnist_and_cifar_keeps_raw_shapes() {
     let dir = tmp();
-    gen::write_mnist(&dir.path().join("m"), 12, 3).unwrap();
-    gen::write_cifar(&dir.path().join("c"), 4, 3).unwrap();
+    synthetic::write_mnist(&dir.path().join("m"), 12, 3).unwrap();
+    synthetic::write_cifar(&dir.path().join("c"), 4, 3).unwrap();
     let m = Mnist::open_dir(&dir.path().join("m"), true).unwrap();
     let c = Cifar10::open_dir(&dir.path().join("c"), true).unwrap();
     for (src, shape) in [
@@ -508,7 +508,7 @@ fn leftovers(dir: &Path) -> Vec<PathBuf> {
 fn an_interrupted_pack_leaves_no_output_file() {
     let dir = tmp();
     let data = dir.path().join("data.keep");
-    gen::write_mnist(&data, 10, 0).unwrap();
+    synthetic::write_mnist(&data, 10, 0).unwrap();
     let out_dir = dir.path().join("out");
     fs::create_dir(&out_dir).unwrap();
     let out = out_dir.join("set.pack");
@@ -800,8 +800,8 @@ fn open_detects_each_format() {
     let dir = tmp();
     let root = dir.path();
     make_folder(&root.join("folder"));
-    gen::write_mnist(&root.join("mnist"), 7, 0).unwrap();
-    gen::write_cifar(&root.join("cifar"), 2, 0).unwrap();
+    synthetic::write_mnist(&root.join("mnist"), 7, 0).unwrap();
+    synthetic::write_cifar(&root.join("cifar"), 2, 0).unwrap();
 
     let f = source::open(&root.join("folder"), true).unwrap();
     assert_eq!((f.format(), f.len()), ("folder", 7));
@@ -870,11 +870,11 @@ fn shapes_are_deterministic_decodable_and_balanced() {
     };
     let a = dir.path().join("a");
     let mut last = (0, 0);
-    let stats = gen::shapes(&a, &opts, |d, t| last = (d, t)).unwrap();
+    let stats = synthetic::shapes(&a, &opts, |d, t| last = (d, t)).unwrap();
     assert_eq!(last, (23, 23));
     assert_eq!((stats.images, stats.classes), (23, 4));
     let b = dir.path().join("b");
-    gen::shapes(&b, &opts, |_, _| {}).unwrap();
+    synthetic::shapes(&b, &opts, |_, _| {}).unwrap();
     let (ta, tb) = (tree(&a), tree(&b));
     assert_eq!(ta.len(), 23);
     assert_eq!(ta, tb, "same seed, same bytes");
@@ -884,7 +884,7 @@ fn shapes_are_deterministic_decodable_and_balanced() {
     );
 
     let c = dir.path().join("c");
-    gen::shapes(
+    synthetic::shapes(
         &c,
         &ShapesOptions {
             seed: 10,
@@ -931,15 +931,15 @@ fn shapes_refuses_bad_options_and_occupied_folders() {
         seed: 0,
     };
     let d = dir.path().join("s");
-    assert!(gen::shapes(&d, &opts(11, 5), |_, _| {}).is_err());
-    assert!(gen::shapes(&d, &opts(0, 5), |_, _| {}).is_err());
-    assert!(gen::shapes(&d, &opts(3, 0), |_, _| {}).is_err());
+    assert!(synthetic::shapes(&d, &opts(11, 5), |_, _| {}).is_err());
+    assert!(synthetic::shapes(&d, &opts(0, 5), |_, _| {}).is_err());
+    assert!(synthetic::shapes(&d, &opts(3, 0), |_, _| {}).is_err());
     assert!(!d.exists());
     // An existing empty folder is filled; a non-empty one is left alone.
     fs::create_dir(&d).unwrap();
-    gen::shapes(&d, &opts(2, 4), |_, _| {}).unwrap();
+    synthetic::shapes(&d, &opts(2, 4), |_, _| {}).unwrap();
     assert_eq!(tree(&d).len(), 4);
-    let e = gen::shapes(&d, &opts(2, 4), |_, _| {}).unwrap_err();
+    let e = synthetic::shapes(&d, &opts(2, 4), |_, _| {}).unwrap_err();
     assert!(e.to_string().contains("not empty"), "{e}");
     assert_eq!(tree(&d).len(), 4);
 }
@@ -959,14 +959,14 @@ fn racing_makers_leave_one_whole_set() {
     };
     let results: Vec<_> = std::thread::scope(|s| {
         let makers: Vec<_> = (0..6)
-            .map(|_| s.spawn(|| gen::shapes(&d, &opts, |_, _| {})))
+            .map(|_| s.spawn(|| synthetic::shapes(&d, &opts, |_, _| {})))
             .collect();
         makers.into_iter().map(|h| h.join().unwrap()).collect()
     });
     assert!(results.iter().any(|r| r.is_ok()), "{results:?}");
     assert_eq!(tree(&d).len(), 300);
     let reference = dir.path().join("alone");
-    gen::shapes(&reference, &opts, |_, _| {}).unwrap();
+    synthetic::shapes(&reference, &opts, |_, _| {}).unwrap();
     assert_eq!(tree(&d), tree(&reference));
     // No temporary folder is left behind by the makers that lost.
     let names: Vec<_> = fs::read_dir(dir.path())
@@ -980,7 +980,7 @@ fn racing_makers_leave_one_whole_set() {
 fn generated_mnist_and_cifar_are_valid_and_deterministic() {
     let dir = tmp();
     for (name, seed) in [("m1", 4), ("m2", 4)] {
-        gen::write_mnist(&dir.path().join(name), 13, seed).unwrap();
+        synthetic::write_mnist(&dir.path().join(name), 13, seed).unwrap();
     }
     let m1 = Mnist::open_dir(&dir.path().join("m1"), true).unwrap();
     let m2 = Mnist::open_dir(&dir.path().join("m2"), true).unwrap();
@@ -992,7 +992,7 @@ fn generated_mnist_and_cifar_are_valid_and_deterministic() {
     let t = Mnist::open_dir(&dir.path().join("m1"), false).unwrap();
     assert_ne!(all_records(&t), all_records(&m1), "splits differ");
 
-    gen::write_cifar(&dir.path().join("c"), 11, 4).unwrap();
+    synthetic::write_cifar(&dir.path().join("c"), 11, 4).unwrap();
     let c = Cifar10::open_dir(&dir.path().join("c"), true).unwrap();
     assert_eq!(c.len(), 55);
     assert_eq!(c.label(12), 1);

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use stoker_augment::{Pipeline, SampleRng};
-use stoker_loader::gen::{self, ShapesOptions};
 use stoker_loader::step::{step_rng, BatchArray};
+use stoker_loader::synthetic::{self, ShapesOptions};
 use stoker_loader::{
     source, Array, ArrayData, Batch, Digest, Loader, LoaderConfig, LoaderError, Mode, OnError,
     Source, StepError, StepSample, UserStep,
@@ -21,7 +21,7 @@ fn data() -> (tempfile::TempDir, Arc<dyn Source>) {
         classes: 4,
         seed: 3,
     };
-    gen::shapes(dir.path(), &opts, |_, _| {}).expect("shapes");
+    synthetic::shapes(dir.path(), &opts, |_, _| {}).expect("shapes");
     let src = source::open(dir.path(), true).expect("open");
     (dir, src)
 }

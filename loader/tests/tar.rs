@@ -6,13 +6,13 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use stoker_loader::gen::{self, ShapesOptions};
 use stoker_loader::source::{self, tar, Source, TarSource};
+use stoker_loader::synthetic::{self, ShapesOptions};
 use stoker_loader::{Digest, Loader, LoaderConfig, Mode};
 
 fn shapes(dir: &Path, count: usize) -> PathBuf {
     let root = dir.join("folder");
-    gen::shapes(
+    synthetic::shapes(
         &root,
         &ShapesOptions {
             count,
@@ -465,8 +465,9 @@ fn a_shard_rewritten_in_place_after_indexing_is_an_error() {
     src.read(1, &mut buf).unwrap();
     assert_eq!(buf, b);
     // Same size, other samples (as `cp` of another shard over it would leave it): the
-    // index's labels would go with other images.
-    std::thread::sleep(std::time::Duration::from_millis(20));
+    // index's labels would go with other images. The new modification time is set,
+    // not waited for (a file system's clock may tick coarser than the test runs).
+    let then = std::fs::metadata(&path).unwrap().modified().unwrap();
     std::fs::write(
         &path,
         tar_bytes(&[
@@ -477,6 +478,12 @@ fn a_shard_rewritten_in_place_after_indexing_is_an_error() {
         ]),
     )
     .unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(then + std::time::Duration::from_secs(1))
+        .unwrap();
     let e = src.read(1, &mut buf).unwrap_err().to_string();
     assert!(
         e.contains("t.tar sample b") && e.contains("changed since it was indexed"),

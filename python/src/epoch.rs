@@ -15,11 +15,9 @@ use stoker_loader::{Batch, Cursor, Mode, Next};
 
 use crate::batch::{to_map_input, to_python};
 use crate::errors::{busy, loader_error, LoaderError};
-use crate::loader::PyLoader;
+use crate::handle::PyLoader;
 use crate::map::{InFlight, MapOutcome, MapPool};
-
-/// How long one wait lasts before Python gets to run its signal handlers.
-pub(crate) const POLL: Duration = Duration::from_millis(50);
+use crate::signals::POLL;
 
 /// The batches of one epoch of a `stoker.Loader`, as (images, labels) pairs, or as
 /// dicts with `image`, `label` and `soft_labels` when MixUp/CutMix is on.
@@ -105,7 +103,7 @@ impl EpochIter {
         let Some(next) = self.fetch(py, this, wait)? else {
             return Ok(false);
         };
-        let after = (self.cursor.epoch(), self.cursor.next_batch());
+        let after = (self.cursor.epoch(), self.cursor.position());
         self.mapping.push_back(match next {
             Next::Batch(Ok(batch)) => {
                 let classes = this.inner.source().classes().len();
@@ -227,7 +225,7 @@ impl EpochIter {
                 Some(Next::Batch(Err(e))) => return Err(loader_error(e)),
                 _ => {
                     // Batches whose samples were all skipped may end the epoch.
-                    this.position = (me.cursor.epoch(), me.cursor.next_batch());
+                    this.position = (me.cursor.epoch(), me.cursor.position());
                     return Ok(None);
                 }
             },
@@ -240,7 +238,7 @@ impl EpochIter {
             return Err(e);
         }
         let classes = this.inner.source().classes().len();
-        this.position = (me.cursor.epoch(), me.cursor.next_batch());
+        this.position = (me.cursor.epoch(), me.cursor.position());
         this.last_batch = Some(Instant::now());
         to_python(py, batch, classes).map(Some)
     }
@@ -262,7 +260,7 @@ impl EpochIter {
     #[getter]
     fn next_batch(slf: &Bound<'_, Self>) -> PyResult<usize> {
         let me = Self::borrow(slf)?;
-        Ok(me.cursor.next_batch() - me.undelivered())
+        Ok(me.cursor.position() - me.undelivered())
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> String {
@@ -270,7 +268,7 @@ impl EpochIter {
             Ok(me) => format!(
                 "<stoker.EpochIterator epoch {}, batch {} of {}>",
                 me.cursor.epoch(),
-                me.cursor.next_batch() - me.undelivered(),
+                me.cursor.position() - me.undelivered(),
                 me.cursor.len()
             ),
             Err(_) => "<stoker.EpochIterator (in use by another thread)>".into(),

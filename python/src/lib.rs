@@ -7,8 +7,10 @@ mod batch;
 mod digest;
 mod epoch;
 mod errors;
+mod handle;
 mod loader;
 mod map;
+mod signals;
 mod tools;
 
 use pyo3::prelude::*;
@@ -17,7 +19,7 @@ use pyo3::prelude::*;
 // misaligned (a field of it must then be boxed, as the digest's hasher is).
 const _: () = {
     use std::mem::align_of;
-    assert!(align_of::<loader::PyLoader>() <= 16);
+    assert!(align_of::<handle::PyLoader>() <= 16);
     assert!(align_of::<epoch::EpochIter>() <= 16);
     assert!(align_of::<batch::BatchBuffer>() <= 16);
     assert!(align_of::<digest::PyDigest>() <= 16);
@@ -29,7 +31,7 @@ const _: () = {
 fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("LoaderError", py.get_type::<errors::LoaderError>())?;
-    m.add_class::<loader::PyLoader>()?;
+    m.add_class::<handle::PyLoader>()?;
     m.add_class::<epoch::EpochIter>()?;
     m.add_class::<batch::BatchBuffer>()?;
     m.add_class::<digest::PyDigest>()?;

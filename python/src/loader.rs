@@ -1,5 +1,6 @@
-//! `stoker.Loader`: the Rust loader behind a Python object, with the position that
-//! `for ... in loader`, `state_dict` and `load_state_dict` share.
+//! `stoker.Loader`'s constructor and methods: its settings, `epoch()` and iteration,
+//! `state_dict`/`load_state_dict`, `metrics()`. The object they act on, with the
+//! position its iterators share, is in `handle.rs`.
 
 use std::mem::ManuallyDrop;
 use std::path::PathBuf;
@@ -17,41 +18,9 @@ use stoker_loader::{
 
 use crate::args::{choice, in_range, launch_rank, DataArg, Int, IntOrAuto};
 use crate::epoch::EpochIter;
-use crate::errors::{busy, loader_error, source_error};
+use crate::errors::{loader_error, source_error};
+use crate::handle::PyLoader;
 use crate::map::MapPool;
-
-/// A deterministic, bounded-memory loader over an image folder, a packed file, or an
-/// MNIST/CIFAR-10 set. Iterate `loader.epoch(e)` (or the loader itself: the next
-/// epoch, or the rest of an interrupted one) for (images, labels) pairs: images a
-/// uint8 (N, H, W, C) numpy array viewing the loader's pooled buffer, labels int64
-/// (N,). Batches are the same bytes in either mode and for any number of workers.
-/// With `mixup=ALPHA` and/or `cutmix=ALPHA` (and `mix_prob`, the chance of CutMix
-/// when both are given) each batch is mixed and comes as a dict: `image`, `label`
-/// (each image's own label) and `soft_labels` (float32 (N, classes)).
-/// With `map=fn` (and `map_threads=N`, default 2), `fn(sample, rng)` runs on N
-/// threads for every sample: `sample` a dict of numpy arrays (`image`, `label` and the
-/// other fields), `rng` a `numpy.random.Generator` seeded by (seed, epoch, index); it
-/// returns a dict, and batches are dicts with its keys, stacked (or padded, with
-/// `<key>_count`, when only the first axis differs).
-#[pyclass(module = "stoker", name = "Loader")]
-pub struct PyLoader {
-    /// Dropped by hand (see `Drop`), to stop the pipeline with the GIL released.
-    pub(crate) inner: ManuallyDrop<Loader>,
-    /// The data set(s), for `repr`.
-    data: String,
-    /// Where `for ... in loader` goes on: (epoch, next batch) after the last batch
-    /// delivered (by any iterator of this loader).
-    pub(crate) position: (u64, usize),
-    /// A cursor made by `load_state_dict`, for the next iteration of its epoch.
-    pending: Option<Cursor>,
-    /// When the first epoch was asked for, and when the last batch came: images/s.
-    pub(crate) started: Option<Instant>,
-    pub(crate) last_batch: Option<Instant>,
-    /// The threads of `map=`, when given.
-    pub(crate) map: Option<MapPool>,
-    /// Samples a map left out under on_error="skip".
-    pub(crate) map_skipped: usize,
-}
 
 /// Map threads when `map=` comes without `map_threads`.
 const DEFAULT_MAP_THREADS: usize = 2;
@@ -494,7 +463,7 @@ impl PyLoader {
         let cursor = py
             .detach(|| inner.resume_cursor(&state))
             .map_err(loader_error)?;
-        this.position = (cursor.epoch(), cursor.next_batch());
+        this.position = (cursor.epoch(), cursor.position());
         this.pending = Some(cursor);
         Ok(())
     }
@@ -590,45 +559,6 @@ impl PyLoader {
             c.mode,
             this.inner.batches_per_epoch()
         )
-    }
-}
-
-impl PyLoader {
-    fn borrow<'py>(slf: &Bound<'py, Self>) -> PyResult<PyRef<'py, Self>> {
-        slf.try_borrow().map_err(|_| busy("the loader"))
-    }
-
-    fn borrow_mut<'py>(slf: &Bound<'py, Self>) -> PyResult<PyRefMut<'py, Self>> {
-        slf.try_borrow_mut().map_err(|_| busy("the loader"))
-    }
-
-    /// Where `for ... in loader` starts: the rest of the epoch last left unfinished,
-    /// else the start of the next one.
-    fn next_position(&self) -> (u64, usize) {
-        let (e, b) = self.position;
-        let len = self.inner.batches_per_epoch();
-        if len > 0 && b >= len {
-            (e + 1, 0)
-        } else {
-            (e, b)
-        }
-    }
-}
-
-impl Drop for PyLoader {
-    fn drop(&mut self) {
-        // SAFETY: `inner` is taken once, here, and never used again.
-        let inner = unsafe { ManuallyDrop::take(&mut self.inner) };
-        let map = self.map.take();
-        // Dropping the loader stops and joins its pipeline threads, which may wait for
-        // a read or a decode in flight, and the map threads, which need the GIL to
-        // finish a call of the map: let other Python threads run meanwhile.
-        Python::attach(|py| {
-            py.detach(move || {
-                drop(map);
-                drop(inner);
-            })
-        });
     }
 }
 

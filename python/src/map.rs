@@ -3,7 +3,7 @@
 //!
 //! The consumer's thread hands a batch to the threads ([`MapPool::submit`]), possibly
 //! ahead of asking for it, and waits for it ([`MapPool::finish`]) with the GIL
-//! released, checking for signals every [`POLL`](crate::epoch::POLL), so Ctrl-C stops
+//! released, checking for signals every [`POLL`](crate::signals::POLL), so Ctrl-C stops
 //! the wait promptly and leaves the batch in flight. The threads take the GIL (or, on
 //! a free-threaded Python, attach) once a batch, to run `stoker._map.run` (`fn` itself
 //! and the building of its arguments) on the samples they take. A batch dropped in
@@ -18,8 +18,8 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use crate::epoch::POLL;
 use crate::errors::LoaderError;
+use crate::signals::POLL;
 
 /// A batch to map, as one thread sees it: the samples of `batch` (`indices[pos]` the
 /// source index of position `pos`), taken one at a time from `next`, which every

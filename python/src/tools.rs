@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use stoker_loader::gen::{self, GenError, ScenesOptions, ShapesOptions};
 use stoker_loader::source::{self, packed};
+use stoker_loader::synthetic::{self, GenError, ScenesOptions, ShapesOptions};
 
 use crate::args::{in_range, Int};
 use crate::errors::{source_error, LoaderError};
@@ -61,7 +61,7 @@ pub fn gen_shapes(
         classes: in_range("classes", classes, 1, 10)? as usize,
         seed: in_range("seed", seed, 0, u64::MAX as i128)? as u64,
     };
-    py.detach(|| gen::shapes(&out, &opts, |_, _| {}))
+    py.detach(|| synthetic::shapes(&out, &opts, |_, _| {}))
         .map(|_| ())
         .map_err(|e| match e {
             GenError::Options(m) => PyValueError::new_err(format!("gen_shapes: {m}")),
@@ -93,7 +93,7 @@ pub fn gen_scenes(
         classes: in_range("classes", classes, 1, 10)? as usize,
         seed: in_range("seed", seed, 0, u64::MAX as i128)? as u64,
     };
-    py.detach(|| gen::scenes(&out, &opts, |_, _| {}))
+    py.detach(|| synthetic::scenes(&out, &opts, |_, _| {}))
         .map(|_| ())
         .map_err(|e| match e {
             GenError::Options(m) => PyValueError::new_err(format!("gen_scenes: {m}")),
@@ -105,7 +105,7 @@ pub fn gen_scenes(
 /// `$XDG_CACHE_HOME/stoker`, else `~/.cache/stoker`.
 #[pyfunction]
 pub fn cache_dir() -> PathBuf {
-    gen::cache_dir()
+    stoker_loader::system::cache_dir()
 }
 
 /// The JPEG decoder this build of the module uses: `libjpeg-turbo X.Y.Z` (the

@@ -152,11 +152,11 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
     }
 }
 
-/// Saves `model`'s parameters and statistics, `opt`'s state and `extra` to `path`.
+/// Saves `model`'s parameters and statistics, `optimizer`'s state and `extra` to `path`.
 pub fn save<B: Backend + Clone + 'static>(
     path: &Path,
     model: &Model<B>,
-    opt: &Optimizer<B>,
+    optimizer: &Optimizer<B>,
     extra: &BTreeMap<String, String>,
 ) -> Result<(), CheckpointError> {
     if let Some(k) = extra.keys().find(|k| k.starts_with(RESERVED_PREFIX)) {
@@ -177,7 +177,7 @@ pub fn save<B: Backend + Clone + 'static>(
     };
     add("param.", model.params_info(), &params);
     add("state.", model.state_info(), &state);
-    for (name, t) in opt.kind().slots().iter().zip(&opt.slots) {
+    for (name, t) in optimizer.kind().slots().iter().zip(&optimizer.slots) {
         tensors.push((
             format!("optim.{name}"),
             F32Tensor::new(vec![t.len()], &t.to_vec(b)?),
@@ -193,8 +193,8 @@ pub fn save<B: Backend + Clone + 'static>(
     if target != Target::Class {
         meta.insert(KEY_TARGET.into(), target.to_string());
     }
-    meta.insert(KEY_OPTIM.into(), opt.kind().name().into());
-    meta.insert(KEY_OPTIM_STEPS.into(), opt.steps().to_string());
+    meta.insert(KEY_OPTIM.into(), optimizer.kind().name().into());
+    meta.insert(KEY_OPTIM_STEPS.into(), optimizer.steps().to_string());
     let bytes = safetensors::serialize(tensors.iter().map(|(n, t)| (n.as_str(), t)), Some(meta))
         .map_err(|source| CheckpointError::Format {
             path: path.to_path_buf(),
@@ -222,12 +222,12 @@ pub fn read_metadata(path: &Path) -> Result<BTreeMap<String, String>, Checkpoint
         .collect())
 }
 
-/// Restores `model` and `opt` from `path` and returns the caller's metadata. On error
+/// Restores `model` and `optimizer` from `path` and returns the caller's metadata. On error
 /// nothing has been changed.
 pub fn load<B: Backend + Clone + 'static>(
     path: &Path,
     model: &mut Model<B>,
-    opt: &mut Optimizer<B>,
+    optimizer: &mut Optimizer<B>,
 ) -> Result<BTreeMap<String, String>, CheckpointError> {
     let p = || path.to_path_buf();
     let bytes = std::fs::read(path).map_err(io(path))?;
@@ -276,10 +276,10 @@ pub fn load<B: Backend + Clone + 'static>(
         });
     }
     let oname = get(KEY_OPTIM)?;
-    if oname != opt.kind().name() {
+    if oname != optimizer.kind().name() {
         return Err(CheckpointError::Mismatch {
             path: p(),
-            expected: format!("optimizer {}", opt.kind().name()),
+            expected: format!("optimizer {}", optimizer.kind().name()),
             found: format!("optimizer {oname}"),
         });
     }
@@ -324,7 +324,7 @@ pub fn load<B: Backend + Clone + 'static>(
     let params = flat("param.", model.params_info(), model.param_count())?;
     let state = flat("state.", model.state_info(), model.state.len())?;
     let mut slots = Vec::new();
-    for (name, t) in opt.kind().slots().iter().zip(&opt.slots) {
+    for (name, t) in optimizer.kind().slots().iter().zip(&optimizer.slots) {
         let mut v = vec![0.0f32; t.len()];
         read(&format!("optim.{name}"), &[t.len()], &mut v)?;
         slots.push(v);
@@ -334,10 +334,10 @@ pub fn load<B: Backend + Clone + 'static>(
     let b = model.backend().clone();
     b.upload(&params, model.params.view_mut())?;
     b.upload(&state, model.state.view_mut())?;
-    for (t, v) in opt.slots.iter_mut().zip(&slots) {
+    for (t, v) in optimizer.slots.iter_mut().zip(&slots) {
         b.upload(v, t.view_mut())?;
     }
-    opt.steps = steps;
+    optimizer.steps = steps;
     Ok(meta
         .into_iter()
         .filter(|(k, _)| !k.starts_with(RESERVED_PREFIX))

@@ -160,15 +160,15 @@ pub struct OpenedDevice<C = CudaBackend> {
 /// why) whenever CUDA is missing or fails to start; an explicit `cuda` that cannot be
 /// met is an error. In a data-parallel run `local_rank` is this process's rank on its
 /// machine, and `auto` takes the GPU of that number.
-pub fn open_device(
+pub fn open_backend(
     pref: DevicePref,
     local_rank: Option<usize>,
 ) -> Result<OpenedDevice, DeviceError> {
-    open_with(pref, local_rank, cuda::probe_ordinal, CudaBackend::new)
+    open_backend_with(pref, local_rank, cuda::probe_ordinal, CudaBackend::new)
 }
 
-/// [`open_device`] over any probe and CUDA backend constructor (tests use fakes).
-pub fn open_with<C>(
+/// [`open_backend`] over any probe and CUDA backend constructor (tests use fakes).
+pub fn open_backend_with<C>(
     pref: DevicePref,
     local_rank: Option<usize>,
     probe: impl Fn(usize) -> Result<DeviceInfo, CudaError>,
@@ -259,32 +259,32 @@ mod tests {
 
     #[test]
     fn opening_falls_back_to_the_cpu_only_for_auto() {
-        let d = open_with(DevicePref::Auto, None, fake_gpu, opens).unwrap();
+        let d = open_backend_with(DevicePref::Auto, None, fake_gpu, opens).unwrap();
         assert!(matches!(d.device, Device::Cuda(0)), "{d:?}");
         // A usable probe but a backend that fails: auto says so and trains on the CPU ...
-        let d = open_with(DevicePref::Auto, None, fake_gpu, fails).unwrap();
+        let d = open_backend_with(DevicePref::Auto, None, fake_gpu, fails).unwrap();
         assert!(is_cpu(&d));
         assert!(d.reason.contains("Fake GPU") && d.reason.contains("out of memory"));
         // ... an explicit request fails with the reason.
-        let e = open_with(DevicePref::Cuda(0), None, fake_gpu, fails).unwrap_err();
+        let e = open_backend_with(DevicePref::Cuda(0), None, fake_gpu, fails).unwrap_err();
         assert_eq!(
             e.to_string(),
             "--device cuda:0: cuda init: cuda:0: out of memory"
         );
-        let d = open_with(DevicePref::Auto, None, no_gpu, opens).unwrap();
+        let d = open_backend_with(DevicePref::Auto, None, no_gpu, opens).unwrap();
         assert!(is_cpu(&d) && d.reason.contains("libcuda"), "{}", d.reason);
         assert!(is_cpu(
-            &open_with(DevicePref::Cpu, None, fake_gpu, opens).unwrap()
+            &open_backend_with(DevicePref::Cpu, None, fake_gpu, opens).unwrap()
         ));
     }
 
     #[test]
     fn auto_takes_the_gpu_of_the_local_rank() {
-        let d = open_with(DevicePref::Auto, Some(3), fake_gpu, opens).unwrap();
+        let d = open_backend_with(DevicePref::Auto, Some(3), fake_gpu, opens).unwrap();
         assert!(matches!(d.device, Device::Cuda(3)), "{d:?}");
         // Rank 3's GPU missing is an error, even for auto: the ranks must not differ.
         let two = |n: usize| if n < 2 { fake_gpu(n) } else { no_gpu(n) };
-        let e = open_with(DevicePref::Auto, Some(3), two, opens).unwrap_err();
+        let e = open_backend_with(DevicePref::Auto, Some(3), two, opens).unwrap_err();
         assert!(e.to_string().starts_with("--device cuda:3:"), "{e}");
     }
 

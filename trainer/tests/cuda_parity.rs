@@ -29,8 +29,8 @@ use stoker_trainer::backend::{
 };
 use stoker_trainer::layer::conv::ConvSpec;
 use stoker_trainer::layer::{
-    BatchNorm2d, BatchNormReluPool, Builder, Conv2d, Ctx, GlobalAvgPool, Layer, Linear, MaxPool2d,
-    Relu, Shape,
+    BatchNorm2d, BatchNormReluPool, Builder, Conv2d, GlobalAvgPool, Layer, Linear, MaxPool2d,
+    ModelBuffers, Relu, Shape,
 };
 use stoker_trainer::rng::Rng;
 use stoker_trainer::tensor::Tensor;
@@ -817,7 +817,7 @@ fn layer_run<B: Backend + 'static, M: MakeLayer>(b: &B, mk: &M, n: usize) -> Vec
     let mut dx = Tensor::zeros(b, &[x0.len()]).unwrap();
     let mut ye = Tensor::zeros(b, &[dy0.len()]).unwrap();
     {
-        let mut cx = Ctx {
+        let mut bufs = ModelBuffers {
             backend: b,
             reg: &reg,
             params: params.buf(),
@@ -825,11 +825,11 @@ fn layer_run<B: Backend + 'static, M: MakeLayer>(b: &B, mk: &M, n: usize) -> Vec
             state_reg: &sreg,
             state: state.buf_mut(),
         };
-        layer.forward(&mut cx, &x, &mut y, n, true).unwrap();
+        layer.forward(&mut bufs, &x, &mut y, n, true).unwrap();
         layer
-            .backward(&mut cx, &x, &y, &mut dy, Some(&mut dx), n)
+            .backward(&mut bufs, &x, &y, &mut dy, Some(&mut dx), n)
             .unwrap();
-        layer.forward(&mut cx, &x, &mut ye, n, false).unwrap();
+        layer.forward(&mut bufs, &x, &mut ye, n, false).unwrap();
     }
     vec![
         y.to_vec(b).unwrap(),

@@ -18,7 +18,7 @@
 use std::path::{Path, PathBuf};
 
 use stoker_augment::Pipeline;
-use stoker_loader::gen::{self, ShapesOptions};
+use stoker_loader::synthetic::{self, ShapesOptions};
 use stoker_loader::{source, Loader, LoaderConfig, Mode};
 use stoker_trainer::backend::cuda::{self, CudaBackend};
 use stoker_trainer::feed::{BatchFeed, DeviceFeed, HostFeed};
@@ -48,7 +48,7 @@ fn shapes(dir: &Path, count: usize, seed: u64) -> PathBuf {
         classes: 4,
         seed,
     };
-    gen::shapes(dir, &opts, |_, _| {}).expect("generate shapes");
+    synthetic::shapes(dir, &opts, |_, _| {}).expect("generate shapes");
     dir.to_path_buf()
 }
 

@@ -9,7 +9,7 @@ use std::sync::{mpsc, Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use stoker_augment::Pipeline;
-use stoker_loader::gen::{self, ShapesOptions};
+use stoker_loader::synthetic::{self, ShapesOptions};
 use stoker_loader::{source, Loader, LoaderConfig, Mode, ShardPolicy};
 use stoker_trainer::train::{TrainConfig, Trainer};
 use stoker_trainer::{
@@ -151,7 +151,7 @@ fn train_two_ranks(average: bool) -> Vec<Result<Vec<f32>, String>> {
             classes: 4,
             seed,
         };
-        gen::shapes(&tmp.path().join(name), &opts, |_, _| {}).unwrap();
+        synthetic::shapes(&tmp.path().join(name), &opts, |_, _| {}).unwrap();
     }
     let (tx, rx) = mpsc::channel();
     for c in Threads::group(2, average) {

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use stoker_augment::Pipeline;
-use stoker_loader::gen::{self, ShapesOptions};
+use stoker_loader::synthetic::{self, ShapesOptions};
 use stoker_loader::{source, Loader, LoaderConfig, Mode};
 use stoker_trainer::train::{History, Stop, TrainConfig, Trainer};
 use stoker_trainer::{
@@ -19,7 +19,7 @@ fn shapes(dir: &Path, count: usize, seed: u64) -> PathBuf {
         classes: 4,
         seed,
     };
-    gen::shapes(dir, &opts, |_, _| {}).expect("generate shapes");
+    synthetic::shapes(dir, &opts, |_, _| {}).expect("generate shapes");
     dir.to_path_buf()
 }
 
@@ -96,7 +96,7 @@ fn resume_case(train: &Path, val: &Path, ckpt: &Path, log_every: u64) {
     // Straight: 3 epochs of 8 steps, async reading.
     let mut straight = trainer(&train, &val, Mode::Async, None, None, log_every);
     assert_eq!(straight.run(&mut ()).unwrap(), Stop::Finished);
-    let n = straight.pos.step;
+    let n = straight.position.step;
     assert_eq!(n, 24);
 
     // Half (12 steps: the middle of epoch 2) with sync reading, checkpoint, then a new
@@ -110,11 +110,11 @@ fn resume_case(train: &Path, val: &Path, ckpt: &Path, log_every: u64) {
         log_every,
     );
     assert_eq!(first.run(&mut ()).unwrap(), Stop::MaxSteps);
-    let state = first.pos.loader.unwrap();
+    let state = first.position.loader.unwrap();
     assert_eq!((state.epoch, state.next_batch), (1, 4));
     let mut second = trainer(&train, &val, Mode::Async, None, None, log_every);
     assert!(!second.load(&ckpt).unwrap(), "same schedule");
-    assert_eq!(second.pos.step, n / 2);
+    assert_eq!(second.position.step, n / 2);
     assert_eq!(second.run(&mut ()).unwrap(), Stop::Finished);
 
     let mut resumed = losses(&first.history);
@@ -138,7 +138,7 @@ fn resume_case(train: &Path, val: &Path, ckpt: &Path, log_every: u64) {
         w1.iter().zip(&w2).all(|(a, b)| a.to_bits() == b.to_bits()),
         "final weights differ"
     );
-    assert_eq!(straight.opt.steps(), second.opt.steps());
+    assert_eq!(straight.optimizer.steps(), second.optimizer.steps());
     // Evaluation uses the batch-norm running statistics: they came back exactly too.
     assert_eq!(straight.evaluate().unwrap(), second.evaluate().unwrap());
 }
@@ -160,5 +160,5 @@ fn resume_rejects_another_loader_configuration() {
         err.contains("trained on 32 samples, this data has 40"),
         "{err}"
     );
-    assert_eq!(t2.pos.step, 0);
+    assert_eq!(t2.position.step, 0);
 }

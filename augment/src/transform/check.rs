@@ -107,7 +107,15 @@ pub(crate) fn validate_as(t: &Transform, part: &str) -> Result<(), SpecError> {
             {
                 err(format!("factor must be a non-negative number, got {f}"))
             }
-            _ => Ok(()),
+            Adjust::Posterize(_)
+            | Adjust::Solarize(_)
+            | Adjust::Equalize
+            | Adjust::AutoContrast
+            | Adjust::Invert
+            | Adjust::Brightness(_)
+            | Adjust::Contrast(_)
+            | Adjust::Color(_)
+            | Adjust::Sharpness(_) => Ok(()),
         },
         Transform::Rotate { degrees, .. } if !within(degrees, 360.0) => err(format!(
             "angle must be within -360..=360 degrees, got {degrees}"
@@ -154,8 +162,14 @@ pub(crate) fn validate_as(t: &Transform, part: &str) -> Result<(), SpecError> {
                 }
                 Ok(())
             }
-            _ => Ok(()),
+            PolicyKind::TrivialAugment | PolicyKind::AutoAugment(_) => Ok(()),
         },
-        _ => Ok(()),
+        // Within range (the guarded arms above took the rest).
+        Transform::Resize(_)
+        | Transform::CenterCrop { .. }
+        | Transform::RandomCrop { .. }
+        | Transform::Pad(_)
+        | Transform::Cutout { .. }
+        | Transform::Rotate { .. } => Ok(()),
     }
 }

@@ -183,7 +183,19 @@ impl Transform {
                 center: None,
                 fill,
             }),
-            _ => None,
+            Transform::Resize(_)
+            | Transform::CenterCrop { .. }
+            | Transform::RandomResizedCrop { .. }
+            | Transform::HorizontalFlip { .. }
+            | Transform::RandomCrop { .. }
+            | Transform::Pad(_)
+            | Transform::ColorJitter(_)
+            | Transform::Grayscale { .. }
+            | Transform::RandomErasing(_)
+            | Transform::Cutout { .. }
+            | Transform::Adjust(_)
+            | Transform::Blur(_)
+            | Transform::Policy(_) => None,
         }
     }
 }

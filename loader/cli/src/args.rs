@@ -79,7 +79,7 @@ pub fn image_size(s: &str) -> Result<u32, String> {
 }
 
 pub fn classes(s: &str) -> Result<usize, String> {
-    count_in(s, 1, stoker_loader::gen::SHAPES.len())
+    count_in(s, 1, stoker_loader::synthetic::SHAPES.len())
 }
 
 /// Shapes per scene at most (as the Python `gen_scenes` takes).

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use stoker_loader::gen::{self, ShapesOptions};
+use stoker_loader::synthetic::{self, ShapesOptions};
 use stoker_loader::Mode;
 
 use crate::args;
@@ -36,10 +36,9 @@ pub struct Args {
 pub fn run(a: Args) -> anyhow::Result<()> {
     // Refuse a bad spec before making or reading anything.
     stoker_augment::Pipeline::parse(&a.transform)?;
-    let dir = a
-        .data
-        .clone()
-        .unwrap_or_else(|| gen::cache_dir().join(format!("shapes-{}-{}", a.size, a.count)));
+    let dir = a.data.clone().unwrap_or_else(|| {
+        stoker_loader::system::cache_dir().join(format!("shapes-{}-{}", a.size, a.count))
+    });
     if !dir.exists() {
         eprintln!(
             "making the demo set: {} shapes of {}px in {}",
@@ -48,7 +47,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             dir.display()
         );
         let bar = crate::progress_bar(a.count as u64, "gen");
-        gen::shapes(
+        synthetic::shapes(
             &dir,
             &ShapesOptions {
                 count: a.count,

@@ -4,7 +4,7 @@ mod args;
 mod bench;
 mod data;
 mod demo;
-mod gen;
+mod generate;
 mod inspect;
 mod pack;
 mod show;
@@ -26,7 +26,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Generate a synthetic data set.
-    Gen(gen::Args),
+    Gen(generate::Args),
     /// Pack a data set into one packed file, or into WebDataset tar shards.
     Pack(pack::Args),
     /// Copy a local file or folder to a URL (s3://, gs://, az://, file://).
@@ -45,7 +45,7 @@ fn main() {
     stoker_loader::malloc::release_large_blocks();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Gen(a) => gen::run(a),
+        Command::Gen(a) => generate::run(a),
         Command::Pack(a) => pack::run(a),
         Command::Upload(a) => upload::run(a),
         Command::Inspect(a) => inspect::run(a),

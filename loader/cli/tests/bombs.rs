@@ -7,7 +7,7 @@ use std::process::Command;
 use image::codecs::jpeg::JpegEncoder;
 use image::codecs::png::PngEncoder;
 use image::{ExtendedColorType, ImageEncoder};
-use stoker_loader::gen::{self, ShapesOptions};
+use stoker_loader::synthetic::{self, ShapesOptions};
 
 fn small_rgb() -> Vec<u8> {
     (0..16 * 16 * 3).map(|i| (i * 7 % 251) as u8).collect()
@@ -62,7 +62,7 @@ fn bombs_are_refused_from_the_header() {
             classes: 2,
             seed: 5,
         };
-        gen::shapes(&data, &opts, |_, _| {}).unwrap();
+        synthetic::shapes(&data, &opts, |_, _| {}).unwrap();
         let class = std::fs::read_dir(&data)
             .unwrap()
             .map(|e| e.unwrap().path())

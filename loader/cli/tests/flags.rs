@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use stoker_loader::gen::{self, ShapesOptions};
+use stoker_loader::synthetic::{self, ShapesOptions};
 
 /// How long one run may take before it counts as a hang.
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -104,7 +104,7 @@ fn shapes(dir: &Path) {
         classes: 3,
         seed: 1,
     };
-    gen::shapes(dir, &opts, |_, _| {}).expect("generate shapes");
+    synthetic::shapes(dir, &opts, |_, _| {}).expect("generate shapes");
 }
 
 #[test]

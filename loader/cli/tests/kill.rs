@@ -24,8 +24,8 @@ fn a_killed_pack_leaves_the_previous_file() {
     let tmp = tempfile::tempdir().unwrap();
     let small = tmp.path().join("small");
     let large = tmp.path().join("large");
-    stoker_loader::gen::write_mnist(&small, 10, 1).unwrap();
-    stoker_loader::gen::write_mnist(&large, 20_000, 2).unwrap();
+    stoker_loader::synthetic::write_mnist(&small, 10, 1).unwrap();
+    stoker_loader::synthetic::write_mnist(&large, 20_000, 2).unwrap();
     let out_dir = tmp.path().join("out");
     std::fs::create_dir(&out_dir).unwrap();
     let out = out_dir.join("set.pack");

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-fn gen(dir: &Path) -> std::path::PathBuf {
+fn shapes_set(dir: &Path) -> std::path::PathBuf {
     let data = dir.join("shapes");
     let out = Command::new(env!("CARGO_BIN_EXE_stoker-load"))
         .args([
@@ -82,7 +82,7 @@ fn an_address_space_limit_bounds_the_batch_buffers() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let data = gen(dir.path());
+    let data = shapes_set(dir.path());
     let limit: usize = 3 << 30;
     let out = bench_under(&format!("ulimit -v {} && exec", limit / 1024), &data);
     assert_refused(&out, limit);
@@ -120,7 +120,7 @@ fn a_cgroup_memory_limit_bounds_the_batch_buffers() {
         }
     }
     let dir = tempfile::tempdir().unwrap();
-    let data = gen(dir.path());
+    let data = shapes_set(dir.path());
     let out = bench_under("exec systemd-run --quiet --scope -p MemoryMax=3G", &data);
     assert_refused(&out, 3 << 30);
 }

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use s3_support::Moto;
-use stoker_loader::gen::{self, ShapesOptions};
+use stoker_loader::synthetic::{self, ShapesOptions};
 
 fn run(moto: &Moto, args: &[&str]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_stoker-load"));
@@ -71,7 +71,7 @@ fn pack_bench_and_inspect_through_s3() {
         classes: 3,
         seed: 1,
     };
-    gen::shapes(&folder, &opts, |_, _| {}).unwrap();
+    synthetic::shapes(&folder, &opts, |_, _| {}).unwrap();
     let shards = dir.path().join("shards");
     ok(
         &moto,

@@ -33,8 +33,9 @@ impl Cursor {
         self.plan.epoch
     }
 
-    /// The first batch not yet delivered.
-    pub fn next_batch(&self) -> usize {
+    /// Where the cursor stands in its epoch: the index of the first batch not yet
+    /// delivered (what [`Loader::next_batch`] delivers next).
+    pub fn position(&self) -> usize {
         self.next
     }
 
@@ -330,7 +331,7 @@ mod tests {
             }
             let (mut b, _) = loader(mode, true);
             let mut c = b.start_epoch(1);
-            assert_eq!((c.epoch(), c.next_batch(), c.len()), (1, 0, 4));
+            assert_eq!((c.epoch(), c.position(), c.len()), (1, 0, 4));
             assert_eq!(digest_all(&mut b, &mut c), d.hex(), "{mode}");
             assert!(c.is_done());
             assert!(matches!(b.next_batch_within(&mut c, None), Next::End));
@@ -347,7 +348,7 @@ mod tests {
             Next::TimedOut
         ));
         assert!(t0.elapsed() >= Duration::from_millis(30));
-        assert_eq!(c.next_batch(), 0, "a timeout does not move the cursor");
+        assert_eq!(c.position(), 0, "a timeout does not move the cursor");
         gate.store(true, Ordering::SeqCst);
         let got = loop {
             match l.next_batch_within(&mut c, Some(Duration::from_millis(30))) {

@@ -420,17 +420,19 @@ mod tests {
         let state = AutoState::new(3, 8, 64);
         let counters = Counters::default();
         assert_eq!(state.workers(), 3, "starts with the whole budget");
-        let mut t = Tuner::new(&counters);
+        // The test's own clock: batches 6 ms apart, whatever the machine does.
+        let mut now = Instant::now();
+        let mut t = Tuner::starting(&counters, now);
         let mut changes = Vec::new();
         for _ in 0..3 * WINDOW {
             // The consumer never waits and the queue is full: workers are given back.
-            if let Some(n) = t.on_batch(&state, &counters, Duration::ZERO, 2, 2) {
+            now += Duration::from_millis(6);
+            if let Some(n) = t.on_batch_at(&state, &counters, Duration::ZERO, 2, 2, now) {
                 changes.push(n);
             }
         }
         assert_eq!(changes, [2, 1], "one a window, never below one");
         changes.clear();
-        let mut now = Instant::now();
         for _ in 0..3 * WINDOW {
             // The consumer waits for every batch: the tuner adds workers up to 3.
             now += Duration::from_millis(6);
@@ -444,7 +446,9 @@ mod tests {
         assert_eq!(state.changes().len(), 4);
         state.freeze();
         for _ in 0..2 * WINDOW {
-            assert_eq!(t.on_batch(&state, &counters, Duration::ZERO, 2, 2), None);
+            now += Duration::from_millis(6);
+            let next = t.on_batch_at(&state, &counters, Duration::ZERO, 2, 2, now);
+            assert_eq!(next, None);
         }
         assert_eq!(state.workers(), 3);
     }

@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use stoker_loader::gen::{self, ScenesOptions, ShapesOptions};
+use stoker_loader::synthetic::{self, ScenesOptions, ShapesOptions};
 
 /// Side of the demo images: small enough that the convnet trains in about two
 /// minutes on two CPU cores, large enough that the ten shapes stay distinct.
@@ -19,7 +19,7 @@ pub const TRANSFORM: &str = "crop:32:pad=4,flip";
 
 /// The demo's (train, val) folders, generated first when missing.
 pub fn ensure() -> anyhow::Result<(PathBuf, PathBuf)> {
-    let root = gen::cache_dir().join(format!("train-shapes-{SIZE}px"));
+    let root = stoker_loader::system::cache_dir().join(format!("train-shapes-{SIZE}px"));
     let train = root.join("train");
     let val = root.join("val");
     // Different seeds: the validation images are drawn independently of the training ones.
@@ -37,13 +37,13 @@ pub const SCENES_TRANSFORM: &str = "flip";
 
 /// The multi-label demo's (train, val) manifests, generated first when missing.
 pub fn ensure_scenes() -> anyhow::Result<(PathBuf, PathBuf)> {
-    let root = gen::cache_dir().join(format!("train-scenes-{SIZE}px"));
+    let root = stoker_loader::system::cache_dir().join(format!("train-scenes-{SIZE}px"));
     let (train, val) = (root.join("train"), root.join("val"));
     make_with(&train, TRAIN_COUNT, "scenes", |dir, bar| {
-        gen::scenes(dir, &scenes_options(TRAIN_COUNT, 1), bar).map(|_| ())
+        synthetic::scenes(dir, &scenes_options(TRAIN_COUNT, 1), bar).map(|_| ())
     })?;
     make_with(&val, VAL_COUNT, "scenes", |dir, bar| {
-        gen::scenes(dir, &scenes_options(VAL_COUNT, 2), bar).map(|_| ())
+        synthetic::scenes(dir, &scenes_options(VAL_COUNT, 2), bar).map(|_| ())
     })?;
     Ok((train.join("train.jsonl"), val.join("train.jsonl")))
 }
@@ -61,7 +61,7 @@ fn scenes_options(count: usize, seed: u64) -> ScenesOptions {
 
 fn make(dir: &Path, count: usize, seed: u64) -> anyhow::Result<()> {
     make_with(dir, count, "shapes", |dir, bar| {
-        gen::shapes(
+        synthetic::shapes(
             dir,
             &ShapesOptions {
                 count,
@@ -80,7 +80,7 @@ fn make_with(
     dir: &Path,
     count: usize,
     what: &str,
-    generate: impl FnOnce(&Path, &mut dyn FnMut(usize, usize)) -> Result<(), gen::GenError>,
+    generate: impl FnOnce(&Path, &mut dyn FnMut(usize, usize)) -> Result<(), synthetic::GenError>,
 ) -> anyhow::Result<()> {
     // The generators write to a temporary folder and rename it when complete, so an
     // existing folder is a whole one.

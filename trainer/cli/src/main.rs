@@ -18,7 +18,7 @@ use anyhow::bail;
 use clap::Parser;
 use stoker_trainer::model::Target;
 use stoker_trainer::{
-    feed, open_device, BatchFeed, CpuBackend, Device, DevicePref, HostFeed, Launch,
+    feed, open_backend, BatchFeed, CpuBackend, Device, DevicePref, HostFeed, Launch,
 };
 
 use args::{Args, TargetArg};
@@ -124,7 +124,7 @@ fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
         s => DevicePref::from_str(s).map_err(anyhow::Error::msg)?,
     };
     let local = (cluster.world() > 1).then_some(cluster.launch.local_rank);
-    let opened = open_device(pref, local)?;
+    let opened = open_backend(pref, local)?;
     say(&format!(
         "{} (JPEG decoder: {})",
         opened.reason,

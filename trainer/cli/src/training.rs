@@ -211,14 +211,14 @@ fn train_once<B: Backend + Clone + 'static>(
         say(&format!(
             "resumed from {}: step {}, epoch {}, batch {}",
             path.display(),
-            trainer.pos.step,
-            trainer.pos.epoch + 1,
-            trainer.pos.loader.as_ref().map_or(0, |s| s.next_batch)
+            trainer.position.step,
+            trainer.position.epoch + 1,
+            trainer.position.loader.as_ref().map_or(0, |s| s.next_batch)
         ));
         if changed {
             say("note: the learning-rate schedule differs from the checkpoint's (other --epochs, --lr, --batch-size or number of ranks?): the run goes on with this one");
         }
-        if trainer.pos.epoch >= a.epochs {
+        if trainer.position.epoch >= a.epochs {
             say(&format!(
                 "the checkpoint has finished all {} epochs: nothing to train",
                 a.epochs
@@ -240,7 +240,7 @@ fn train_once<B: Backend + Clone + 'static>(
     if stop == Stop::MaxSteps {
         say(&format!(
             "stopped after {} steps (--max-steps)",
-            trainer.pos.step
+            trainer.position.step
         ));
     }
     if let Some(path) = &a.checkpoint {

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use stoker_loader::gen::{self, ShapesOptions};
+use stoker_loader::synthetic::{self, ShapesOptions};
 use stoker_trainer::backend::cuda;
 
 fn shapes(dir: &Path, count: usize, seed: u64) -> PathBuf {
@@ -15,7 +15,7 @@ fn shapes(dir: &Path, count: usize, seed: u64) -> PathBuf {
         classes: 4,
         seed,
     };
-    gen::shapes(dir, &opts, |_, _| {}).expect("generate shapes");
+    synthetic::shapes(dir, &opts, |_, _| {}).expect("generate shapes");
     dir.to_path_buf()
 }
 

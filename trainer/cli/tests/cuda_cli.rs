@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use stoker_loader::gen::{self, ShapesOptions};
+use stoker_loader::synthetic::{self, ShapesOptions};
 use stoker_trainer::backend::cuda::{self, CudaBackend};
 
 /// A CUDA backend on device 0, or `None` with `SKIPPED: ...` printed.
@@ -28,7 +28,7 @@ fn shapes(dir: &Path, count: usize, seed: u64) -> PathBuf {
         classes: 4,
         seed,
     };
-    gen::shapes(dir, &opts, |_, _| {}).expect("generate shapes");
+    synthetic::shapes(dir, &opts, |_, _| {}).expect("generate shapes");
     dir.to_path_buf()
 }
 

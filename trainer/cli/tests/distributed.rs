@@ -3,7 +3,8 @@
 //! hangs must end the job in bounded time; checkpoints move between rank counts.
 //!
 //! These tests need a build with `--features mpi` and OpenMPI's `mpirun` (`.ci/run`
-//! installs it and runs them); in a build without the feature they say SKIPPED.
+//! installs it and runs them: `cargo test -p stoker-train --features mpi --test
+//! distributed`); a build without the feature has only the test that needs no mpirun.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -75,15 +76,6 @@ fn flags_without_mpirun_are_a_clear_error() {
     );
 }
 
-#[cfg(not(feature = "mpi"))]
-#[test]
-fn mpirun_tests_skipped_without_the_mpi_feature() {
-    eprintln!(
-        "SKIPPED: the mpirun tests need `--features mpi` (run: cargo test -p stoker-train \
-         --features mpi --test distributed)"
-    );
-}
-
 #[cfg(feature = "mpi")]
 mod mpi {
     use super::*;
@@ -91,7 +83,7 @@ mod mpi {
     use std::path::PathBuf;
     use std::time::{Duration, Instant};
 
-    use stoker_loader::gen::{self, ShapesOptions};
+    use stoker_loader::synthetic::{self, ShapesOptions};
 
     fn shapes(dir: &Path, count: usize) -> PathBuf {
         let opts = ShapesOptions {
@@ -100,7 +92,7 @@ mod mpi {
             classes: 4,
             seed: 5,
         };
-        gen::shapes(dir, &opts, |_, _| {}).expect("generate shapes");
+        synthetic::shapes(dir, &opts, |_, _| {}).expect("generate shapes");
         dir.to_path_buf()
     }
 

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use stoker_loader::gen::{self, ShapesOptions};
+use stoker_loader::synthetic::{self, ShapesOptions};
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -93,7 +93,7 @@ fn every_flag_with_absurd_values() {
         classes: 3,
         seed: 1,
     };
-    gen::shapes(&data, &opts, |_, _| {}).expect("generate shapes");
+    synthetic::shapes(&data, &opts, |_, _| {}).expect("generate shapes");
     let d = data.to_str().unwrap();
     // Everything small and one step long, so that accepted values finish at once.
     let base = |skip: &str| -> Vec<String> {
@@ -204,7 +204,7 @@ fn every_flag_with_absurd_values() {
     // limit (three quarters of RAM; the convnet at 64 px, batch 65536, asks for about
     // 80 GB) is an error when the model is built, not the OOM killer once its pages
     // are touched. (A machine with more than 100 GB would train it: not checked there.)
-    let ram = stoker_loader::config::physical_memory().unwrap_or(0);
+    let ram = stoker_loader::system::physical_memory().unwrap_or(0);
     if ram > 100 << 30 {
         eprintln!("SKIPPED: the memory-limit case needs a machine under 100 GB of RAM");
         return;
@@ -236,7 +236,7 @@ fn mixing_flags_train_or_say_why_not() {
         classes: 3,
         seed: 1,
     };
-    gen::shapes(&data, &opts, |_, _| {}).expect("generate shapes");
+    synthetic::shapes(&data, &opts, |_, _| {}).expect("generate shapes");
     let d = data.to_str().unwrap();
     let base = s(&[
         "--data",

@@ -8,9 +8,9 @@ mod s3_support;
 use std::process::Command;
 
 use s3_support::Moto;
-use stoker_loader::gen::{self, ShapesOptions};
 use stoker_loader::source::{self, tar};
 use stoker_loader::storage;
+use stoker_loader::synthetic::{self, ShapesOptions};
 
 #[test]
 fn trains_from_tar_shards_and_a_packed_file_in_s3() {
@@ -27,7 +27,7 @@ fn trains_from_tar_shards_and_a_packed_file_in_s3() {
             classes: 4,
             seed,
         };
-        gen::shapes(&dir.path().join(name), &opts, |_, _| {}).unwrap();
+        synthetic::shapes(&dir.path().join(name), &opts, |_, _| {}).unwrap();
     }
     let train = source::open(&dir.path().join("train"), true).unwrap();
     let shards = dir.path().join("shards");

@@ -1,7 +1,7 @@
 //! A standalone ReLU, for places no fused op covers.
 
 use crate::backend::{BResult, Backend};
-use crate::layer::{Ctx, Layer, Shape};
+use crate::layer::{Layer, ModelBuffers, Shape};
 use crate::tensor::Tensor;
 
 /// `y = max(x, 0)` element-wise, shape unchanged; no parameters.
@@ -31,19 +31,19 @@ impl<B: Backend> Layer<B> for Relu {
 
     fn forward(
         &mut self,
-        cx: &mut Ctx<'_, B>,
+        bufs: &mut ModelBuffers<'_, B>,
         x: &Tensor<B>,
         y: &mut Tensor<B>,
         n: usize,
         _train: bool,
     ) -> BResult<()> {
-        cx.backend
+        bufs.backend
             .relu_forward(x.view(), y.view_mut(), n * self.shape.numel())
     }
 
     fn backward(
         &mut self,
-        cx: &mut Ctx<'_, B>,
+        bufs: &mut ModelBuffers<'_, B>,
         _x: &Tensor<B>,
         y: &Tensor<B>,
         dy: &mut Tensor<B>,
@@ -51,10 +51,12 @@ impl<B: Backend> Layer<B> for Relu {
         n: usize,
     ) -> BResult<()> {
         match dx {
-            Some(dx) => {
-                cx.backend
-                    .relu_backward(y.view(), dy.view(), dx.view_mut(), n * self.shape.numel())
-            }
+            Some(dx) => bufs.backend.relu_backward(
+                y.view(),
+                dy.view(),
+                dx.view_mut(),
+                n * self.shape.numel(),
+            ),
             None => Ok(()),
         }
     }

@@ -7,7 +7,7 @@
 use crate::backend::{BResult, Backend, BackendError, BnPoolGeom, In, Out};
 use crate::error::{config, Result};
 use crate::layer::norm::BnParams;
-use crate::layer::{Builder, Ctx, Layer, Shape};
+use crate::layer::{Builder, Layer, ModelBuffers, Shape};
 use crate::tensor::Tensor;
 
 /// `maxpool2x2(relu(batchnorm(x)))` over `[c, n, h, w]`, giving `[c, n, h / 2, w / 2]`.
@@ -80,7 +80,7 @@ impl<B: Backend> Layer<B> for BatchNormReluPool<B> {
 
     fn forward(
         &mut self,
-        cx: &mut Ctx<'_, B>,
+        bufs: &mut ModelBuffers<'_, B>,
         x: &Tensor<B>,
         y: &mut Tensor<B>,
         n: usize,
@@ -88,12 +88,12 @@ impl<B: Backend> Layer<B> for BatchNormReluPool<B> {
     ) -> BResult<()> {
         let (goff, roff) = self
             .params
-            .offsets(cx, self.input.c, "bn_relu_pool", &self.name)?;
+            .offsets(bufs, self.input.c, "bn_relu_pool", &self.name)?;
         let g = self.geom(n);
-        cx.backend.bn_relu_pool_forward(
+        bufs.backend.bn_relu_pool_forward(
             x.view(),
-            In::at(cx.params, goff),
-            Out::at(cx.state, roff),
+            In::at(bufs.params, goff),
+            Out::at(bufs.state, roff),
             self.saved.view_mut(),
             y.view_mut(),
             Out::new(&mut self.winners),
@@ -105,7 +105,7 @@ impl<B: Backend> Layer<B> for BatchNormReluPool<B> {
 
     fn backward(
         &mut self,
-        cx: &mut Ctx<'_, B>,
+        bufs: &mut ModelBuffers<'_, B>,
         x: &Tensor<B>,
         _y: &Tensor<B>,
         dy: &mut Tensor<B>,
@@ -114,7 +114,7 @@ impl<B: Backend> Layer<B> for BatchNormReluPool<B> {
     ) -> BResult<()> {
         let (goff, _) = self
             .params
-            .offsets(cx, self.input.c, "bn_relu_pool", &self.name)?;
+            .offsets(bufs, self.input.c, "bn_relu_pool", &self.name)?;
         // The parameter gradients come out of the same pass as dx, so dx is required.
         let Some(dx) = dx else {
             return Err(BackendError::Op {
@@ -123,13 +123,13 @@ impl<B: Backend> Layer<B> for BatchNormReluPool<B> {
             });
         };
         let g = self.geom(n);
-        cx.backend.bn_relu_pool_backward(
+        bufs.backend.bn_relu_pool_backward(
             x.view(),
             dy.view(),
             In::new(&self.winners),
-            In::at(cx.params, goff),
+            In::at(bufs.params, goff),
             self.saved.view(),
-            Out::at(cx.grads, goff),
+            Out::at(bufs.grads, goff),
             dx.view_mut(),
             self.scratch.view_mut(),
             g,
@@ -191,7 +191,7 @@ mod tests {
         for l in layers.iter() {
             acts.push(Tensor::zeros(b, &[l.out_shape().numel() * n]).unwrap());
         }
-        let mut cx = Ctx {
+        let mut bufs = ModelBuffers {
             backend: b,
             reg: &reg,
             params: params.buf(),
@@ -201,20 +201,20 @@ mod tests {
         };
         for (i, l) in layers.iter_mut().enumerate() {
             let (lo, hi) = acts.split_at_mut(i + 1);
-            l.forward(&mut cx, &lo[i], &mut hi[0], n, true).unwrap();
+            l.forward(&mut bufs, &lo[i], &mut hi[0], n, true).unwrap();
         }
         let y = acts.last().unwrap().to_vec(b).unwrap();
         let mut d = Tensor::from_slice(b, &[dy0.len()], dy0).unwrap();
         for (i, l) in layers.iter_mut().enumerate().rev() {
             let mut dx = Tensor::zeros(b, &[acts[i].len()]).unwrap();
-            l.backward(&mut cx, &acts[i], &acts[i + 1], &mut d, Some(&mut dx), n)
+            l.backward(&mut bufs, &acts[i], &acts[i + 1], &mut d, Some(&mut dx), n)
                 .unwrap();
             d = dx;
         }
         let dx = d.to_vec(b).unwrap();
         for (i, l) in layers.iter_mut().enumerate() {
             let (lo, hi) = acts.split_at_mut(i + 1);
-            l.forward(&mut cx, &lo[i], &mut hi[0], n, false).unwrap();
+            l.forward(&mut bufs, &lo[i], &mut hi[0], n, false).unwrap();
         }
         let ye = acts.last().unwrap().to_vec(b).unwrap();
         vec![

@@ -6,7 +6,7 @@
 
 use crate::backend::{BResult, Backend, ColLayout, ConvGeom, In, Out};
 use crate::error::{config, Result};
-use crate::layer::{Builder, Ctx, Layer, Shape};
+use crate::layer::{Builder, Layer, ModelBuffers, Shape};
 use crate::param::{Init, ParamId};
 use crate::tensor::Tensor;
 
@@ -136,7 +136,7 @@ impl<B: Backend> Layer<B> for Conv2d<B> {
 
     fn forward(
         &mut self,
-        cx: &mut Ctx<'_, B>,
+        bufs: &mut ModelBuffers<'_, B>,
         x: &Tensor<B>,
         y: &mut Tensor<B>,
         n: usize,
@@ -144,9 +144,9 @@ impl<B: Backend> Layer<B> for Conv2d<B> {
     ) -> BResult<()> {
         let g = self.geom(n);
         let ohw = g.out_h() * g.out_w();
-        cx.backend.conv_forward(
+        bufs.backend.conv_forward(
             x.view(),
-            cx.param(self.w),
+            bufs.param(self.w),
             g,
             self.cout,
             y.view_mut(),
@@ -154,8 +154,8 @@ impl<B: Backend> Layer<B> for Conv2d<B> {
         )?;
         self.scratch_valid = train;
         if self.b.is_some() || self.relu {
-            let bias = self.b.map(|b| cx.param(b));
-            cx.backend
+            let bias = self.b.map(|b| bufs.param(b));
+            bufs.backend
                 .bias_act_forward(y.view_mut(), bias, self.cout, n * ohw, self.relu)?;
         }
         Ok(())
@@ -163,31 +163,31 @@ impl<B: Backend> Layer<B> for Conv2d<B> {
 
     fn backward(
         &mut self,
-        cx: &mut Ctx<'_, B>,
+        bufs: &mut ModelBuffers<'_, B>,
         x: &Tensor<B>,
         y: &Tensor<B>,
         dy: &mut Tensor<B>,
         dx: Option<&mut Tensor<B>>,
         n: usize,
     ) -> BResult<()> {
-        let b = cx.backend;
+        let b = bufs.backend;
         let g = self.geom(n);
         let ohw = g.out_h() * g.out_w();
         if self.b.is_some() || self.relu {
-            let db = self.b.map(|id| cx.grad(id));
+            let db = self.b.map(|id| bufs.grad(id));
             b.bias_act_backward(y.view(), dy.view_mut(), db, self.cout, n * ohw, self.relu)?;
         }
         let reuse = std::mem::take(&mut self.scratch_valid);
         // Parameters and gradients live in different buffers: the weights are read
         // while their gradient is written.
-        let off = cx.reg.offset(self.w);
+        let off = bufs.reg.offset(self.w);
         b.conv_backward(
             x.view(),
-            In::at(cx.params, off),
+            In::at(bufs.params, off),
             dy.view(),
             g,
             self.cout,
-            Out::at(cx.grads, off),
+            Out::at(bufs.grads, off),
             dx.map(|d| d.view_mut()),
             self.scratch.view_mut(),
             reuse,

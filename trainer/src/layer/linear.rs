@@ -3,7 +3,7 @@
 
 use crate::backend::{BResult, Backend, Gemm};
 use crate::error::{config, Result};
-use crate::layer::{Builder, Ctx, Layer, Shape};
+use crate::layer::{Builder, Layer, ModelBuffers, Shape};
 use crate::param::{Init, ParamId};
 use crate::tensor::Tensor;
 
@@ -11,8 +11,8 @@ use crate::tensor::Tensor;
 /// `<name>.weight` `[out, in]` (decayed) and `<name>.bias` `[out]`.
 pub struct Linear {
     name: String,
-    inf: usize,
-    outf: usize,
+    in_features: usize,
+    out_features: usize,
     relu: bool,
     w: ParamId,
     b: ParamId,
@@ -25,28 +25,31 @@ impl Linear {
         bld: &mut Builder<'_, B>,
         name: &str,
         input: Shape,
-        outf: usize,
+        out_features: usize,
         relu: bool,
     ) -> Result<Self> {
-        if input.h != 1 || input.w != 1 || input.c == 0 || outf == 0 {
+        if input.h != 1 || input.w != 1 || input.c == 0 || out_features == 0 {
             return Err(config(
                 name,
                 format!(
-                    "linear needs a non-empty vector input and output, got {input:?} -> {outf}"
+                    "linear needs a non-empty vector input and output, got {input:?} -> {out_features}"
                 ),
             ));
         }
         let init = Init::FanInUniform { fan_in: input.c };
-        let w = bld
-            .params
-            .add(&format!("{name}.weight"), &[outf, input.c], init, true);
+        let w = bld.params.add(
+            &format!("{name}.weight"),
+            &[out_features, input.c],
+            init,
+            true,
+        );
         let b = bld
             .params
-            .add(&format!("{name}.bias"), &[outf], init, false);
+            .add(&format!("{name}.bias"), &[out_features], init, false);
         Ok(Self {
             name: name.to_string(),
-            inf: input.c,
-            outf,
+            in_features: input.c,
+            out_features,
             relu,
             w,
             b,
@@ -60,25 +63,25 @@ impl<B: Backend> Layer<B> for Linear {
     }
 
     fn out_shape(&self) -> Shape {
-        Shape::vector(self.outf)
+        Shape::vector(self.out_features)
     }
 
     fn forward(
         &mut self,
-        cx: &mut Ctx<'_, B>,
+        bufs: &mut ModelBuffers<'_, B>,
         x: &Tensor<B>,
         y: &mut Tensor<B>,
         n: usize,
         _train: bool,
     ) -> BResult<()> {
         // y[out, n] = W[out, in] x[in, n]
-        let g = Gemm::dense(false, false, self.outf, n, self.inf);
-        cx.backend
-            .gemm(g, cx.param(self.w), x.view(), y.view_mut())?;
-        cx.backend.bias_act_forward(
+        let g = Gemm::dense(false, false, self.out_features, n, self.in_features);
+        bufs.backend
+            .gemm(g, bufs.param(self.w), x.view(), y.view_mut())?;
+        bufs.backend.bias_act_forward(
             y.view_mut(),
-            Some(cx.param(self.b)),
-            self.outf,
+            Some(bufs.param(self.b)),
+            self.out_features,
             n,
             self.relu,
         )
@@ -86,30 +89,30 @@ impl<B: Backend> Layer<B> for Linear {
 
     fn backward(
         &mut self,
-        cx: &mut Ctx<'_, B>,
+        bufs: &mut ModelBuffers<'_, B>,
         x: &Tensor<B>,
         y: &Tensor<B>,
         dy: &mut Tensor<B>,
         dx: Option<&mut Tensor<B>>,
         n: usize,
     ) -> BResult<()> {
-        let (b, w, bias) = (cx.backend, self.w, self.b);
+        let (b, w, bias) = (bufs.backend, self.w, self.b);
         // dz = dy * relu'(z), in place; db = row sums of dz.
         b.bias_act_backward(
             y.view(),
             dy.view_mut(),
-            Some(cx.grad(bias)),
-            self.outf,
+            Some(bufs.grad(bias)),
+            self.out_features,
             n,
             self.relu,
         )?;
         // dW[out, in] = dz[out, n] x[in, n]^T
-        let g = Gemm::dense(false, true, self.outf, self.inf, n);
-        b.gemm(g, dy.view(), x.view(), cx.grad(w))?;
+        let g = Gemm::dense(false, true, self.out_features, self.in_features, n);
+        b.gemm(g, dy.view(), x.view(), bufs.grad(w))?;
         if let Some(dx) = dx {
             // dx[in, n] = W[out, in]^T dz[out, n]
-            let g = Gemm::dense(true, false, self.inf, n, self.outf);
-            b.gemm(g, cx.param(w), dy.view(), dx.view_mut())?;
+            let g = Gemm::dense(true, false, self.in_features, n, self.out_features);
+            b.gemm(g, bufs.param(w), dy.view(), dx.view_mut())?;
         }
         Ok(())
     }

@@ -87,7 +87,7 @@ impl<'a, B: Backend> Builder<'a, B> {
 }
 
 /// The model's flat buffers, lent to a layer for one call.
-pub struct Ctx<'a, B: Backend> {
+pub struct ModelBuffers<'a, B: Backend> {
     /// The backend that runs the layer's ops.
     pub backend: &'a B,
     /// Layout of `params` and `grads`.
@@ -102,7 +102,7 @@ pub struct Ctx<'a, B: Backend> {
     pub state: &'a mut B::Buf<f32>,
 }
 
-impl<B: Backend> Ctx<'_, B> {
+impl<B: Backend> ModelBuffers<'_, B> {
     /// A parameter's values.
     pub fn param(&self, id: ParamId) -> In<'_, B> {
         In::at(self.params, self.reg.offset(id))
@@ -127,7 +127,7 @@ pub trait Layer<B: Backend>: Send {
     /// `y = f(x)`; `train` selects batch statistics over running ones.
     fn forward(
         &mut self,
-        cx: &mut Ctx<'_, B>,
+        bufs: &mut ModelBuffers<'_, B>,
         x: &Tensor<B>,
         y: &mut Tensor<B>,
         n: usize,
@@ -138,7 +138,7 @@ pub trait Layer<B: Backend>: Send {
     /// same batch.
     fn backward(
         &mut self,
-        cx: &mut Ctx<'_, B>,
+        bufs: &mut ModelBuffers<'_, B>,
         x: &Tensor<B>,
         y: &Tensor<B>,
         dy: &mut Tensor<B>,
@@ -210,7 +210,7 @@ pub(crate) mod gradcheck {
                     state: &mut Tensor<CpuBackend>,
                     x: &Tensor<CpuBackend>,
                     y: &mut Tensor<CpuBackend>| {
-            let mut cx = Ctx {
+            let mut bufs = ModelBuffers {
                 backend: &b,
                 reg: &reg,
                 params: params.buf(),
@@ -218,7 +218,7 @@ pub(crate) mod gradcheck {
                 state_reg: &sreg,
                 state: state.buf_mut(),
             };
-            layer.forward(&mut cx, x, y, n, true).unwrap();
+            layer.forward(&mut bufs, x, y, n, true).unwrap();
             let yv = y.to_vec(&b).unwrap();
             yv.iter()
                 .zip(&r)
@@ -229,7 +229,7 @@ pub(crate) mod gradcheck {
         loss(&mut layer, &params, &mut grads, &mut state, &x, &mut y);
         b.upload(&r, dy.view_mut()).unwrap();
         {
-            let mut cx = Ctx {
+            let mut bufs = ModelBuffers {
                 backend: &b,
                 reg: &reg,
                 params: params.buf(),
@@ -238,7 +238,7 @@ pub(crate) mod gradcheck {
                 state: state.buf_mut(),
             };
             layer
-                .backward(&mut cx, &x, &y, &mut dy, Some(&mut dx), n)
+                .backward(&mut bufs, &x, &y, &mut dy, Some(&mut dx), n)
                 .unwrap();
         }
         let dxv = dx.to_vec(&b).unwrap();

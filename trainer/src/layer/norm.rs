@@ -4,7 +4,7 @@
 
 use crate::backend::{BResult, Backend, BackendError, BnGeom, DataLayout, In, Out};
 use crate::error::{config, Result};
-use crate::layer::{Builder, Ctx, Layer, Shape};
+use crate::layer::{Builder, Layer, ModelBuffers, Shape};
 use crate::param::{Init, ParamId};
 use crate::tensor::Tensor;
 
@@ -57,14 +57,15 @@ impl BnParams {
     /// after checking that each pair is contiguous (`op` and `layer` name a failure).
     pub(super) fn offsets<B: Backend>(
         &self,
-        cx: &Ctx<'_, B>,
+        bufs: &ModelBuffers<'_, B>,
         c: usize,
         op: &'static str,
         layer: &str,
     ) -> BResult<(usize, usize)> {
-        let goff = cx.reg.offset(self.gamma);
-        let roff = cx.state_reg.offset(self.running_mean);
-        if cx.reg.offset(self.beta) == goff + c && cx.state_reg.offset(self.running_var) == roff + c
+        let goff = bufs.reg.offset(self.gamma);
+        let roff = bufs.state_reg.offset(self.running_mean);
+        if bufs.reg.offset(self.beta) == goff + c
+            && bufs.state_reg.offset(self.running_var) == roff + c
         {
             Ok((goff, roff))
         } else {
@@ -117,7 +118,7 @@ impl<B: Backend> Layer<B> for BatchNorm2d<B> {
 
     fn forward(
         &mut self,
-        cx: &mut Ctx<'_, B>,
+        bufs: &mut ModelBuffers<'_, B>,
         x: &Tensor<B>,
         y: &mut Tensor<B>,
         n: usize,
@@ -125,12 +126,12 @@ impl<B: Backend> Layer<B> for BatchNorm2d<B> {
     ) -> BResult<()> {
         let (goff, roff) = self
             .params
-            .offsets(cx, self.shape.c, "batchnorm", &self.name)?;
+            .offsets(bufs, self.shape.c, "batchnorm", &self.name)?;
         let g = self.geom(n);
-        cx.backend.batchnorm_forward(
+        bufs.backend.batchnorm_forward(
             x.view(),
-            In::at(cx.params, goff),
-            Out::at(cx.state, roff),
+            In::at(bufs.params, goff),
+            Out::at(bufs.state, roff),
             self.saved.view_mut(),
             y.view_mut(),
             g,
@@ -140,7 +141,7 @@ impl<B: Backend> Layer<B> for BatchNorm2d<B> {
 
     fn backward(
         &mut self,
-        cx: &mut Ctx<'_, B>,
+        bufs: &mut ModelBuffers<'_, B>,
         x: &Tensor<B>,
         y: &Tensor<B>,
         dy: &mut Tensor<B>,
@@ -149,19 +150,19 @@ impl<B: Backend> Layer<B> for BatchNorm2d<B> {
     ) -> BResult<()> {
         let (goff, _) = self
             .params
-            .offsets(cx, self.shape.c, "batchnorm", &self.name)?;
+            .offsets(bufs, self.shape.c, "batchnorm", &self.name)?;
         // The parameter gradients need the same pass as dx; with no dx wanted, the
         // input gradient goes to dy (no longer needed) instead of a scratch buffer.
-        let b = cx.backend;
+        let b = bufs.backend;
         let g = self.geom(n);
         match dx {
             Some(dx) => b.batchnorm_backward(
                 x.view(),
                 y.view(),
                 dy.view(),
-                In::at(cx.params, goff),
+                In::at(bufs.params, goff),
                 self.saved.view(),
-                Out::at(cx.grads, goff),
+                Out::at(bufs.grads, goff),
                 dx.view_mut(),
                 g,
             ),
@@ -293,7 +294,7 @@ mod tests {
         let mut st = Tensor::from_slice(&b, &[2], &bld.state.init_values(0)).unwrap();
         let x = Tensor::from_slice(&b, &[4], &[1.0, 2.0, 3.0, 4.0]).unwrap();
         let mut y = Tensor::zeros(&b, &[4]).unwrap();
-        let mut cx = Ctx {
+        let mut bufs = ModelBuffers {
             backend: &b,
             reg: &bld.params,
             params: p.buf(),
@@ -301,7 +302,7 @@ mod tests {
             state_reg: &bld.state,
             state: st.buf_mut(),
         };
-        bn.forward(&mut cx, &x, &mut y, 2, true).unwrap();
+        bn.forward(&mut bufs, &x, &mut y, 2, true).unwrap();
         let yv = y.to_vec(&b).unwrap();
         let mean: f32 = yv.iter().sum::<f32>() / 4.0;
         assert!(mean.abs() < 1e-6);
@@ -310,7 +311,7 @@ mod tests {
         assert!((sv[0] - 0.25).abs() < 1e-6, "{sv:?}");
         assert!((sv[1] - (0.9 + 0.1 * 5.0 / 3.0)).abs() < 1e-6, "{sv:?}");
         // Eval uses running stats: y = (x - 0.25) / sqrt(var + eps).
-        let mut cx = Ctx {
+        let mut bufs = ModelBuffers {
             backend: &b,
             reg: &bld.params,
             params: p.buf(),
@@ -318,7 +319,7 @@ mod tests {
             state_reg: &bld.state,
             state: st.buf_mut(),
         };
-        bn.forward(&mut cx, &x, &mut y, 2, false).unwrap();
+        bn.forward(&mut bufs, &x, &mut y, 2, false).unwrap();
         let yv = y.to_vec(&b).unwrap();
         let want = (1.0 - 0.25) / (sv[1] + 1e-5).sqrt();
         assert!((yv[0] - want).abs() < 1e-5);

@@ -3,7 +3,7 @@
 
 use crate::backend::{BResult, Backend, In, Out, PoolGeom};
 use crate::error::{config, Result};
-use crate::layer::{Builder, Ctx, Layer, Shape};
+use crate::layer::{Builder, Layer, ModelBuffers, Shape};
 use crate::tensor::Tensor;
 
 /// Max pooling with a `k x k` window over `[c, n, h, w]` (no padding), giving
@@ -67,20 +67,20 @@ impl<B: Backend> Layer<B> for MaxPool2d<B> {
 
     fn forward(
         &mut self,
-        cx: &mut Ctx<'_, B>,
+        bufs: &mut ModelBuffers<'_, B>,
         x: &Tensor<B>,
         y: &mut Tensor<B>,
         n: usize,
         _train: bool,
     ) -> BResult<()> {
         let g = self.geom(n);
-        cx.backend
+        bufs.backend
             .maxpool_forward(x.view(), g, y.view_mut(), Out::new(&mut self.argmax))
     }
 
     fn backward(
         &mut self,
-        cx: &mut Ctx<'_, B>,
+        bufs: &mut ModelBuffers<'_, B>,
         _x: &Tensor<B>,
         _y: &Tensor<B>,
         dy: &mut Tensor<B>,
@@ -88,7 +88,7 @@ impl<B: Backend> Layer<B> for MaxPool2d<B> {
         n: usize,
     ) -> BResult<()> {
         match dx {
-            Some(dx) => cx.backend.maxpool_backward(
+            Some(dx) => bufs.backend.maxpool_backward(
                 dy.view(),
                 In::new(&self.argmax),
                 self.geom(n),
@@ -126,20 +126,20 @@ impl<B: Backend> Layer<B> for GlobalAvgPool {
 
     fn forward(
         &mut self,
-        cx: &mut Ctx<'_, B>,
+        bufs: &mut ModelBuffers<'_, B>,
         x: &Tensor<B>,
         y: &mut Tensor<B>,
         n: usize,
         _train: bool,
     ) -> BResult<()> {
         // Planes are (channel, image) in order, so the output is `[c, n]` as it stands.
-        cx.backend
+        bufs.backend
             .avgpool_forward(x.view(), self.input.c * n, self.input.hw(), y.view_mut())
     }
 
     fn backward(
         &mut self,
-        cx: &mut Ctx<'_, B>,
+        bufs: &mut ModelBuffers<'_, B>,
         _x: &Tensor<B>,
         _y: &Tensor<B>,
         dy: &mut Tensor<B>,
@@ -147,7 +147,7 @@ impl<B: Backend> Layer<B> for GlobalAvgPool {
         n: usize,
     ) -> BResult<()> {
         match dx {
-            Some(dx) => cx.backend.avgpool_backward(
+            Some(dx) => bufs.backend.avgpool_backward(
                 dy.view(),
                 self.input.c * n,
                 self.input.hw(),

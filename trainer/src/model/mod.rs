@@ -18,7 +18,9 @@ use std::time::Instant;
 
 use crate::backend::{Backend, DataLayout, In, Out};
 use crate::error::{config, ModelError, Result};
-use crate::layer::{Builder, Ctx, DataNorm, Layer, Shape, SigmoidBce, SoftmaxCrossEntropy};
+use crate::layer::{
+    Builder, DataNorm, Layer, ModelBuffers, Shape, SigmoidBce, SoftmaxCrossEntropy,
+};
 use crate::param::{ParamInfo, Registry};
 use crate::tensor::Tensor;
 pub use multilabel::Target;
@@ -608,7 +610,7 @@ impl<B: Backend + Clone + 'static> Model<B> {
             Some((i, l)) => (In::new(i), In::new(l)),
             None => (In::new(&*images), In::new(&*labels)),
         };
-        let mut cx = Ctx {
+        let mut bufs = ModelBuffers {
             backend: &*b,
             reg: &*reg,
             params: params.buf(),
@@ -633,7 +635,7 @@ impl<B: Backend + Clone + 'static> Model<B> {
         let dn = lap(&mut t, on)?;
         for (i, layer) in layers.iter_mut().enumerate() {
             let (lo, hi) = acts.split_at_mut(i + 1);
-            layer.forward(&mut cx, &lo[i], &mut hi[0], n, train)?;
+            layer.forward(&mut bufs, &lo[i], &mut hi[0], n, train)?;
             if on {
                 fwd.push(lap(&mut t, on)?);
             }
@@ -690,7 +692,7 @@ impl<B: Backend + Clone + 'static> Model<B> {
         for (i, layer) in layers.iter_mut().enumerate().rev() {
             let (lo, hi) = dacts.split_at_mut(i + 1);
             let dx = if i == 0 { None } else { Some(&mut lo[i]) };
-            layer.backward(&mut cx, &acts[i], &acts[i + 1], &mut hi[0], dx, n)?;
+            layer.backward(&mut bufs, &acts[i], &acts[i + 1], &mut hi[0], dx, n)?;
             bwd[i] = lap(&mut t, on)?;
         }
         if let Some(p) = prof {

@@ -10,7 +10,8 @@ use crate::backend::{BResult, Backend};
 use crate::error::Result;
 use crate::layer::conv::ConvSpec;
 use crate::layer::{
-    BatchNorm2d, BatchNormReluPool, Builder, Conv2d, Ctx, GlobalAvgPool, Layer, Linear, Shape,
+    BatchNorm2d, BatchNormReluPool, Builder, Conv2d, GlobalAvgPool, Layer, Linear, ModelBuffers,
+    Shape,
 };
 use crate::tensor::Tensor;
 
@@ -121,26 +122,26 @@ impl<B: Backend> Layer<B> for BasicBlock<B> {
 
     fn forward(
         &mut self,
-        cx: &mut Ctx<'_, B>,
+        bufs: &mut ModelBuffers<'_, B>,
         x: &Tensor<B>,
         y: &mut Tensor<B>,
         n: usize,
         train: bool,
     ) -> BResult<()> {
         let [a0, a1, a2, a3, s0, s1] = &mut self.a;
-        self.conv1.forward(cx, x, a0, n, train)?;
-        self.bn1.forward(cx, a0, a1, n, train)?;
-        self.conv2.forward(cx, a1, a2, n, train)?;
-        self.bn2.forward(cx, a2, a3, n, train)?;
+        self.conv1.forward(bufs, x, a0, n, train)?;
+        self.bn1.forward(bufs, a0, a1, n, train)?;
+        self.conv2.forward(bufs, a1, a2, n, train)?;
+        self.bn2.forward(bufs, a2, a3, n, train)?;
         let len = n * self.out.numel();
         match &mut self.shortcut {
             Some((conv, bn)) => {
-                conv.forward(cx, x, s0, n, train)?;
-                bn.forward(cx, s0, s1, n, train)?;
-                cx.backend
+                conv.forward(bufs, x, s0, n, train)?;
+                bn.forward(bufs, s0, s1, n, train)?;
+                bufs.backend
                     .add_act(a3.view(), s1.view(), y.view_mut(), len, true)
             }
-            None => cx
+            None => bufs
                 .backend
                 .add_act(a3.view(), x.view(), y.view_mut(), len, true),
         }
@@ -148,7 +149,7 @@ impl<B: Backend> Layer<B> for BasicBlock<B> {
 
     fn backward(
         &mut self,
-        cx: &mut Ctx<'_, B>,
+        bufs: &mut ModelBuffers<'_, B>,
         x: &Tensor<B>,
         y: &Tensor<B>,
         dy: &mut Tensor<B>,
@@ -157,7 +158,7 @@ impl<B: Backend> Layer<B> for BasicBlock<B> {
     ) -> BResult<()> {
         let [a0, a1, a2, a3, s0, s1] = &self.a;
         let [da0, da1, da2] = &mut self.da;
-        let b = cx.backend;
+        let b = bufs.backend;
         b.relu_backward(
             y.view(),
             dy.view(),
@@ -166,16 +167,24 @@ impl<B: Backend> Layer<B> for BasicBlock<B> {
         )?;
         // Batch norm reads its dy without writing it, so `dsum` feeds both branches.
         self.bn2
-            .backward(cx, a2, a3, &mut self.dsum, Some(da2), n)?;
-        self.conv2.backward(cx, a1, a2, da2, Some(da1), n)?;
-        self.bn1.backward(cx, a0, a1, da1, Some(da0), n)?;
-        self.conv1.backward(cx, x, a0, da0, dx.as_deref_mut(), n)?;
+            .backward(bufs, a2, a3, &mut self.dsum, Some(da2), n)?;
+        self.conv2.backward(bufs, a1, a2, da2, Some(da1), n)?;
+        self.bn1.backward(bufs, a0, a1, da1, Some(da0), n)?;
+        self.conv1
+            .backward(bufs, x, a0, da0, dx.as_deref_mut(), n)?;
         let len = n * self.input.numel();
         match &mut self.shortcut {
             Some((conv, bn)) => {
-                bn.backward(cx, s0, s1, &mut self.dsum, Some(&mut self.ds), n)?;
+                bn.backward(bufs, s0, s1, &mut self.dsum, Some(&mut self.ds), n)?;
                 let want_dx = dx.is_some();
-                conv.backward(cx, x, s0, &mut self.ds, want_dx.then_some(&mut self.dxs), n)?;
+                conv.backward(
+                    bufs,
+                    x,
+                    s0,
+                    &mut self.ds,
+                    want_dx.then_some(&mut self.dxs),
+                    n,
+                )?;
                 if let Some(dx) = dx {
                     b.add(self.dxs.view(), dx.view_mut(), len)?;
                 }

@@ -114,7 +114,7 @@ pub struct Position {
 pub enum Stop {
     /// Every epoch is done.
     Finished,
-    /// `max_steps` reached; `position()` says where.
+    /// `max_steps` reached; `position` says where.
     MaxSteps,
 }
 
@@ -138,15 +138,15 @@ pub struct Trainer<B: Backend + Clone + 'static> {
     /// The network being trained.
     pub model: Model<B>,
     /// The optimizer, bound to `model`'s parameters.
-    pub opt: Optimizer<B>,
+    pub optimizer: Optimizer<B>,
     /// The training loader (sharded for this rank in a data-parallel run).
     pub train: Loader,
     /// The validation loader, evaluated after every epoch; `None` skips evaluation.
     pub val: Option<Loader>,
     /// Length, learning rate, logging and checkpoints of the run.
-    pub cfg: TrainConfig,
+    pub config: TrainConfig,
     /// Where the run stands (saved in checkpoints).
-    pub pos: Position,
+    pub position: Position,
     /// What the run has recorded so far.
     pub history: History,
     /// How batches reach the model: the host path unless `with_feed` says otherwise.
@@ -162,18 +162,18 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
     /// batches on the host path ([`HostFeed`]).
     pub fn new(
         model: Model<B>,
-        opt: Optimizer<B>,
+        optimizer: Optimizer<B>,
         train: Loader,
         val: Option<Loader>,
-        cfg: TrainConfig,
+        config: TrainConfig,
     ) -> Self {
         Self {
             model,
-            opt,
+            optimizer,
             train,
             val,
-            cfg,
-            pos: Position::default(),
+            config,
+            position: Position::default(),
             history: History::default(),
             feed: Box::new(HostFeed::new()),
             resume: None,
@@ -189,19 +189,19 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
     /// same data; every rank must call this at the same point.
     pub fn with_collective(mut self, c: Rc<dyn Collective<B>>) -> Result<Self, TrainError> {
         let (rank, world) = (c.rank(), c.world());
-        let bad = |what: &str, cfg: &stoker_loader::LoaderConfig| {
+        let bad = |what: &str, config: &stoker_loader::LoaderConfig| {
             TrainError::Model(crate::error::config(
                 "data-parallel trainer",
                 format!(
                     "the {what} loader is sharded as rank {} of {}, but this process is \
                      rank {rank} of {world}",
-                    cfg.rank, cfg.world
+                    config.rank, config.world
                 ),
             ))
         };
-        let cfg = self.train.config();
-        if (cfg.rank, cfg.world) != (rank, world) {
-            return Err(bad("training", cfg));
+        let config = self.train.config();
+        if (config.rank, config.world) != (rank, world) {
+            return Err(bad("training", config));
         }
         if let Some(v) = &self.val {
             let vc = v.config();
@@ -210,18 +210,21 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
             }
         }
         c.check_same("the parameter count", self.model.param_count() as u64)?;
-        c.check_same("the batch size", cfg.batch_size as u64)?;
+        c.check_same("the batch size", config.batch_size as u64)?;
         c.check_same("the sample count", self.train.source().len() as u64)?;
-        c.check_same("the seed", cfg.seed)?;
+        c.check_same("the seed", config.seed)?;
         c.check_same(
             "the batches per epoch",
             self.train.batches_per_epoch() as u64,
         )?;
-        c.check_same("the epoch count", self.cfg.epochs)?;
+        c.check_same("the epoch count", self.config.epochs)?;
         // What decides which collective calls the loop makes, and when.
-        c.check_same("--log-every", self.cfg.log_every)?;
-        c.check_same("--max-steps", self.cfg.max_steps.unwrap_or(u64::MAX))?;
-        c.check_same("writing checkpoints", self.cfg.checkpoint.is_some() as u64)?;
+        c.check_same("--log-every", self.config.log_every)?;
+        c.check_same("--max-steps", self.config.max_steps.unwrap_or(u64::MAX))?;
+        c.check_same(
+            "writing checkpoints",
+            self.config.checkpoint.is_some() as u64,
+        )?;
         c.check_same("having validation data", self.val.is_some() as u64)?;
         if c.world() > 1 {
             let fingerprint = weights_fingerprint(&self.model)?;
@@ -261,11 +264,11 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
     pub fn run(&mut self, obs: &mut dyn Observer) -> Result<Stop, TrainError> {
         let Self {
             model,
-            opt,
+            optimizer,
             train,
             val,
-            cfg,
-            pos,
+            config,
+            position,
             history,
             feed,
             resume,
@@ -275,26 +278,26 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
         let distributed = coll.world() > 1;
         let writes = coll.rank() == 0;
         let backend = model.backend().clone();
-        let log_every = cfg.log_every.max(1);
-        while pos.epoch < cfg.epochs {
+        let log_every = config.log_every.max(1);
+        while position.epoch < config.epochs {
             // A fresh epoch, or the rest of the one a checkpoint stopped in.
             let mut batches = match resume.take() {
                 Some(state) => train.resume(&state)?,
-                None => train.epoch(pos.epoch),
+                None => train.epoch(position.epoch),
             };
-            pos.loader = Some(batches.state());
-            obs.epoch_start(pos.epoch, batches.len(), batches.state().next_batch);
+            position.loader = Some(batches.state());
+            obs.epoch_start(position.epoch, batches.len(), batches.state().next_batch);
             loop {
-                if cfg.max_steps.is_some_and(|m| pos.step >= m) {
-                    if let Some(path) = &cfg.checkpoint {
+                if config.max_steps.is_some_and(|m| position.step >= m) {
+                    if let Some(path) = &config.checkpoint {
                         if distributed {
                             // Rank 0 saves the whole run's state: the other ranks' share
                             // of the running sums and batch-norm statistics too.
-                            take_stats(model, pos, history, cfg, coll)?;
+                            take_stats(model, position, history, config, coll)?;
                             average_state(model, coll)?;
                         }
                         if writes {
-                            write_checkpoint(path, model, opt, pos, cfg, history)?;
+                            write_checkpoint(path, model, optimizer, position, config, history)?;
                         }
                     }
                     return Ok(Stop::MaxSteps);
@@ -319,25 +322,25 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
                     coll.all_reduce_mean(&backend, &mut model.grads)?;
                 }
                 let t3 = Instant::now();
-                opt.step(model, cfg.schedule.lr(pos.step))?;
+                optimizer.step(model, config.schedule.lr(position.step))?;
                 feed.end_step(model)?;
                 let t4 = Instant::now();
 
-                pos.step += 1;
-                pos.loader = Some(batches.state());
+                position.step += 1;
+                position.loader = Some(batches.state());
                 let time = StepTime {
-                    step: pos.step,
+                    step: position.step,
                     count: 1,
                     samples: n as u64,
                     wait: (t1 - t0).as_secs_f32(),
                     compute: ((t2 - t1) + (t4 - t3)).as_secs_f32(),
                     comm: (t3 - t2).as_secs_f32(),
                 };
-                pos.wait_seconds += (t1 - t0).as_secs_f64();
-                pos.train_seconds += (t4 - t0).as_secs_f64();
+                position.wait_seconds += (t1 - t0).as_secs_f64();
+                position.train_seconds += (t4 - t0).as_secs_f64();
                 history.push_step(time);
-                let logged = if pos.step % log_every == 0 {
-                    take_stats(model, pos, history, cfg, coll)?
+                let logged = if position.step % log_every == 0 {
+                    take_stats(model, position, history, config, coll)?
                 } else {
                     None
                 };
@@ -345,45 +348,48 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
             }
             drop(batches);
             // The next epoch from its start (its own plan, whatever this one was).
-            let next_state = train.state_at(pos.epoch + 1, 0);
+            let next_state = train.state_at(position.epoch + 1, 0);
             // The epoch's last partial logging window.
-            take_stats(model, pos, history, cfg, coll)?;
+            take_stats(model, position, history, config, coll)?;
             if distributed {
                 average_state(model, coll)?;
                 // Every rank applies the same averaged gradients to the same weights, so
                 // the weights agree to the bit. A difference is a bug (in an engine or in
                 // this loop) that would otherwise grow silently: stop and say so.
                 let fingerprint = weights_fingerprint(model)?;
-                let what = format!("the weights after epoch {} (a fingerprint)", pos.epoch + 1);
+                let what = format!(
+                    "the weights after epoch {} (a fingerprint)",
+                    position.epoch + 1
+                );
                 coll.check_same(&what, fingerprint)?;
             }
 
-            obs.eval_start(pos.epoch);
+            obs.eval_start(position.epoch);
             let t = Instant::now();
             let val_stats = match val.as_mut() {
                 Some(v) => Some(evaluate(model, feed.as_mut(), v, coll)?),
                 None => None,
             };
             let record = EpochRecord {
-                epoch: pos.epoch,
-                train_loss: pos.loss_sum / pos.samples.max(1) as f64,
-                train_accuracy: pos.correct / pos.samples.max(1) as f64,
-                samples: pos.samples,
+                epoch: position.epoch,
+                train_loss: position.loss_sum / position.samples.max(1) as f64,
+                train_accuracy: position.correct / position.samples.max(1) as f64,
+                samples: position.samples,
                 val: val_stats,
-                train_seconds: pos.train_seconds,
-                wait_seconds: pos.wait_seconds,
+                train_seconds: position.train_seconds,
+                wait_seconds: position.wait_seconds,
                 eval_seconds: t.elapsed().as_secs_f64(),
             };
             obs.epoch_end(&record);
             history.epochs.push(record);
-            *pos = Position {
-                step: pos.step,
-                epoch: pos.epoch + 1,
+            *position = Position {
+                step: position.step,
+                epoch: position.epoch + 1,
                 loader: Some(next_state),
                 ..Position::default()
             };
-            if let Some(path) = cfg.checkpoint.as_ref().filter(|_| writes) {
-                write_checkpoint(path, model, opt, pos, cfg, history)?;
+            if let Some(path) = config.checkpoint.as_ref().filter(|_| writes) {
+                write_checkpoint(path, model, optimizer, position, config, history)?;
             }
         }
         Ok(Stop::Finished)
@@ -409,9 +415,9 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
 /// same steps), so every rank holds the same running totals.
 fn take_stats<B: Backend + Clone + 'static>(
     model: &mut Model<B>,
-    pos: &mut Position,
+    position: &mut Position,
     history: &mut History,
-    cfg: &TrainConfig,
+    config: &TrainConfig,
     coll: &dyn Collective<B>,
 ) -> Result<Option<LogPoint>, TrainError> {
     let mut s = model.take_train_stats()?;
@@ -421,15 +427,15 @@ fn take_stats<B: Backend + Clone + 'static>(
     if s.samples == 0 {
         return Ok(None);
     }
-    pos.loss_sum += s.loss as f64 * s.samples as f64;
-    pos.correct += s.accuracy as f64 * s.samples as f64;
-    pos.samples += s.samples;
+    position.loss_sum += s.loss as f64 * s.samples as f64;
+    position.correct += s.accuracy as f64 * s.samples as f64;
+    position.samples += s.samples;
     let point = LogPoint {
-        step: pos.step,
-        epoch: pos.epoch,
+        step: position.step,
+        epoch: position.epoch,
         loss: s.loss,
         accuracy: s.accuracy,
-        lr: cfg.schedule.lr(pos.step.saturating_sub(1)),
+        lr: config.schedule.lr(position.step.saturating_sub(1)),
     };
     history.log.push(point);
     Ok(Some(point))

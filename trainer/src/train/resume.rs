@@ -52,9 +52,9 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
         write_checkpoint(
             path,
             &self.model,
-            &self.opt,
-            &self.pos,
-            &self.cfg,
+            &self.optimizer,
+            &self.position,
+            &self.config,
             &self.history,
         )
     }
@@ -116,7 +116,7 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
             }
             None => None,
         };
-        let pos = Position {
+        let position = Position {
             step,
             epoch: saved.epoch,
             loader,
@@ -126,11 +126,11 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
             train_seconds: saved.train_seconds,
             wait_seconds: saved.wait_seconds,
         };
-        if let Some(s) = &pos.loader {
-            if s.epoch != pos.epoch {
+        if let Some(s) = &position.loader {
+            if s.epoch != position.epoch {
                 return Err(bad(format!(
                     "loader state is in epoch {}, training position in epoch {}",
-                    s.epoch, pos.epoch
+                    s.epoch, position.epoch
                 )));
             }
         }
@@ -139,19 +139,19 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
                 .map_err(|e| bad(format!("`{KEY_EPOCHS}` is not a list of epochs: {e}")))?,
             None => Vec::new(),
         };
-        let schedule_changed = meta
-            .get(KEY_SCHEDULE)
-            .is_some_and(|s| serde_json::from_str::<Schedule>(s).ok() != Some(self.cfg.schedule));
+        let schedule_changed = meta.get(KEY_SCHEDULE).is_some_and(|s| {
+            serde_json::from_str::<Schedule>(s).ok() != Some(self.config.schedule)
+        });
 
-        checkpoint::load(path, &mut self.model, &mut self.opt)?;
+        checkpoint::load(path, &mut self.model, &mut self.optimizer)?;
         // Every rank reads its own copy of the file: a stale copy on one machine would
         // put the ranks out of step. Compare where each would continue, and the weights.
         let c = self.collective.as_ref();
-        c.check_same("the checkpoint's step", pos.step)?;
-        c.check_same("the checkpoint's epoch", pos.epoch)?;
+        c.check_same("the checkpoint's step", position.step)?;
+        c.check_same("the checkpoint's epoch", position.epoch)?;
         c.check_same(
             "the checkpoint's batch in its epoch",
-            pos.loader.as_ref().map_or(0, |s| s.next_batch as u64),
+            position.loader.as_ref().map_or(0, |s| s.next_batch as u64),
         )?;
         if c.world() > 1 {
             let fingerprint = weights_fingerprint(&self.model)?;
@@ -165,8 +165,8 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
             ([0.0; 2], 0)
         };
         self.model.set_train_accumulator(acc, acc_samples)?;
-        self.resume = pos.loader.clone();
-        self.pos = pos;
+        self.resume = position.loader.clone();
+        self.position = position;
         self.history = History {
             epochs,
             ..History::default()
@@ -180,9 +180,9 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
 pub(super) fn write_checkpoint<B: Backend + Clone + 'static>(
     path: &Path,
     model: &Model<B>,
-    opt: &Optimizer<B>,
+    optimizer: &Optimizer<B>,
     p: &Position,
-    cfg: &TrainConfig,
+    config: &TrainConfig,
     history: &History,
 ) -> Result<(), TrainError> {
     let (acc, acc_samples) = model.train_accumulator()?;
@@ -207,13 +207,13 @@ pub(super) fn write_checkpoint<B: Backend + Clone + 'static>(
     );
     meta.insert(
         KEY_SCHEDULE.to_string(),
-        to_json(path, KEY_SCHEDULE, &cfg.schedule)?,
+        to_json(path, KEY_SCHEDULE, &config.schedule)?,
     );
     meta.insert(
         KEY_EPOCHS.to_string(),
         to_json(path, KEY_EPOCHS, &history.epochs)?,
     );
-    checkpoint::save(path, model, opt, &meta)?;
+    checkpoint::save(path, model, optimizer, &meta)?;
     Ok(())
 }
 
@@ -240,10 +240,13 @@ mod tests {
     #[test]
     fn existing_checkpoint_entries_read_back_and_are_written_the_same() {
         let p = Path::new("x.safetensors");
-        let pos: SavedPosition = serde_json::from_str(POSITION).unwrap();
-        assert_eq!((pos.step, pos.epoch, pos.samples), (120, 1, 5248));
-        assert_eq!(pos.acc_bits.map(f32::from_bits), [1.0, -1.0]);
-        assert_eq!(to_json(p, KEY_POSITION, &pos).unwrap(), POSITION);
+        let position: SavedPosition = serde_json::from_str(POSITION).unwrap();
+        assert_eq!(
+            (position.step, position.epoch, position.samples),
+            (120, 1, 5248)
+        );
+        assert_eq!(position.acc_bits.map(f32::from_bits), [1.0, -1.0]);
+        assert_eq!(to_json(p, KEY_POSITION, &position).unwrap(), POSITION);
 
         let epochs: Vec<EpochRecord> = serde_json::from_str(EPOCHS).unwrap();
         let val = epochs[0].val.expect("validation statistics");

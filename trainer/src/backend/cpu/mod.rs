@@ -101,7 +101,7 @@ impl Default for CpuBackend {
 /// must be an error at the first allocation over it, not the kernel's OOM killer once
 /// the pages are touched. The rest is left to the loader's buffers and the system.
 fn default_memory_limit() -> usize {
-    stoker_loader::config::physical_memory().map_or(usize::MAX, |m| m / 4 * 3)
+    stoker_loader::system::physical_memory().map_or(usize::MAX, |m| m / 4 * 3)
 }
 
 impl CpuBackend {

@@ -41,7 +41,7 @@ impl CacheKey {
 
 /// The cache folder: `ptx/` in the stoker cache folder.
 pub fn default_dir() -> PathBuf {
-    stoker_loader::gen::cache_dir().join("ptx")
+    stoker_loader::system::cache_dir().join("ptx")
 }
 
 /// The cached PTX for `key`, if `dir` has it. A missing or unreadable file is a miss.

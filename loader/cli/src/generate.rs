@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use stoker_loader::gen::{self, ScenesOptions, ShapesOptions};
+use stoker_loader::synthetic::{self, ScenesOptions, ShapesOptions};
 
 use crate::args;
 
@@ -50,7 +50,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             seed: a.seed,
         };
         let bar = crate::progress_bar(a.count as u64, "gen");
-        let stats = gen::scenes(&a.dir, &opts, |done, _| bar.set_position(done as u64))
+        let stats = synthetic::scenes(&a.dir, &opts, |done, _| bar.set_position(done as u64))
             .with_context(|| format!("generating {} scenes into {}", a.count, a.dir.display()))?;
         bar.finish_and_clear();
         println!(
@@ -67,7 +67,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         seed: a.seed,
     };
     let bar = crate::progress_bar(a.count as u64, "gen");
-    let stats = gen::shapes(&a.dir, &opts, |done, _| bar.set_position(done as u64))
+    let stats = synthetic::shapes(&a.dir, &opts, |done, _| bar.set_position(done as u64))
         .with_context(|| format!("generating {} shapes into {}", a.count, a.dir.display()))?;
     bar.finish_and_clear();
     println!(

@@ -9,16 +9,23 @@
 //! differ only by the decoder's and the scaled IDCT's rounding (tolerances in
 //! augment/tests/turbo.rs).
 
+use super::{fused_crop_box, sized, Loc, Pipeline, Scratch};
 use crate::convert::rgb_to_channels;
 use crate::decode;
-use crate::pipeline::{fused_crop_box, sized, Loc};
 use crate::transform::crop::rrc_box;
 use crate::transform::resize::{resample, target_size, Rect, SoftBox};
 use crate::turbo::{scale_denom, with_decoder, Header, TurboDecoder};
-use crate::{AugmentError, ImageView, Pipeline, SampleRng, Scratch, Transform};
+use crate::{AugmentError, ImageView, SampleRng, Transform};
+
+/// One sample as the path receives it: the encoded bytes, and the channels (1 or 3)
+/// to decode them to.
+struct Encoded<'a> {
+    bytes: &'a [u8],
+    channels: usize,
+}
 
 /// What the leading step(s) keep of the image and make of it.
-struct Lead {
+struct LeadingSteps {
     /// The kept part, in full-size pixel coordinates (fractional for a fused crop).
     keep: SoftBox,
     /// Whether `keep` lies on whole pixels (then the window's own hard/soft boxes are
@@ -26,8 +33,29 @@ struct Lead {
     whole: bool,
     /// Output size of the leading step(s).
     target: (usize, usize),
-    /// Number of transforms the lead covers (1, or 2 for resize + centre crop).
+    /// Number of transforms these steps are (1, or 2 for resize + centre crop).
     steps: usize,
+}
+
+/// Whether a pipeline that starts with `t` may take this path: `t` shrinks the image
+/// to a part of it that can be known from the header.
+fn starts_turbo_path(t: &Transform) -> bool {
+    match t {
+        Transform::RandomResizedCrop { .. } | Transform::Resize(_) => true,
+        Transform::CenterCrop { .. }
+        | Transform::RandomCrop { .. }
+        | Transform::Pad(_)
+        | Transform::HorizontalFlip { .. }
+        | Transform::ColorJitter(_)
+        | Transform::Grayscale { .. }
+        | Transform::RandomErasing(_)
+        | Transform::Cutout { .. }
+        | Transform::Adjust(_)
+        | Transform::Rotate { .. }
+        | Transform::Affine { .. }
+        | Transform::Blur(_)
+        | Transform::Policy(_) => false,
+    }
 }
 
 impl Pipeline {
@@ -43,10 +71,7 @@ impl Pipeline {
         scratch: &mut Scratch,
         out: &mut [u8],
     ) -> Option<Result<(), AugmentError>> {
-        if !matches!(
-            self.transforms.first(),
-            Some(Transform::RandomResizedCrop { .. } | Transform::Resize(_))
-        ) {
+        if !self.transforms.first().is_some_and(starts_turbo_path) {
             return None;
         }
         // A file without its end marker is truncated: the full-decode path reports
@@ -59,8 +84,9 @@ impl Pipeline {
         }
         let saved = rng.clone();
         let mut window = std::mem::take(&mut scratch.decoded);
+        let input = Encoded { bytes, channels };
         let done = with_decoder(|dec| {
-            self.turbo_lead(dec, bytes, channels, rng, &mut window.data, scratch, out)
+            self.decode_leading_steps(dec, &input, rng, &mut window.data, scratch, out)
         });
         scratch.decoded = window;
         match done {
@@ -80,7 +106,7 @@ impl Pipeline {
 
     /// The leading step(s) for an image of `w` x `h`, drawing from `rng` as the
     /// full-decode path does; `None` when the first step is not one this path takes.
-    fn lead(&self, w: usize, h: usize, rng: &mut SampleRng) -> Option<Lead> {
+    fn leading_steps(&self, w: usize, h: usize, rng: &mut SampleRng) -> Option<LeadingSteps> {
         match *self.transforms.first()? {
             Transform::RandomResizedCrop {
                 width,
@@ -89,7 +115,7 @@ impl Pipeline {
                 ratio,
             } => {
                 let r = rrc_box(rng, w, h, scale, ratio);
-                Some(Lead {
+                Some(LeadingSteps {
                     keep: SoftBox {
                         left: r.left as f64,
                         top: r.top as f64,
@@ -104,7 +130,7 @@ impl Pipeline {
             Transform::Resize(to) => {
                 let resized = target_size(to, w, h);
                 Some(match self.fused_crop(0, w, h) {
-                    None => Lead {
+                    None => LeadingSteps {
                         keep: SoftBox {
                             left: 0.0,
                             top: 0.0,
@@ -115,7 +141,7 @@ impl Pipeline {
                         target: resized,
                         steps: 1,
                     },
-                    Some(crop) => Lead {
+                    Some(crop) => LeadingSteps {
                         keep: fused_crop_box(w, h, resized, crop),
                         whole: false,
                         target: crop,
@@ -123,23 +149,35 @@ impl Pipeline {
                     },
                 })
             }
-            _ => None,
+            Transform::CenterCrop { .. }
+            | Transform::RandomCrop { .. }
+            | Transform::Pad(_)
+            | Transform::HorizontalFlip { .. }
+            | Transform::ColorJitter(_)
+            | Transform::Grayscale { .. }
+            | Transform::RandomErasing(_)
+            | Transform::Cutout { .. }
+            | Transform::Adjust(_)
+            | Transform::Rotate { .. }
+            | Transform::Affine { .. }
+            | Transform::Blur(_)
+            | Transform::Policy(_) => None,
         }
     }
 
-    /// `Ok(false)`: not handled here (CMYK, libjpeg warned of corrupt data, or a lead
-    /// this path does not take).
-    #[allow(clippy::too_many_arguments)]
-    fn turbo_lead(
+    /// Decodes the window the leading step(s) keep into `buf`, resamples it to their
+    /// output and runs the rest of the pipeline. `Ok(false)`: not handled here (CMYK,
+    /// libjpeg warned of corrupt data, or leading steps this path does not take).
+    fn decode_leading_steps(
         &self,
         dec: &mut TurboDecoder,
-        bytes: &[u8],
-        channels: usize,
+        input: &Encoded<'_>,
         rng: &mut SampleRng,
         buf: &mut Vec<u8>,
         scratch: &mut Scratch,
         out: &mut [u8],
     ) -> Result<bool, AugmentError> {
+        let Encoded { bytes, channels } = *input;
         let hdr = match dec.header(bytes)? {
             Header::Ready(h) => h,
             Header::Unsupported => return Ok(false),
@@ -147,7 +185,7 @@ impl Pipeline {
         let (w, h) = (hdr.width, hdr.height);
         crate::limits::check_size(w, h, self.max_pixels())?;
         self.check_out(w, h, channels, out.len())?;
-        let Some(lead) = self.lead(w, h, rng) else {
+        let Some(lead) = self.leading_steps(w, h, rng) else {
             return Ok(false);
         };
         if let Some(g) = &mut scratch.geometry {

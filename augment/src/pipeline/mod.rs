@@ -6,6 +6,11 @@
 //! on whichever buffer holds the image at that point. A Resize directly followed by a CenterCrop
 //! that fits is computed as one resample of only the kept pixels. Once the scratch
 //! buffers have grown to the largest image seen, a run allocates nothing for pixels.
+//! With libjpeg-turbo, a JPEG whose first step shrinks it decodes only the part that
+//! step keeps (`turbo_path.rs`), then runs the rest here.
+
+#[cfg(stoker_turbo)]
+mod turbo_path;
 
 use fast_image_resize::Resizer;
 
@@ -133,6 +138,14 @@ impl std::fmt::Debug for Scratch {
             .field("capacity_bytes", &self.capacity_bytes())
             .finish()
     }
+}
+
+/// An image transformed in place: its pixels (HWC) and their size.
+struct ImageMut<'a> {
+    data: &'a mut [u8],
+    width: usize,
+    height: usize,
+    channels: usize,
 }
 
 /// Where the image currently lives.
@@ -432,7 +445,13 @@ impl Pipeline {
                     Loc::B => b,
                     _ => out,
                 };
-                pointwise_step(&ts[k], data, w, h, c, rng, tmp, ftmp, geometry.as_mut());
+                let mut img = ImageMut {
+                    data,
+                    width: w,
+                    height: h,
+                    channels: c,
+                };
+                pointwise_step(&ts[k], &mut img, rng, tmp, ftmp, geometry.as_mut());
                 k += 1;
             }
         }
@@ -551,18 +570,15 @@ fn resize_step(
 /// A step that keeps the image size, in place. Warps, sharpness and blur read a copy
 /// of their input from `tmp` (`ftmp` holds the blur's float rows). What it does to the
 /// geometry (a flip, a warp, an erased rectangle) goes to `geometry` when it is kept.
-#[allow(clippy::too_many_arguments)]
 fn pointwise_step(
     t: &Transform,
-    data: &mut [u8],
-    w: usize,
-    h: usize,
-    c: usize,
+    img: &mut ImageMut<'_>,
     rng: &mut SampleRng,
     tmp: &mut Vec<u8>,
     ftmp: &mut Vec<f32>,
     geometry: Option<&mut Geometry>,
 ) {
+    let (data, w, h, c) = (&mut *img.data, img.width, img.height, img.channels);
     if let Transform::Policy(p) = t {
         let drawn = p.apply(rng, data, w, h, c, tmp);
         if let Some(g) = geometry {
@@ -576,7 +592,7 @@ fn pointwise_step(
         }
         return;
     }
-    let op = pointwise_op(t, data, w, h, c, rng, tmp, ftmp, geometry.is_some());
+    let op = pointwise_op(t, img, rng, tmp, ftmp, geometry.is_some());
     if let (Some(g), Some(op)) = (geometry, op) {
         g.push(op);
     }
@@ -584,18 +600,15 @@ fn pointwise_step(
 
 /// [`pointwise_step`]'s work for one step that is not a policy; what it did to the
 /// geometry when `record`.
-#[allow(clippy::too_many_arguments)]
 fn pointwise_op(
     t: &Transform,
-    data: &mut [u8],
-    w: usize,
-    h: usize,
-    c: usize,
+    img: &mut ImageMut<'_>,
     rng: &mut SampleRng,
     tmp: &mut Vec<u8>,
     ftmp: &mut Vec<f32>,
     record: bool,
 ) -> Option<GeoOp> {
+    let (data, w, h, c) = (&mut *img.data, img.width, img.height, img.channels);
     match t {
         Transform::HorizontalFlip { p } => {
             return flip::random_hflip(rng, *p, data, w, c).then_some(GeoOp::FlipH);

@@ -10,7 +10,6 @@
 //! batch k (k = 1..5) and 16 for its test batch.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
@@ -19,6 +18,7 @@ use image::codecs::jpeg::JpegEncoder;
 use image::ExtendedColorType;
 use stoker_augment::SampleRng;
 
+use crate::durable::write_bytes;
 use crate::source::cifar;
 
 mod scenes;
@@ -413,18 +413,6 @@ pub fn shapes(
     })
 }
 
-/// Write `bytes` to `path` through `path.tmp` and a rename, so a reader never sees a
-/// half-written file under the real name.
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), GenError> {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".tmp");
-    let tmp = path.with_file_name(name);
-    let mut f = fs::File::create(&tmp).map_err(io_err(&tmp))?;
-    f.write_all(bytes).map_err(io_err(&tmp))?;
-    drop(f);
-    fs::rename(&tmp, path).map_err(io_err(path))
-}
-
 /// A greyscale shape for MNIST-style data: luma of [`render_shape`].
 fn render_grey(kind: usize, size: u32, rng: &mut SampleRng, rgb: &mut Vec<u8>) -> Vec<u8> {
     render_shape(kind, size, rng, rgb);
@@ -458,8 +446,10 @@ pub fn write_mnist(dir: &Path, n: usize, seed: u64) -> Result<(), GenError> {
             images.extend(render_grey(i % 10, 28, &mut rng, &mut rgb));
             labels.push((i % 10) as u8);
         }
-        write_atomic(&dir.join(format!("{prefix}-images-idx3-ubyte")), &images)?;
-        write_atomic(&dir.join(format!("{prefix}-labels-idx1-ubyte")), &labels)?;
+        for (kind, bytes) in [("images-idx3", &images), ("labels-idx1", &labels)] {
+            let path = dir.join(format!("{prefix}-{kind}-ubyte"));
+            write_bytes(&path, bytes).map_err(io_err(&path))?;
+        }
     }
     Ok(())
 }
@@ -488,26 +478,13 @@ pub fn write_cifar(dir: &Path, n_per_batch: usize, seed: u64) -> Result<(), GenE
                 out.extend(rgb.iter().skip(c).step_by(3));
             }
         }
-        write_atomic(&dir.join(name), &out)?;
+        let path = dir.join(name);
+        write_bytes(&path, &out).map_err(io_err(&path))?;
     }
     let mut meta = cifar::CLASSES.join("\n");
     meta.push_str("\n\n");
-    write_atomic(&dir.join("batches.meta.txt"), meta.as_bytes())
-}
-
-/// The folder for generated demo data: `$STOKER_CACHE`, else
-/// `$XDG_CACHE_HOME/stoker`, else `~/.cache/stoker`, else `.stoker-cache` here.
-pub fn cache_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("STOKER_CACHE") {
-        return d.into();
-    }
-    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
-        return PathBuf::from(d).join("stoker");
-    }
-    if let Some(h) = std::env::var_os("HOME") {
-        return PathBuf::from(h).join(".cache").join("stoker");
-    }
-    PathBuf::from(".stoker-cache")
+    let path = dir.join("batches.meta.txt");
+    write_bytes(&path, meta.as_bytes()).map_err(io_err(&path))
 }
 
 #[cfg(test)]

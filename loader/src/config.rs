@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use stoker_augment::Pipeline;
 
 use crate::sampler::{Sampler, ShardPolicy, DEFAULT_SHUFFLE_BUFFER};
-use crate::LoaderError;
+use crate::{LoaderError, ParseSettingError};
 
 /// Synchronous (inline) or asynchronous (prefetching) reading.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -18,12 +18,12 @@ pub enum Mode {
 }
 
 impl std::str::FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ParseSettingError;
+    fn from_str(s: &str) -> Result<Self, ParseSettingError> {
         match s {
             "sync" => Ok(Mode::Sync),
             "async" => Ok(Mode::Async),
-            _ => Err(format!("unknown mode '{s}' (expected sync or async)")),
+            _ => Err(ParseSettingError::Mode(s.to_string())),
         }
     }
 }
@@ -48,14 +48,12 @@ pub enum OnError {
 }
 
 impl std::str::FromStr for OnError {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ParseSettingError;
+    fn from_str(s: &str) -> Result<Self, ParseSettingError> {
         match s {
             "fail" => Ok(OnError::Fail),
             "skip" => Ok(OnError::Skip),
-            _ => Err(format!(
-                "unknown error policy '{s}' (expected fail or skip)"
-            )),
+            _ => Err(ParseSettingError::OnError(s.to_string())),
         }
     }
 }

@@ -63,7 +63,7 @@ pub mod upload;
 pub use batch::{Batch, Images};
 pub use config::{LoaderConfig, Mode, OnError, Workers};
 pub use digest::Digest;
-pub use error::LoaderError;
+pub use error::{LoaderError, ParseSettingError, SampleError};
 pub use metrics::Metrics;
 pub use mix::Mix;
 pub use pipeline::{Cursor, Epoch, Loader, Next};

@@ -350,7 +350,7 @@ fn damaged_record_bytes_fail_their_checksum_on_read() {
     let mut buf = Vec::new();
     p.read(4, &mut buf).unwrap();
     match p.read(5, &mut buf).unwrap_err() {
-        SourceError::Record { what, reason } => {
+        SourceError::Record { what, reason, .. } => {
             assert_eq!(what, format!("{} record 5", path.display()));
             assert!(reason.starts_with("checksum mismatch"), "{reason}");
         }
@@ -484,10 +484,7 @@ impl Source for Failing {
     }
     fn read(&self, i: usize, buf: &mut Vec<u8>) -> Result<RecordKind, SourceError> {
         if i == self.fail_at {
-            return Err(SourceError::Record {
-                what: self.describe(i),
-                reason: "disk on fire".into(),
-            });
+            return Err(SourceError::record(self.describe(i), "disk on fire"));
         }
         self.inner.read(i, buf)
     }

@@ -10,7 +10,7 @@ use stoker_loader::gen::{self, ShapesOptions};
 use stoker_loader::step::{step_rng, BatchArray};
 use stoker_loader::{
     source, Array, ArrayData, Batch, Digest, Loader, LoaderConfig, LoaderError, Mode, OnError,
-    Source, StepError, StepSample, UserStep,
+    SampleError, Source, StepError, StepSample, UserStep,
 };
 
 fn data() -> (tempfile::TempDir, Arc<dyn Source>) {
@@ -184,10 +184,12 @@ fn step_errors_follow_on_error() {
             LoaderError::Sample {
                 index,
                 what,
-                reason,
+                source,
             } => {
                 assert_eq!(index % 7, 0, "{err}");
                 assert!(!what.is_empty());
+                assert!(matches!(source, SampleError::Step { .. }), "{err}");
+                let reason = source.to_string();
                 assert!(reason.contains("step 'user step'"), "{err}");
                 assert!(reason.contains("multiple of 7"), "{err}");
             }

@@ -312,8 +312,8 @@ impl PyLoader {
                 text: text_column,
                 boxes: boxes_column,
                 box_format: box_format
-                    .parse()
-                    .map_err(|e: String| PyValueError::new_err(format!("box_format: {e}")))?,
+                    .parse::<source::BoxFormat>()
+                    .map_err(|e| PyValueError::new_err(format!("box_format: {e}")))?,
                 box_classes: box_classes_column,
                 labels: labels_column,
                 mask: mask_column,

@@ -410,7 +410,10 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
     std::thread::Builder::new()
         .name(name.to_string())
         .spawn(f)
-        .map_err(|e| LoaderError::Stopped(format!("cannot start pipeline thread {name}: {e}")))
+        .map_err(|source| LoaderError::Spawn {
+            name: name.to_string(),
+            source,
+        })
 }
 
 /// The read stage: walks the plan epoch after epoch, takes a free buffer for each

@@ -181,8 +181,11 @@ impl Loader {
         );
         let pool = Pool::new(cfg.pool_capacity(), cfg.batch_bytes(with_masks)?);
         let trace = match &cfg.trace {
-            Some(path) => Some(Arc::new(Trace::create(path).map_err(|e| {
-                LoaderError::Config(format!("trace: cannot create {}: {e}", path.display()))
+            Some(path) => Some(Arc::new(Trace::create(path).map_err(|source| {
+                LoaderError::Trace {
+                    path: path.clone(),
+                    source,
+                }
             })?)),
             None => None,
         };

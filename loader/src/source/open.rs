@@ -302,10 +302,7 @@ pub fn open_url(url: &str, options: &OpenOptions) -> Result<Arc<dyn Source>, Sou
         })?;
         Ok(heads.into_iter().collect::<Result<Vec<_>, _>>()?)
     };
-    let remote_err = |reason: String| SourceError::Remote {
-        url: url.to_string(),
-        reason,
-    };
+    let remote_err = |reason: String| SourceError::remote(url.to_string(), reason);
     if tar::is_pattern(&key) || files::is_glob(&key) {
         let keys = tar::expand(&key).map_err(remote_err)?;
         // In the pattern's order: each name is one literal key (HEADed below, all at
@@ -392,13 +389,12 @@ pub fn open_url(url: &str, options: &OpenOptions) -> Result<Arc<dyn Source>, Sou
                 if packed::has_magic(&head) {
                     return Ok(Arc::new(PackedReader::open_remote(obj)?));
                 }
-                return Err(SourceError::Remote {
-                    url: url.to_string(),
-                    reason: "unknown format: remote data is a stoker packed file (magic \
+                return Err(SourceError::remote(
+                    url.to_string(),
+                    "unknown format: remote data is a stoker packed file (magic \
                              STKPACK1), .tar shards, Parquet files, or a prefix holding \
-                             shards, Parquet files or an image folder"
-                        .into(),
-                });
+                             shards, Parquet files or an image folder",
+                ));
             }
             Err(StorageError::NotFound { .. }) => prefix.push('/'),
             Err(e) => return Err(e.into()),
@@ -408,10 +404,10 @@ pub fn open_url(url: &str, options: &OpenOptions) -> Result<Arc<dyn Source>, Sou
     let p = prefix.clone();
     let objects = storage::wait(async move { b.list(&p).await })??;
     if objects.is_empty() {
-        return Err(SourceError::Remote {
-            url: url.to_string(),
-            reason: "no such object, and no objects under it as a prefix".into(),
-        });
+        return Err(SourceError::remote(
+            url.to_string(),
+            "no such object, and no objects under it as a prefix",
+        ));
     }
     let shards: Vec<storage::Object> = objects
         .iter()
@@ -478,8 +474,8 @@ pub fn open_url(url: &str, options: &OpenOptions) -> Result<Arc<dyn Source>, Sou
 /// Without the `remote` feature a URL is an error that says so.
 #[cfg(not(feature = "remote"))]
 pub fn open_url(url: &str, _options: &OpenOptions) -> Result<Arc<dyn Source>, SourceError> {
-    Err(SourceError::Remote {
-        url: url.to_string(),
-        reason: "URLs need stoker-loader's `remote` feature (this build has it off)".into(),
-    })
+    Err(SourceError::remote(
+        url.to_string(),
+        "URLs need stoker-loader's `remote` feature (this build has it off)",
+    ))
 }

@@ -6,7 +6,7 @@ use std::str::FromStr;
 use clap::{Parser, ValueEnum};
 use stoker_loader::config::{MAX_PREFETCH, MAX_WORKERS};
 use stoker_loader::{Mode, Workers};
-use stoker_trainer::{DevicePref, ModelKind, OptimizerKind};
+use stoker_trainer::{DevicePref, ModelKind, OptimizerKind, ParseDeviceError};
 
 use crate::cluster::Engine;
 
@@ -231,7 +231,7 @@ fn parse_weights(s: &str) -> Result<Weights, String> {
     Ok(Weights(w))
 }
 
-fn parse_device(s: &str) -> Result<String, String> {
+fn parse_device(s: &str) -> Result<String, ParseDeviceError> {
     DevicePref::from_str(s).map(|_| s.to_string())
 }
 

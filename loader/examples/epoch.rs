@@ -21,7 +21,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let config = LoaderConfig {
         batch_size: 32,
         mode: Mode::Async,
-        workers: 2,
+        workers: stoker_loader::Workers::Fixed(2),
         prefetch: 2,
         seed: 7,
         transform: Pipeline::parse("rrc:48,flip")?,

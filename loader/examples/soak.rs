@@ -36,7 +36,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cfg = LoaderConfig {
         batch_size: 64,
         mode,
-        workers: 2,
+        workers: stoker_loader::Workers::Fixed(2),
         transform: Pipeline::parse(spec)?,
         last_epoch: Some(epochs.saturating_sub(1)),
         ..LoaderConfig::default()

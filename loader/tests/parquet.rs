@@ -134,7 +134,7 @@ fn cfg(shuffle: bool, mode: Mode) -> LoaderConfig {
         batch_size: 4,
         shuffle,
         mode,
-        workers: 2,
+        workers: stoker_loader::Workers::Fixed(2),
         seed: 5,
         shuffle_buffer: 6,
         transform: Pipeline::parse("rrc:16,flip").unwrap(),
@@ -638,7 +638,7 @@ fn field_columns_read_boxes_classes_tags_and_masks() {
     let c = LoaderConfig {
         batch_size: 5,
         shuffle: false,
-        workers: 1,
+        workers: stoker_loader::Workers::Fixed(1),
         transform: Pipeline::parse("flip:p=1").unwrap(),
         ..LoaderConfig::default()
     };
@@ -683,7 +683,7 @@ fn field_columns_read_boxes_classes_tags_and_masks() {
 fn c_default() -> LoaderConfig {
     LoaderConfig {
         shuffle: false,
-        workers: 1,
+        workers: stoker_loader::Workers::Fixed(1),
         ..LoaderConfig::default()
     }
 }

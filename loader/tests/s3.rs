@@ -65,7 +65,7 @@ fn cfg(mode: Mode) -> LoaderConfig {
     LoaderConfig {
         batch_size: 8,
         mode,
-        workers: 2,
+        workers: stoker_loader::Workers::Fixed(2),
         io_depth: 8,
         seed: 9,
         shuffle_buffer: 8,
@@ -548,7 +548,7 @@ fn a_stopped_server_ends_an_async_epoch_within_the_documented_time() {
     let cfg = LoaderConfig {
         batch_size: 16,
         io_depth: 2,
-        workers: 2,
+        workers: stoker_loader::Workers::Fixed(2),
         ..cfg(Mode::Async)
     };
     let mut loader = Loader::new(src, cfg).unwrap();

@@ -48,7 +48,7 @@ fn config(mode: Mode, workers: usize) -> LoaderConfig {
     LoaderConfig {
         batch_size: 8,
         mode,
-        workers,
+        workers: stoker_loader::Workers::Fixed(workers),
         seed: 5,
         transform: Pipeline::parse("rrc:24,flip").expect("spec"),
         steps: vec![UserStep::new(adding_step)],

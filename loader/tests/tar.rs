@@ -59,7 +59,7 @@ fn cfg(mode: Mode, workers: usize) -> LoaderConfig {
     LoaderConfig {
         batch_size: 7,
         mode,
-        workers,
+        workers: stoker_loader::Workers::Fixed(workers),
         shuffle_buffer: 16,
         seed: 11,
         ..LoaderConfig::default()

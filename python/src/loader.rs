@@ -12,7 +12,7 @@ use stoker_augment::Pipeline;
 use stoker_loader::config::{MAX_BATCH_SIZE, MAX_IO_DEPTH, MAX_PREFETCH, MAX_WORKERS};
 use stoker_loader::{
     source, Cursor, Field, Fields, Loader, LoaderConfig, LoaderState, Mix, MixtureSpec, Mode,
-    OnError, Stop,
+    OnError, Stop, Workers,
 };
 
 use crate::args::{choice, in_range, launch_rank, DataArg, Int, IntOrAuto};
@@ -225,24 +225,23 @@ impl PyLoader {
         let cfg = LoaderConfig {
             batch_size: in_range("batch_size", batch_size, 1, MAX_BATCH_SIZE as i128)? as usize,
             mode,
-            workers: match &workers {
-                IntOrAuto::Int(n) => {
-                    in_range("workers", n.clone(), min, MAX_WORKERS as i128)? as usize
+            workers: match (&workers, cpu_budget) {
+                (IntOrAuto::Int(n), budget) => {
+                    let n = in_range("workers", n.clone(), min, MAX_WORKERS as i128)? as usize;
+                    if budget.is_some() {
+                        return Err(PyValueError::new_err(
+                            "cpu_budget is the budget of workers=\"auto\"; give one or the other",
+                        ));
+                    }
+                    Workers::Fixed(n)
                 }
-                IntOrAuto::Auto => 1,
-            },
-            auto_workers: match (&workers, cpu_budget) {
-                (IntOrAuto::Auto, Some(b)) => {
-                    Some(in_range("cpu_budget", b, 1, MAX_WORKERS as i128)? as usize)
-                }
+                (IntOrAuto::Auto, Some(b)) => Workers::Auto {
+                    budget: Some(in_range("cpu_budget", b, 1, MAX_WORKERS as i128)? as usize),
+                },
                 // A Python loop trains on this machine: leave it a core.
-                (IntOrAuto::Auto, None) => Some(LoaderConfig::default_cpu_budget()),
-                (IntOrAuto::Int(_), Some(_)) => {
-                    return Err(PyValueError::new_err(
-                        "cpu_budget is the budget of workers=\"auto\"; give one or the other",
-                    ))
-                }
-                (IntOrAuto::Int(_), None) => None,
+                (IntOrAuto::Auto, None) => Workers::Auto {
+                    budget: Some(LoaderConfig::default_cpu_budget()),
+                },
             },
             prefetch: in_range("prefetch", prefetch, min, MAX_PREFETCH as i128)? as usize,
             io_depth: in_range("io_depth", io_depth, min, MAX_IO_DEPTH as i128)? as usize,
@@ -539,7 +538,7 @@ impl PyLoader {
         d.set_item("threads", this.inner.threads())?;
         let workers = match this.inner.auto_workers() {
             Some(auto) => auto.workers(),
-            None => this.inner.config().workers,
+            None => this.inner.config().workers.min(),
         };
         d.set_item("workers", workers)?;
         if let Some(auto) = this.inner.auto_workers() {

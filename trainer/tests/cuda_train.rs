@@ -66,7 +66,7 @@ fn run<B: Backend + Clone + 'static>(
     let cfg = LoaderConfig {
         batch_size: BATCH,
         mode,
-        workers: 2,
+        workers: stoker_loader::Workers::Fixed(2),
         prefetch: 2,
         seed: 7,
         transform: Pipeline::parse("crop:16:pad=2,flip").unwrap(),

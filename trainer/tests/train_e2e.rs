@@ -35,7 +35,7 @@ fn trainer(
     let cfg = LoaderConfig {
         batch_size: 8,
         mode,
-        workers: 2,
+        workers: stoker_loader::Workers::Fixed(2),
         prefetch: 2,
         seed: 7,
         transform: Pipeline::parse("crop:16:pad=2,flip").unwrap(),

@@ -246,7 +246,13 @@ impl Running {
             target: Arc::new(AtomicUsize::new(0)),
             handles: Vec::new(),
         };
-        if workers.scale_to(shared.auto.as_ref().map_or(cfg.workers, |a| a.workers())) == 0 {
+        if workers.scale_to(
+            shared
+                .auto
+                .as_ref()
+                .map_or(cfg.workers.min(), |a| a.workers()),
+        ) == 0
+        {
             refused.get_or_insert_with(|| {
                 LoaderError::Stopped("cannot start any decode worker thread".into())
             });

@@ -201,7 +201,8 @@ impl Loader {
             counters: Counters::default(),
             trace,
             auto: cfg
-                .auto_workers
+                .workers
+                .budget()
                 .filter(|_| cfg.mode == Mode::Async)
                 .map(|budget| {
                     let io_cap = cfg.pool_capacity().saturating_mul(cfg.batch_size);
@@ -360,7 +361,8 @@ impl Loader {
         self.starts
     }
 
-    /// What `auto_workers` chose: `None` unless it is on (async mode).
+    /// What [`Workers::Auto`](crate::Workers::Auto) chose: `None` unless it is on
+    /// (async mode).
     pub fn auto_workers(&self) -> Option<&tune::AutoState> {
         self.shared.auto.as_deref()
     }

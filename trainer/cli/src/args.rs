@@ -120,7 +120,7 @@ pub struct Args {
     pub reader: Mode,
     /// Decode and augment threads (async reader): a number, or `auto` to choose during
     /// the first epoch from how long the step waits for data, under --cpu-budget.
-    #[arg(long, default_value_t = Workers::Auto)]
+    #[arg(long, default_value_t = Workers::AUTO)]
     pub workers: Workers,
     /// Threads `--workers auto` may use (default: every core but one, left to the
     /// training step and to the thread that drives the GPU).

@@ -17,7 +17,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     gen::shapes(&dir, &opts, |_, _| {})?;
 
-    let src: Arc<dyn source::Source> = source::open(&dir, true)?;
+    let src: Arc<dyn source::Source> = source::open(&dir, source::Split::Train)?;
     let config = LoaderConfig {
         batch_size: 32,
         mode: Mode::Async,

@@ -5,11 +5,12 @@
 //! workers, transform...) and iterate an epoch:
 //!
 //! ```no_run
-//! use stoker_loader::{source, Loader, LoaderConfig, Mode};
+//! use stoker_loader::source::{self, Split};
+//! use stoker_loader::{Loader, LoaderConfig, Mode};
 //! use stoker_augment::Pipeline;
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let src = source::open("data/train".as_ref(), true)?;
+//! let src = source::open("data/train", Split::Train)?;
 //! let config = LoaderConfig {
 //!     batch_size: 64,
 //!     mode: Mode::Async,

@@ -22,7 +22,7 @@ fn data() -> (tempfile::TempDir, Arc<dyn Source>) {
         seed: 3,
     };
     gen::shapes(dir.path(), &opts, |_, _| {}).expect("shapes");
-    let src = source::open(dir.path(), true).expect("open");
+    let src = source::open(dir.path(), source::Split::Train).expect("open");
     (dir, src)
 }
 

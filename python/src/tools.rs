@@ -25,7 +25,12 @@ pub fn pack<'py>(
     test: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (stats, classes) = py.detach(|| {
-        let s = source::open(&src, !test).map_err(source_error)?;
+        let split = if test {
+            source::Split::Test
+        } else {
+            source::Split::Train
+        };
+        let s = source::open(&src, split).map_err(source_error)?;
         let stats = packed::pack_source(s.as_ref(), &out, |_, _| {}).map_err(|e| {
             LoaderError::new_err(format!(
                 "packing {} into {}: {e}",

@@ -33,7 +33,7 @@ pub use coco::Coco;
 pub use folder::ImageFolder;
 pub use manifest::Manifest;
 pub use mnist::Mnist;
-pub use open::{is_url, open, open_url, open_with, OpenOptions, DEFAULT_CACHE_BYTES};
+pub use open::{is_url, open, open_url, open_with, OpenOptions, Split, DEFAULT_CACHE_BYTES};
 pub use packed::{PackedReader, PackedWriter};
 pub use parquet::{BoxFormat, ParquetColumns, ParquetSource};
 pub use segpairs::SegPairs;

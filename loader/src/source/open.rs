@@ -78,12 +78,34 @@ impl Default for OpenOptions {
     }
 }
 
-/// [`open_with`] the default options and the given split.
-pub fn open(path: &Path, train: bool) -> Result<Arc<dyn Source>, SourceError> {
+/// Which part to read of a data set that holds more than one: MNIST's and CIFAR-10's
+/// training or test files, a Hugging Face Hub repository's Parquet split. A data set
+/// of one part (a folder, a packed file, tar shards) reads the same either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Split {
+    /// The training part: MNIST's `train-*` files, CIFAR-10's `data_batch_*.bin`, the
+    /// Hub's `train` split.
+    #[default]
+    Train,
+    /// The held-out part: MNIST's `t10k-*` files, CIFAR-10's `test_batch.bin`, the
+    /// Hub's `validation` split (else `test`).
+    Test,
+}
+
+impl Split {
+    /// Whether this is the training part (as [`OpenOptions::train`] says it).
+    pub fn is_train(self) -> bool {
+        self == Split::Train
+    }
+}
+
+/// [`open_with`] the default options and the given split:
+/// `source::open("data/train", source::Split::Train)`.
+pub fn open(path: impl AsRef<Path>, split: Split) -> Result<Arc<dyn Source>, SourceError> {
     open_with(
         path,
         &OpenOptions {
-            train,
+            train: split.is_train(),
             ..OpenOptions::default()
         },
     )
@@ -103,7 +125,15 @@ pub fn open(path: &Path, train: bool) -> Result<Arc<dyn Source>, SourceError> {
 /// A path or URL ending in `.json` is a COCO annotation file, whose images are in the
 /// folder `options.images` (required); one ending in `.jsonl` or `.ndjson` is a
 /// JSON-lines manifest; `options.masks` pairs the images under `path` with masks.
-pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Source>, SourceError> {
+pub fn open_with(
+    path: impl AsRef<Path>,
+    options: &OpenOptions,
+) -> Result<Arc<dyn Source>, SourceError> {
+    open_path(path.as_ref(), options)
+}
+
+/// [`open_with`], once the path's type is known.
+fn open_path(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Source>, SourceError> {
     if let Some(text) = path.to_str().filter(|t| is_coco_name(t)) {
         let Some(images) = &options.images else {
             return Err(SourceError::format(

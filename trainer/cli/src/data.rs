@@ -112,7 +112,7 @@ impl Data {
             ),
             None if matches!(train.format(), "mnist" | "cifar10") => {
                 // These formats hold their own test split; use it when it is there.
-                match source::open(train_path, false) {
+                match source::open(train_path, source::Split::Test) {
                     Ok(s) if !s.is_empty() => (Some(s), Some(train_path.to_path_buf())),
                     _ => (None, None),
                 }

@@ -4,10 +4,12 @@
 
 mod args;
 mod batch;
+mod bind;
 mod digest;
 mod epoch;
 mod errors;
 mod loader;
+mod loader_args;
 mod map;
 mod tools;
 

@@ -22,6 +22,7 @@ use stoker_augment::retain::Retention;
 use stoker_augment::Scratch;
 
 use super::fields::FieldScratch;
+use super::work::ReadSample;
 use super::{tune, LoaderConfig, OnError, Shared};
 use crate::metrics::add_time;
 use crate::pool::{Pool, PooledBuf};
@@ -628,17 +629,14 @@ fn worker(
                 // SAFETY: as above, for the mask plane.
                 let mask = catch_unwind(AssertUnwindSafe(|| unsafe { job.mask_mut(pos) }))
                     .map_err(place)?;
-                let out = shared.decode_sample(
-                    job.epoch,
+                let sample = ReadSample {
+                    epoch: job.epoch,
                     index,
                     kind,
-                    &bytes,
-                    &ann,
-                    &mut scratch,
-                    &mut fields,
-                    slot,
-                    mask,
-                )?;
+                    bytes: &bytes,
+                    ann: &ann,
+                };
+                let out = shared.decode_sample(sample, &mut scratch, &mut fields, slot, mask)?;
                 if let Ok(mut outs) = job.outs.lock() {
                     outs.push((pos, out));
                 }

@@ -13,12 +13,26 @@ use super::{OnError, Shared};
 use crate::batch::{Batch, Images};
 use crate::error::SampleError;
 use crate::metrics::add_time;
-use crate::mix::{mix_images, soft_labels, Mix};
+use crate::mix::{mix_images, soft_labels};
 use crate::pool::PooledBuf;
 use crate::sample::{Annotation, SampleFields};
 use crate::source::RecordKind;
 use crate::step::{collate_extra, step_rng, StepSample};
 use crate::LoaderError;
+
+/// A sample as read, ready to decode: which one, and what its source gave.
+pub(crate) struct ReadSample<'a> {
+    /// The epoch: with the index, it seeds the sample's augmentation.
+    pub(crate) epoch: u64,
+    /// The sample's index in the source.
+    pub(crate) index: usize,
+    /// Encoded bytes, or a raw record and its shape.
+    pub(crate) kind: RecordKind,
+    /// The bytes read.
+    pub(crate) bytes: &'a [u8],
+    /// Its fields beyond image and class, as read.
+    pub(crate) ann: &'a Annotation,
+}
 
 impl Shared {
     pub(crate) fn sample_error(&self, index: usize, source: SampleError) -> LoaderError {
@@ -175,19 +189,21 @@ impl Shared {
 
     /// [`decode`](Self::decode) for a loader with fields: the image into `slot`, then
     /// the sample's fields through the image's geometry, its mask into `mask`.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn decode_sample(
         &self,
-        epoch: u64,
-        index: usize,
-        kind: RecordKind,
-        bytes: &[u8],
-        ann: &Annotation,
+        sample: ReadSample<'_>,
         scratch: &mut Scratch,
         fields: &mut FieldScratch,
         slot: &mut [u8],
         mask: &mut [u8],
     ) -> Result<SampleFields, LoaderError> {
+        let ReadSample {
+            epoch,
+            index,
+            kind,
+            bytes,
+            ann,
+        } = sample;
         let Some(plan) = &self.fields else {
             self.decode(epoch, index, kind, bytes, scratch, slot)?;
             return Ok(SampleFields::default());
@@ -323,12 +339,7 @@ impl Shared {
         }
         let mut labels: Vec<u32> = indices.iter().map(|&i| self.source.label(i)).collect();
         let len = indices.len() * self.slot_bytes();
-        let soft_labels = match &self.mix {
-            None => None,
-            Some((mix, classes)) => {
-                Some(self.mix_batch(mix, *classes, &mut buf, epoch, step, &indices, &labels)?)
-            }
-        };
+        let soft_labels = self.mix_batch(&mut buf, epoch, step, &indices, &labels)?;
         let mut images = Images::new(buf, len);
         let mut fields = None;
         if let Some(plan) = &self.fields {
@@ -376,18 +387,19 @@ impl Shared {
 
 impl Shared {
     /// MixUp/CutMix over a finished batch's images, drawn from (seed, epoch, step);
-    /// returns its soft labels.
-    #[allow(clippy::too_many_arguments)]
+    /// returns its soft labels (`None` when the loader does not mix).
     fn mix_batch(
         &self,
-        mix: &Mix,
-        classes: usize,
         buf: &mut PooledBuf,
         epoch: u64,
         step: usize,
         indices: &[usize],
         labels: &[u32],
-    ) -> Result<Vec<f32>, LoaderError> {
+    ) -> Result<Option<Vec<f32>>, LoaderError> {
+        let Some((mix, classes)) = &self.mix else {
+            return Ok(None);
+        };
+        let classes = *classes;
         if let Some(pos) = labels.iter().position(|&l| l as usize >= classes) {
             return Err(self.sample_error(
                 indices[pos],
@@ -406,7 +418,7 @@ impl Shared {
             self.shape,
             &draw,
         );
-        Ok(soft_labels(labels, classes, draw.lam()))
+        Ok(Some(soft_labels(labels, classes, draw.lam())))
     }
 }
 

@@ -86,10 +86,10 @@ pub fn probe_limited(bytes: &[u8], max_pixels: usize) -> Result<(usize, usize), 
             let mut dec = JpegDecoder::new_with_options(ZCursor::new(bytes), jpeg_options());
             dec.decode_headers().map_err(|e| jpeg_error(bytes, e))?;
             dec.dimensions()
-                .ok_or_else(|| AugmentError::Jpeg("no frame header".into()))
+                .ok_or_else(|| AugmentError::jpeg("no frame header"))
         })
         .unwrap_or_else(|msg| {
-            Err(AugmentError::Jpeg(format!(
+            Err(AugmentError::jpeg(format!(
                 "the JPEG decoder (zune-jpeg) failed on this file's header: {msg}"
             )))
         })?,
@@ -104,13 +104,13 @@ pub fn probe_limited(bytes: &[u8], max_pixels: usize) -> Result<(usize, usize), 
 /// needs no decoder at all.
 fn probe_png(bytes: &[u8]) -> Result<(usize, usize), AugmentError> {
     if bytes.len() < 24 {
-        return Err(AugmentError::Png(format!(
+        return Err(AugmentError::png(format!(
             "truncated PNG header ({} bytes)",
             bytes.len()
         )));
     }
     if &bytes[12..16] != b"IHDR" {
-        return Err(AugmentError::Png("first chunk is not IHDR".into()));
+        return Err(AugmentError::png("first chunk is not IHDR"));
     }
     let be = |s: &[u8]| u32::from_be_bytes([s[0], s[1], s[2], s[3]]) as usize;
     Ok((be(&bytes[16..20]), be(&bytes[20..24])))
@@ -154,10 +154,10 @@ pub(crate) fn decode_into_with(
             // A cut file is refused whatever a decoder would make of it (zune-jpeg can
             // pad a short scan without an error, even in strict mode).
             if !ends_with_eoi(bytes) && !reaches_eoi(bytes) {
-                return Err(AugmentError::TruncatedJpeg {
-                    len: bytes.len(),
-                    reason: "the data ends before the end-of-image marker".into(),
-                });
+                return Err(AugmentError::truncated_jpeg(
+                    bytes.len(),
+                    "the data ends before the end-of-image marker",
+                ));
             }
             match turbo_full(bytes, &mut out.data, turbo, max_pixels) {
                 Some(r) => {
@@ -276,12 +276,15 @@ pub(crate) fn reaches_eoi(bytes: &[u8]) -> bool {
 }
 
 fn jpeg_error(bytes: &[u8], e: zune_jpeg::errors::DecodeErrors) -> AugmentError {
+    let reason = e.to_string();
+    let source = Some(e.into());
     if ends_with_eoi(bytes) {
-        AugmentError::Jpeg(e.to_string())
+        AugmentError::Jpeg { reason, source }
     } else {
         AugmentError::TruncatedJpeg {
             len: bytes.len(),
-            reason: e.to_string(),
+            reason,
+            source,
         }
     }
 }
@@ -317,7 +320,7 @@ fn decode_jpeg_with(
     max_pixels: usize,
 ) -> Result<(usize, usize, Native), AugmentError> {
     contained(|| decode_jpeg_uncontained(bytes, buf, options, max_pixels)).unwrap_or_else(|msg| {
-        Err(AugmentError::Jpeg(format!(
+        Err(AugmentError::jpeg(format!(
             "the JPEG decoder (zune-jpeg) failed on this file: {msg}"
         )))
     })
@@ -333,13 +336,13 @@ fn decode_jpeg_uncontained(
     dec.decode_headers().map_err(|e| jpeg_error(bytes, e))?;
     let (w, h) = dec
         .dimensions()
-        .ok_or_else(|| AugmentError::Jpeg("no frame header".into()))?;
+        .ok_or_else(|| AugmentError::jpeg("no frame header"))?;
     check_size(w, h, max_pixels)?;
     let len = dec
         .output_buffer_size()
-        .ok_or_else(|| AugmentError::Jpeg("image size overflows".into()))?;
+        .ok_or_else(|| AugmentError::jpeg("image size overflows"))?;
     if len != w * h * 3 {
-        return Err(AugmentError::Jpeg(format!(
+        return Err(AugmentError::jpeg(format!(
             "decoder wants {len} bytes for a {w}x{h} RGB image"
         )));
     }
@@ -359,7 +362,7 @@ fn decode_png_native(
 ) -> Result<(usize, usize, Native), AugmentError> {
     let (pw, ph) = probe_png(bytes)?;
     check_size(pw, ph, max_pixels)?;
-    let png_err = |e: image::ImageError| AugmentError::Png(e.to_string());
+    let png_err = AugmentError::png_from;
     let dec = image::codecs::png::PngDecoder::new(Cursor::new(bytes)).map_err(png_err)?;
     let (w, h) = dec.dimensions();
     let (w, h) = (w as usize, h as usize);
@@ -374,14 +377,14 @@ fn decode_png_native(
         ColorType::Rgb16 => Native::Rgb16,
         ColorType::Rgba16 => Native::Rgba16,
         other => {
-            return Err(AugmentError::Png(format!(
+            return Err(AugmentError::png(format!(
                 "unsupported colour type {other:?}"
             )))
         }
     };
     let len = w * h * native.bytes_per_pixel();
     if dec.total_bytes() != len as u64 {
-        return Err(AugmentError::Png(format!(
+        return Err(AugmentError::png(format!(
             "decoder wants {} bytes for a {w}x{h} {native:?} image",
             dec.total_bytes()
         )));
@@ -394,8 +397,7 @@ fn decode_png_native(
 fn webp_decoder(
     bytes: &[u8],
 ) -> Result<image::codecs::webp::WebPDecoder<Cursor<&[u8]>>, AugmentError> {
-    image::codecs::webp::WebPDecoder::new(Cursor::new(bytes))
-        .map_err(|e| AugmentError::WebP(e.to_string()))
+    image::codecs::webp::WebPDecoder::new(Cursor::new(bytes)).map_err(AugmentError::webp_from)
 }
 
 fn probe_webp(bytes: &[u8]) -> Result<(usize, usize), AugmentError> {
@@ -418,15 +420,14 @@ fn decode_webp_native(
         ColorType::Rgb8 => Native::Rgb8,
         ColorType::Rgba8 => Native::Rgba8,
         other => {
-            return Err(AugmentError::WebP(format!(
+            return Err(AugmentError::webp(format!(
                 "unsupported colour type {other:?}"
             )))
         }
     };
     let len = w * h * native.bytes_per_pixel();
     buf.resize(len, 0);
-    dec.read_image(buf)
-        .map_err(|e| AugmentError::WebP(e.to_string()))?;
+    dec.read_image(buf).map_err(AugmentError::webp_from)?;
     Ok((w, h, native))
 }
 
@@ -440,5 +441,43 @@ mod tests {
         let e = sniff(b"<!DOCTYPE html>").unwrap_err().to_string();
         assert!(e.contains("not a JPEG, PNG or WebP"), "{e}");
         assert!(e.contains("<!DOCTYP"), "{e}");
+    }
+
+    #[test]
+    fn a_decoders_error_is_the_source_of_ours() {
+        use std::error::Error as _;
+        // A JPEG start, a frame header too short to read, and a JPEG end: zune-jpeg
+        // refuses the complete file.
+        let mut jpeg = vec![0xff, 0xd8, 0xff, 0xc0, 0x00, 0x02];
+        jpeg.extend_from_slice(&[0x55; 64]);
+        jpeg.extend_from_slice(&[0xff, 0xd9]);
+        let e = decode_jpeg_native(&jpeg, &mut Vec::new(), DEFAULT_MAX_PIXELS).unwrap_err();
+        assert!(matches!(e, AugmentError::Jpeg { .. }), "{e:?}");
+        let cause = e.source().expect("zune-jpeg's error");
+        assert!(cause.is::<zune_jpeg::errors::DecodeErrors>(), "{cause:?}");
+        assert_eq!(e.to_string(), format!("corrupt JPEG data: {cause}"));
+        // Cut before its end marker, the same file is truncated, with the same cause.
+        let cut = &jpeg[..jpeg.len() - 2];
+        let e = decode_jpeg_native(cut, &mut Vec::new(), DEFAULT_MAX_PIXELS).unwrap_err();
+        assert!(matches!(e, AugmentError::TruncatedJpeg { .. }), "{e:?}");
+        assert!(e.source().unwrap().is::<zune_jpeg::errors::DecodeErrors>());
+
+        // A PNG header whose chunk checksum is wrong: the `image` crate's error.
+        let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
+        png.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 4, 8, 2, 0, 0, 0]);
+        png.extend_from_slice(&[0, 0, 0, 0]);
+        let e = decode_png_native(&png, &mut Vec::new(), DEFAULT_MAX_PIXELS).unwrap_err();
+        let AugmentError::Png {
+            reason,
+            source: Some(cause),
+        } = &e
+        else {
+            panic!("{e:?}");
+        };
+        assert!(cause.is::<image::ImageError>(), "{cause:?}");
+        assert_eq!(reason, &cause.to_string());
+        // Our own checks have no error under them.
+        let e = decode_png_native(&png[..20], &mut Vec::new(), DEFAULT_MAX_PIXELS).unwrap_err();
+        assert!(matches!(e, AugmentError::Png { source: None, .. }), "{e:?}");
     }
 }

@@ -1,5 +1,9 @@
 //! The error type for decode and transforms.
 
+/// A decoder's or resampler's own error, kept as the [`source`](std::error::Error::source)
+/// of the [`AugmentError`] that reports it.
+type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// What went wrong decoding or transforming one image. The caller adds which file.
 #[derive(Debug, thiserror::Error)]
 pub enum AugmentError {
@@ -19,16 +23,39 @@ pub enum AugmentError {
         len: usize,
         /// What the decoder reported, or that the data ends before the marker.
         reason: String,
+        /// The decoder's error, where it gave one (zune-jpeg's; libjpeg-turbo reports
+        /// text only).
+        #[source]
+        source: Option<Cause>,
     },
     /// A complete JPEG file that the decoder rejects (bad headers or scan data).
-    #[error("corrupt JPEG data: {0}")]
-    Jpeg(String),
+    #[error("corrupt JPEG data: {reason}")]
+    Jpeg {
+        /// What is wrong, as the decoder reported it.
+        reason: String,
+        /// The decoder's error, where it gave one (zune-jpeg's; libjpeg-turbo reports
+        /// text only).
+        #[source]
+        source: Option<Cause>,
+    },
     /// The PNG decoder rejects the file, or its header or colour type.
-    #[error("corrupt PNG data: {0}")]
-    Png(String),
+    #[error("corrupt PNG data: {reason}")]
+    Png {
+        /// What is wrong, as the decoder reported it.
+        reason: String,
+        /// The decoder's error (the `image` or `png` crate's), where it gave one.
+        #[source]
+        source: Option<Cause>,
+    },
     /// The WebP decoder rejects the file, or its colour type.
-    #[error("corrupt WebP data: {0}")]
-    WebP(String),
+    #[error("corrupt WebP data: {reason}")]
+    WebP {
+        /// What is wrong, as the decoder reported it.
+        reason: String,
+        /// The decoder's error (the `image` crate's), where it gave one.
+        #[source]
+        source: Option<Cause>,
+    },
     /// A segmentation mask is not a grey or palette PNG of at most 8 bits per pixel.
     #[error("bad mask: {0}")]
     Mask(String),
@@ -75,8 +102,14 @@ pub enum AugmentError {
     Normalize(String),
     /// The resampler failed, or a step would make an image larger than the pipeline's
     /// pixel limit.
-    #[error("resize failed: {0}")]
-    Resize(String),
+    #[error("resize failed: {reason}")]
+    Resize {
+        /// What failed.
+        reason: String,
+        /// The resampler's error (fast_image_resize's), where it gave one.
+        #[source]
+        source: Option<Cause>,
+    },
     #[error("output buffer holds {got} bytes but the image is {width}x{height}x{channels}")]
     /// The output buffer's length is not that of the pipeline's output image.
     OutputSize {
@@ -89,6 +122,73 @@ pub enum AugmentError {
         /// Length of the buffer given, in bytes.
         got: usize,
     },
+}
+
+impl AugmentError {
+    /// A [`Jpeg`](AugmentError::Jpeg) error of our own (no decoder error under it).
+    pub(crate) fn jpeg(reason: impl Into<String>) -> Self {
+        AugmentError::Jpeg {
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// A [`TruncatedJpeg`](AugmentError::TruncatedJpeg) error of our own.
+    pub(crate) fn truncated_jpeg(len: usize, reason: impl Into<String>) -> Self {
+        AugmentError::TruncatedJpeg {
+            len,
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// A [`Png`](AugmentError::Png) error of our own.
+    pub(crate) fn png(reason: impl Into<String>) -> Self {
+        AugmentError::Png {
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// The PNG decoder's error `e`, kept as the source.
+    pub(crate) fn png_from(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        AugmentError::Png {
+            reason: e.to_string(),
+            source: Some(Box::new(e)),
+        }
+    }
+
+    /// A [`WebP`](AugmentError::WebP) error of our own.
+    pub(crate) fn webp(reason: impl Into<String>) -> Self {
+        AugmentError::WebP {
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// The WebP decoder's error `e`, kept as the source.
+    pub(crate) fn webp_from(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        AugmentError::WebP {
+            reason: e.to_string(),
+            source: Some(Box::new(e)),
+        }
+    }
+
+    /// A [`Resize`](AugmentError::Resize) error of our own.
+    pub(crate) fn resize(reason: impl Into<String>) -> Self {
+        AugmentError::Resize {
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// The resampler's error `e`, kept as the source.
+    pub(crate) fn resize_from(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        AugmentError::Resize {
+            reason: e.to_string(),
+            source: Some(Box::new(e)),
+        }
+    }
 }
 
 /// A malformed spec: which part, and what is wrong with it.

@@ -22,7 +22,7 @@ pub fn decode_mask(
     }
     let mut decoder = png::Decoder::new(std::io::Cursor::new(bytes));
     decoder.set_transformations(png::Transformations::IDENTITY);
-    let png_err = |e: png::DecodingError| AugmentError::Png(e.to_string());
+    let png_err = AugmentError::png_from;
     let mut reader = decoder.read_info().map_err(png_err)?;
     let info = reader.info();
     let (w, h) = (info.width as usize, info.height as usize);
@@ -139,6 +139,18 @@ mod tests {
         let e = decode_mask(b"\xff\xd8\xff", &mut Vec::new(), 1 << 20).unwrap_err();
         assert!(e.to_string().contains("not a PNG"), "{e}");
         let e = decode_mask(&rgb[..20], &mut Vec::new(), 1 << 20).unwrap_err();
-        assert!(matches!(e, AugmentError::Png(_)), "{e}");
+        let AugmentError::Png {
+            reason,
+            source: Some(cause),
+        } = &e
+        else {
+            panic!("{e:?}");
+        };
+        // The png crate's error is kept, and the message is still its words.
+        assert!(
+            cause.downcast_ref::<png::DecodingError>().is_some(),
+            "{cause:?}"
+        );
+        assert_eq!(reason, &cause.to_string());
     }
 }

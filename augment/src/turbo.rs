@@ -143,7 +143,7 @@ impl TurboDecoder {
         let raw = unsafe { stoker_jpeg_new() };
         NonNull::new(raw)
             .map(|raw| TurboDecoder { raw })
-            .ok_or_else(|| AugmentError::Jpeg("libjpeg could not create a decompressor".into()))
+            .ok_or_else(|| AugmentError::jpeg("libjpeg could not create a decompressor"))
     }
 
     fn message(&self) -> String {
@@ -176,7 +176,7 @@ impl TurboDecoder {
                 _bytes: PhantomData,
             })),
             1 => Ok(Header::Unsupported),
-            _ => Err(AugmentError::Jpeg(self.message())),
+            _ => Err(AugmentError::jpeg(self.message())),
         }
     }
 }
@@ -247,16 +247,15 @@ pub(crate) fn decode_full(
 
 /// The error for a JPEG whose scan data ends before its image does.
 pub(crate) fn short_data_error(bytes: &[u8]) -> AugmentError {
-    AugmentError::TruncatedJpeg {
-        len: bytes.len(),
-        reason: "libjpeg: the data of a scan ends before the image does (premature end \
-                 of data segment): the rest would be filled in grey"
-            .into(),
-    }
+    AugmentError::truncated_jpeg(
+        bytes.len(),
+        "libjpeg: the data of a scan ends before the image does (premature end of data \
+         segment): the rest would be filled in grey",
+    )
 }
 
 fn to_u32(v: usize) -> Result<u32, AugmentError> {
-    u32::try_from(v).map_err(|_| AugmentError::Jpeg(format!("{v} does not fit libjpeg")))
+    u32::try_from(v).map_err(|_| AugmentError::jpeg(format!("{v} does not fit libjpeg")))
 }
 
 impl HeaderRead<'_> {
@@ -269,14 +268,14 @@ impl HeaderRead<'_> {
         buf: &mut Vec<u8>,
     ) -> Result<Window, AugmentError> {
         if !matches!(denom, 1 | 2 | 4 | 8) {
-            return Err(AugmentError::Jpeg(format!("no 1/{denom} scale")));
+            return Err(AugmentError::jpeg(format!("no 1/{denom} scale")));
         }
         if b.width == 0
             || b.height == 0
             || b.left + b.width > self.width
             || b.top + b.height > self.height
         {
-            return Err(AugmentError::Jpeg(format!(
+            return Err(AugmentError::jpeg(format!(
                 "box {b:?} outside the {}x{} image",
                 self.width, self.height
             )));
@@ -296,12 +295,12 @@ impl HeaderRead<'_> {
             stoker_jpeg_start_window(raw, denom as u32, to_u32(x0)?, to_u32(x1 - x0)?, &mut got)
         };
         if rc != 0 {
-            return Err(AugmentError::Jpeg(self.dec.message()));
+            return Err(AugmentError::jpeg(self.dec.message()));
         }
         let (got_x, got_w) = (got.got_x as usize, got.got_w as usize);
         let (out_w, out_h) = (got.out_width, got.out_height);
         if (out_w as usize, out_h as usize) != (ow, oh) || got_x > x0 || got_x + got_w < x1 {
-            return Err(AugmentError::Jpeg(format!(
+            return Err(AugmentError::jpeg(format!(
                 "libjpeg window {got_x}+{got_w} of {out_w}x{out_h} does not cover \
                  {x0}..{x1} of {ow}x{oh}"
             )));
@@ -314,7 +313,7 @@ impl HeaderRead<'_> {
         let rc =
             unsafe { stoker_jpeg_rows(raw, to_u32(y0)?, to_u32(rows)?, buf.as_mut_ptr(), len) };
         if rc != 0 {
-            return Err(AugmentError::Jpeg(self.dec.message()));
+            return Err(AugmentError::jpeg(self.dec.message()));
         }
         // SAFETY: reads a counter of the C state.
         let warnings = unsafe { stoker_jpeg_warnings(raw) } > 0;

@@ -53,7 +53,7 @@ fn lossless_webp_round_trips_exactly_and_cut_files_are_errors() {
     .unwrap();
     let cut = &bytes[..bytes.len() - 10];
     let e = decode::decode(cut, 3).unwrap_err();
-    assert!(matches!(e, AugmentError::WebP(_)), "{e}");
+    assert!(matches!(e, AugmentError::WebP { .. }), "{e}");
 }
 
 #[test]
@@ -157,7 +157,7 @@ fn a_jpeg_that_panics_inside_zune_jpeg_is_an_error() {
     let mut img = Image::default();
     let e = decode::decode_into_zune(bytes, 3, &mut img).unwrap_err();
     // The lenient retry is the one that panicked; the strict pass's reason is kept.
-    assert!(matches!(e, AugmentError::Jpeg(_)), "{e}");
+    assert!(matches!(e, AugmentError::Jpeg { .. }), "{e}");
     // The default path (libjpeg-turbo where the build has it) decodes it or refuses
     // it, but does not panic; and the thread can go on decoding.
     let _ = decode::decode(bytes, 3);

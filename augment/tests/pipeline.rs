@@ -92,7 +92,7 @@ fn a_resize_that_would_make_a_huge_image_is_an_error() {
     let p = Pipeline::parse("resize:256,crop:224").unwrap();
     let e = run_into(&p, img, &mut out).unwrap_err();
     assert!(
-        matches!(&e, AugmentError::Resize(m) if m.contains("8982528x256")),
+        matches!(&e, AugmentError::Resize { reason, .. } if reason.contains("8982528x256")),
         "{e}"
     );
     // Fused with a centre crop, the resize makes only the crop: still fine.

@@ -22,7 +22,7 @@ fn epoch_bench(c: &mut Criterion) {
         let cfg = LoaderConfig {
             batch_size: 32,
             mode,
-            workers,
+            workers: stoker_loader::Workers::Fixed(workers),
             transform: Pipeline::parse("rrc:224,flip").expect("spec"),
             ..LoaderConfig::default()
         };

@@ -83,13 +83,9 @@ impl stoker_loader::Source for MemorySource {
         index: usize,
         buf: &mut Vec<u8>,
     ) -> Result<stoker_loader::RecordKind, stoker_loader::SourceError> {
-        let img = self
-            .images
-            .get(index)
-            .ok_or_else(|| stoker_loader::SourceError::Record {
-                what: self.describe(index),
-                reason: "index out of range".into(),
-            })?;
+        let img = self.images.get(index).ok_or_else(|| {
+            stoker_loader::SourceError::record(self.describe(index), "index out of range")
+        })?;
         buf.clear();
         buf.extend_from_slice(img);
         Ok(stoker_loader::RecordKind::Encoded)

@@ -17,11 +17,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     synthetic::shapes(&dir, &opts, |_, _| {})?;
 
-    let src: Arc<dyn source::Source> = source::open(&dir, true)?;
+    let src: Arc<dyn source::Source> = source::open(&dir, source::Split::Train)?;
     let config = LoaderConfig {
         batch_size: 32,
         mode: Mode::Async,
-        workers: 2,
+        workers: stoker_loader::Workers::Fixed(2),
         prefetch: 2,
         seed: 7,
         transform: Pipeline::parse("rrc:48,flip")?,

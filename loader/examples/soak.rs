@@ -32,11 +32,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let epochs: u64 = args.get(2).map_or(Ok(50), |s| s.parse())?;
     let spec = args.get(3).map_or("rrc:224,flip", String::as_str);
     let mode: Mode = args.get(4).map_or(Ok(Mode::Async), |s| s.parse())?;
-    let src = source::open(data.as_ref(), true)?;
+    let src = source::open(data, source::Split::Train)?;
     let cfg = LoaderConfig {
         batch_size: 64,
         mode,
-        workers: 2,
+        workers: stoker_loader::Workers::Fixed(2),
         transform: Pipeline::parse(spec)?,
         last_epoch: Some(epochs.saturating_sub(1)),
         ..LoaderConfig::default()

@@ -42,7 +42,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         seed: 0,
     };
     synthetic::shapes(&dir, &opts, |_, _| {})?;
-    let src: Arc<dyn source::Source> = source::open(&dir, true)?;
+    let src: Arc<dyn source::Source> = source::open(&dir, source::Split::Train)?;
     let config = LoaderConfig {
         batch_size: 16,
         mode: Mode::Async,

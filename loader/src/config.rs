@@ -6,7 +6,7 @@ use stoker_augment::Pipeline;
 
 use crate::sampler::{Sampler, ShardPolicy, DEFAULT_SHUFFLE_BUFFER};
 use crate::system::physical_memory;
-use crate::LoaderError;
+use crate::{LoaderError, ParseSettingError};
 
 /// Synchronous (inline) or asynchronous (prefetching) reading.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,12 +19,12 @@ pub enum Mode {
 }
 
 impl std::str::FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ParseSettingError;
+    fn from_str(s: &str) -> Result<Self, ParseSettingError> {
         match s {
             "sync" => Ok(Mode::Sync),
             "async" => Ok(Mode::Async),
-            _ => Err(format!("unknown mode '{s}' (expected sync or async)")),
+            _ => Err(ParseSettingError::Mode(s.to_string())),
         }
     }
 }
@@ -49,64 +49,97 @@ pub enum OnError {
 }
 
 impl std::str::FromStr for OnError {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ParseSettingError;
+    fn from_str(s: &str) -> Result<Self, ParseSettingError> {
         match s {
             "fail" => Ok(OnError::Fail),
             "skip" => Ok(OnError::Skip),
-            _ => Err(format!(
-                "unknown error policy '{s}' (expected fail or skip)"
-            )),
+            _ => Err(ParseSettingError::OnError(s.to_string())),
         }
     }
 }
 
-/// A worker count as a user gives it: a number, or `auto` (see
-/// [`LoaderConfig::auto_workers`]).
+/// The decode threads of async mode: a fixed count, or `auto` (written so in flags
+/// and Python), a count chosen within a CPU budget.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Workers {
-    /// Exactly this many decode threads, 1..=[`MAX_WORKERS`].
+    /// Exactly this many decode threads, 1..=[`MAX_WORKERS`] (sync mode runs none
+    /// and accepts 0).
     Fixed(usize),
-    /// A count chosen during the first epoch, within a CPU budget.
-    Auto,
+    /// Between 1 and `budget` decode threads, the count chosen during the first
+    /// epoch from how long the consumer waits (see `pipeline::tune`). The batches are
+    /// the same bytes whatever it chooses.
+    Auto {
+        /// The most threads, 1..=[`MAX_WORKERS`]; `None`:
+        /// [`LoaderConfig::default_cpu_budget`].
+        budget: Option<usize>,
+    },
+}
+
+impl Workers {
+    /// `auto` within the default budget ([`LoaderConfig::default_cpu_budget`]).
+    pub const AUTO: Workers = Workers::Auto { budget: None };
+
+    /// `auto` within `budget` threads; a fixed count as it is.
+    pub fn with_budget(self, budget: usize) -> Workers {
+        match self {
+            Workers::Fixed(n) => Workers::Fixed(n),
+            Workers::Auto { .. } => Workers::Auto {
+                budget: Some(budget),
+            },
+        }
+    }
+
+    /// `auto`'s budget (the default one where none is given); `None` for a fixed
+    /// count.
+    pub fn budget(self) -> Option<usize> {
+        match self {
+            Workers::Fixed(_) => None,
+            Workers::Auto { budget } => {
+                Some(budget.unwrap_or_else(LoaderConfig::default_cpu_budget))
+            }
+        }
+    }
+
+    /// The fewest decode threads this runs: the fixed count, or 1 for `auto`.
+    pub fn min(self) -> usize {
+        match self {
+            Workers::Fixed(n) => n,
+            Workers::Auto { .. } => 1,
+        }
+    }
+
+    /// The most decode threads this may run: the fixed count, or `auto`'s budget.
+    pub fn max(self) -> usize {
+        self.budget().unwrap_or(self.min())
+    }
 }
 
 impl std::str::FromStr for Workers {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ParseSettingError;
+    /// A whole number from 1 to [`MAX_WORKERS`], or `auto` (any case) within the
+    /// default budget.
+    fn from_str(s: &str) -> Result<Self, ParseSettingError> {
         if s.trim().eq_ignore_ascii_case("auto") {
-            return Ok(Workers::Auto);
+            return Ok(Workers::AUTO);
         }
         match s.trim().parse::<usize>() {
             Ok(n) if (1..=MAX_WORKERS).contains(&n) => Ok(Workers::Fixed(n)),
-            _ => Err(format!(
-                "'{s}' is neither 'auto' nor a whole number from 1 to {MAX_WORKERS}"
-            )),
+            _ => Err(ParseSettingError::Workers {
+                text: s.to_string(),
+                max: MAX_WORKERS,
+            }),
         }
     }
 }
 
 impl std::fmt::Display for Workers {
+    /// The count, or `auto` (without its budget), as [`FromStr`](std::str::FromStr)
+    /// reads it.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Workers::Fixed(n) => write!(f, "{n}"),
-            Workers::Auto => f.write_str("auto"),
-        }
-    }
-}
-
-impl Workers {
-    /// Sets `cfg`'s workers: a fixed count, or auto under `cpu_budget` threads.
-    pub fn apply(self, cfg: &mut LoaderConfig, cpu_budget: usize) {
-        match self {
-            Workers::Fixed(n) => {
-                cfg.workers = n;
-                cfg.auto_workers = None;
-            }
-            Workers::Auto => {
-                cfg.workers = 1;
-                cfg.auto_workers = Some(cpu_budget);
-            }
+            Workers::Auto { .. } => f.write_str("auto"),
         }
     }
 }
@@ -120,12 +153,9 @@ pub struct LoaderConfig {
     /// Whether batches are made on the caller's thread or ahead of it by workers
     /// (default [`Mode::Async`]).
     pub mode: Mode,
-    /// Decode+augment threads (async mode). Ignored when `auto_workers` is set.
-    pub workers: usize,
-    /// `workers = auto`: run between 1 and this many decode threads (the CPU budget),
-    /// the count chosen during the first epoch from how long the consumer waits (see
-    /// `pipeline::tune`). The batches are the same bytes whatever it chooses.
-    pub auto_workers: Option<usize>,
+    /// Decode+augment threads (async mode): a fixed count (default 2), or
+    /// [`Workers::Auto`], a count chosen within a CPU budget.
+    pub workers: Workers,
     /// Batches kept ready ahead of the consumer (async mode).
     pub prefetch: usize,
     /// Reads in flight (async mode).
@@ -188,8 +218,7 @@ impl Default for LoaderConfig {
         LoaderConfig {
             batch_size: 64,
             mode: Mode::Async,
-            workers: 2,
-            auto_workers: None,
+            workers: Workers::Fixed(2),
             prefetch: 2,
             io_depth: 8,
             seed: 0,
@@ -263,9 +292,12 @@ impl LoaderConfig {
     pub fn validate(&self) -> Result<(), LoaderError> {
         in_range("batch_size", self.batch_size, 1, MAX_BATCH_SIZE)?;
         let min = usize::from(self.mode == Mode::Async);
-        match self.auto_workers {
-            Some(budget) => in_range("auto_workers (the CPU budget)", budget, 1, MAX_WORKERS)?,
-            None => in_range("workers", self.workers, min, MAX_WORKERS)?,
+        match self.workers {
+            Workers::Auto { budget: Some(b) } => {
+                in_range("auto_workers (the CPU budget)", b, 1, MAX_WORKERS)?
+            }
+            Workers::Auto { budget: None } => {}
+            Workers::Fixed(n) => in_range("workers", n, min, MAX_WORKERS)?,
         }
         in_range("prefetch", self.prefetch, min, MAX_PREFETCH)?;
         in_range("io_depth", self.io_depth, min, MAX_IO_DEPTH)?;
@@ -303,13 +335,13 @@ impl LoaderConfig {
         }
     }
 
-    /// The most decode threads this configuration may run: `workers`, or the budget
-    /// of `auto_workers`.
+    /// The most decode threads this configuration may run: the fixed count, or
+    /// `auto`'s budget.
     pub fn max_workers(&self) -> usize {
-        self.auto_workers.unwrap_or(self.workers)
+        self.workers.max()
     }
 
-    /// A CPU budget for `auto_workers` while a training step runs on this machine:
+    /// A CPU budget for [`Workers::Auto`] while a training step runs on this machine:
     /// every core but one, which is left to the step (and, on a GPU, to the thread that
     /// launches its kernels); at least one.
     pub fn default_cpu_budget() -> usize {
@@ -368,6 +400,89 @@ mod tests {
     use super::*;
 
     #[test]
+    fn settings_parse_from_text_or_say_which_value_is_unknown() {
+        use crate::{Field, Fields, Stop};
+        assert_eq!("sync".parse(), Ok(Mode::Sync));
+        assert_eq!("skip".parse(), Ok(OnError::Skip));
+        assert_eq!(" Auto ".parse(), Ok(Workers::AUTO));
+        assert_eq!("3".parse(), Ok(Workers::Fixed(3)));
+        // Each error keeps the text as given, for a caller to match on, and says what
+        // the setting takes, in the words it always used.
+        let cases: [(ParseSettingError, ParseSettingError, &str); 6] = [
+            (
+                "fast".parse::<Mode>().unwrap_err(),
+                ParseSettingError::Mode("fast".into()),
+                "unknown mode 'fast' (expected sync or async)",
+            ),
+            (
+                "retry".parse::<OnError>().unwrap_err(),
+                ParseSettingError::OnError("retry".into()),
+                "unknown error policy 'retry' (expected fail or skip)",
+            ),
+            (
+                "0".parse::<Workers>().unwrap_err(),
+                ParseSettingError::Workers {
+                    text: "0".into(),
+                    max: MAX_WORKERS,
+                },
+                "'0' is neither 'auto' nor a whole number from 1 to 1024",
+            ),
+            (
+                " Shapes".parse::<Field>().unwrap_err(),
+                ParseSettingError::Field {
+                    name: "shapes".into(),
+                    known: Field::ALL.iter().map(|f| f.name()).collect(),
+                },
+                "unknown field 'shapes' (known: image, label, labels, text, boxes, mask, \
+                 keypoints, raw)",
+            ),
+            (
+                "image,boxs".parse::<Fields>().unwrap_err(),
+                ParseSettingError::Field {
+                    name: "boxs".into(),
+                    known: Field::ALL.iter().map(|f| f.name()).collect(),
+                },
+                "unknown field 'boxs'",
+            ),
+            (
+                "later".parse::<Stop>().unwrap_err(),
+                ParseSettingError::Stop("later".into()),
+                "stop must be first_exhausted, all_exhausted or never, not \"later\"",
+            ),
+        ];
+        for (got, want, text) in cases {
+            assert_eq!(got, want);
+            assert!(got.to_string().starts_with(text), "{got}");
+        }
+    }
+
+    #[test]
+    fn workers_are_a_count_or_auto_within_a_budget() {
+        assert_eq!(Workers::Fixed(3).max(), 3);
+        assert_eq!(Workers::Fixed(3).with_budget(8), Workers::Fixed(3));
+        let auto = Workers::AUTO.with_budget(8);
+        assert_eq!(auto, Workers::Auto { budget: Some(8) });
+        assert_eq!((auto.min(), auto.max()), (1, 8));
+        assert_eq!(
+            Workers::AUTO.budget(),
+            Some(LoaderConfig::default_cpu_budget())
+        );
+        assert_eq!(auto.to_string().parse(), Ok(Workers::AUTO));
+        let cfg = LoaderConfig {
+            workers: auto,
+            ..LoaderConfig::default()
+        };
+        assert_eq!(cfg.max_workers(), 8);
+        assert_eq!(cfg.pool_capacity(), 2 + 8 + 1);
+        let bad = LoaderConfig {
+            workers: Workers::Auto { budget: Some(0) },
+            ..LoaderConfig::default()
+        };
+        let e = bad.validate().unwrap_err().to_string();
+        assert!(e.contains("auto_workers (the CPU budget)"), "{e}");
+    }
+
+    #[test]
     fn absurd_settings_name_themselves() {
         let cases: Vec<(LoaderConfig, &str)> = vec![
             (
@@ -386,14 +501,14 @@ mod tests {
             ),
             (
                 LoaderConfig {
-                    workers: 0,
+                    workers: Workers::Fixed(0),
                     ..Default::default()
                 },
                 "workers",
             ),
             (
                 LoaderConfig {
-                    workers: 100_000_000,
+                    workers: Workers::Fixed(100_000_000),
                     ..Default::default()
                 },
                 "workers",
@@ -455,7 +570,7 @@ mod tests {
         // Sync mode takes no workers.
         let sync = LoaderConfig {
             mode: Mode::Sync,
-            workers: 0,
+            workers: Workers::Fixed(0),
             prefetch: 0,
             ..Default::default()
         };

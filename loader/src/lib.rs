@@ -5,11 +5,12 @@
 //! workers, transform...) and iterate an epoch:
 //!
 //! ```no_run
-//! use stoker_loader::{source, Loader, LoaderConfig, Mode};
+//! use stoker_loader::source::{self, Split};
+//! use stoker_loader::{Loader, LoaderConfig, Mode};
 //! use stoker_augment::Pipeline;
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let src = source::open("data/train".as_ref(), true)?;
+//! let src = source::open("data/train", Split::Train)?;
 //! let config = LoaderConfig {
 //!     batch_size: 64,
 //!     mode: Mode::Async,
@@ -51,6 +52,7 @@ pub mod pool;
 mod positioned;
 pub mod sample;
 pub mod sampler;
+mod setting;
 pub mod source;
 pub mod state;
 pub mod step;
@@ -65,12 +67,13 @@ pub mod upload;
 pub use batch::{Batch, Images};
 pub use config::{LoaderConfig, Mode, OnError, Workers};
 pub use digest::Digest;
-pub use error::LoaderError;
+pub use error::{LoaderError, SampleError};
 pub use metrics::Metrics;
 pub use mix::Mix;
 pub use pipeline::{Cursor, Epoch, Loader, Next};
 pub use sample::{Annotation, BatchFields, Field, Fields};
 pub use sampler::{Sampler, ShardPolicy};
+pub use setting::ParseSettingError;
 pub use source::mixture;
 pub use source::mixture::{Mixture, MixtureSpec, Stop};
 pub use source::{RecordKind, Source, SourceError};

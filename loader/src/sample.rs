@@ -78,8 +78,8 @@ impl fmt::Display for Field {
 }
 
 impl std::str::FromStr for Field {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Field, String> {
+    type Err = crate::ParseSettingError;
+    fn from_str(s: &str) -> Result<Field, crate::ParseSettingError> {
         let s = s.trim().to_ascii_lowercase();
         let alias = match s.as_str() {
             "images" => "image",
@@ -93,9 +93,9 @@ impl std::str::FromStr for Field {
         Field::ALL
             .into_iter()
             .find(|f| f.name() == alias)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Field::ALL.iter().map(|f| f.name()).collect();
-                format!("unknown field '{s}' (known: {})", names.join(", "))
+            .ok_or_else(|| crate::ParseSettingError::Field {
+                name: s,
+                known: Field::ALL.iter().map(|f| f.name()).collect(),
             })
     }
 }
@@ -169,9 +169,9 @@ impl fmt::Display for Fields {
 }
 
 impl std::str::FromStr for Fields {
-    type Err = String;
+    type Err = crate::ParseSettingError;
     /// A comma-separated list of field names.
-    fn from_str(s: &str) -> Result<Fields, String> {
+    fn from_str(s: &str) -> Result<Fields, crate::ParseSettingError> {
         s.split(',')
             .filter(|p| !p.trim().is_empty())
             .map(str::parse::<Field>)
@@ -529,7 +529,11 @@ mod tests {
         assert!(Fields::CLASSIFICATION.is_classification());
         assert!(!f.is_classification());
         let e = "image,shapes".parse::<Fields>().unwrap_err();
-        assert!(e.contains("unknown field 'shapes'"), "{e}");
+        assert!(
+            matches!(&e, crate::ParseSettingError::Field { name, .. } if name == "shapes"),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("unknown field 'shapes'"), "{e}");
         assert_eq!("box_labels".parse::<Field>(), Ok(Field::Boxes));
     }
 

@@ -43,8 +43,14 @@ use crate::Batch;
 #[derive(Debug, thiserror::Error)]
 pub enum UploadError {
     /// The driver library is missing, or the device cannot be opened.
-    #[error("no usable CUDA device: {0}")]
-    NoDevice(String),
+    #[error("no usable CUDA device: {reason}")]
+    NoDevice {
+        /// Why, naming the device.
+        reason: String,
+        /// The driver's error, where it gave one.
+        #[source]
+        source: Option<DriverError>,
+    },
     /// A CUDA driver call failed.
     #[error("CUDA {op}: {err}")]
     Cuda {
@@ -81,16 +87,21 @@ fn cu(op: &'static str) -> impl Fn(DriverError) -> UploadError {
 pub fn open_cuda_context(ordinal: usize) -> Result<Arc<CudaContext>, UploadError> {
     // SAFETY: only tries `dlopen` on the driver's candidate names; nothing is called.
     if !unsafe { sys::is_culib_present() } {
-        return Err(UploadError::NoDevice(
-            "libcuda (the NVIDIA driver) not found".into(),
-        ));
+        return Err(UploadError::NoDevice {
+            reason: "libcuda (the NVIDIA driver) not found".into(),
+            source: None,
+        });
     }
     match catch_unwind(AssertUnwindSafe(|| CudaContext::new(ordinal))) {
         Ok(Ok(ctx)) => Ok(ctx),
-        Ok(Err(e)) => Err(UploadError::NoDevice(format!("cuda:{ordinal}: {e}"))),
-        Err(_) => Err(UploadError::NoDevice(format!(
-            "cuda:{ordinal}: the CUDA driver library failed to load"
-        ))),
+        Ok(Err(e)) => Err(UploadError::NoDevice {
+            reason: format!("cuda:{ordinal}: {e}"),
+            source: Some(e),
+        }),
+        Err(_) => Err(UploadError::NoDevice {
+            reason: format!("cuda:{ordinal}: the CUDA driver library failed to load"),
+            source: None,
+        }),
     }
 }
 

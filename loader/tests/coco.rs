@@ -145,7 +145,7 @@ fn config(mode: Mode, batch: usize, spec: &str) -> LoaderConfig {
     LoaderConfig {
         batch_size: batch,
         mode,
-        workers: 2,
+        workers: stoker_loader::Workers::Fixed(2),
         seed: 3,
         shuffle: false,
         transform: Pipeline::parse(spec).expect("spec"),

@@ -14,7 +14,7 @@ fn config(mode: Mode, workers: usize, spec: &str) -> LoaderConfig {
     LoaderConfig {
         batch_size: 8,
         mode,
-        workers,
+        workers: stoker_loader::Workers::Fixed(workers),
         prefetch: 2,
         io_depth: 4,
         seed: 42,
@@ -363,7 +363,7 @@ fn bad_configurations_are_errors() {
             ..LoaderConfig::default()
         },
         LoaderConfig {
-            workers: 0,
+            workers: stoker_loader::Workers::Fixed(0),
             ..LoaderConfig::default()
         },
         LoaderConfig {
@@ -507,7 +507,7 @@ fn auto_workers_keep_the_budget_while_the_consumer_waits_and_keep_the_bytes() {
     });
     let mut cfg = config(Mode::Async, 1, spec);
     cfg.io_depth = 1;
-    stoker_loader::Workers::Auto.apply(&mut cfg, 3);
+    cfg.workers = stoker_loader::Workers::Auto { budget: Some(3) };
     let mut loader = Loader::new(slow, cfg).unwrap();
     assert_eq!(loader.memory_bound_bytes(), (2 + 3 + 1) * 8 * 8 * 8 * 3);
     let mut got = Vec::new();
@@ -546,7 +546,7 @@ fn auto_workers_step_down_to_one_for_a_slow_consumer() {
     // eight windows: enough for three steps down after the first fills the queue).
     let src: Arc<dyn Source> = Arc::new(RawSource::new(256, 8));
     let mut cfg = config(Mode::Async, 1, "");
-    stoker_loader::Workers::Auto.apply(&mut cfg, 4);
+    cfg.workers = stoker_loader::Workers::Auto { budget: Some(4) };
     let mut loader = Loader::new(src, cfg).unwrap();
     for b in loader.epoch(0) {
         b.unwrap();

@@ -98,7 +98,7 @@ fn config(mode: Mode, workers: usize, spec: &str) -> LoaderConfig {
     LoaderConfig {
         batch_size: 4,
         mode,
-        workers,
+        workers: stoker_loader::Workers::Fixed(workers),
         seed: 7,
         shuffle: false,
         transform: Pipeline::parse(spec).expect("spec"),

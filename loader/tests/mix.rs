@@ -14,7 +14,7 @@ fn config(mode: Mode, workers: usize, mix: &str) -> LoaderConfig {
     LoaderConfig {
         batch_size: 8,
         mode,
-        workers,
+        workers: stoker_loader::Workers::Fixed(workers),
         prefetch: 2,
         io_depth: 4,
         seed: 42,

@@ -37,7 +37,7 @@ fn cfg(mode: Mode, workers: usize) -> LoaderConfig {
     LoaderConfig {
         batch_size: 8,
         mode,
-        workers,
+        workers: stoker_loader::Workers::Fixed(workers),
         seed: 9,
         transform: Pipeline::parse("rrc:4,flip").unwrap(),
         ..LoaderConfig::default()

@@ -23,7 +23,7 @@ fn make_scenes(dir: &Path, count: usize) -> Arc<dyn Source> {
         seed: 11,
     };
     scenes(&dir.join("scenes"), &opts, |_, _| {}).expect("scenes");
-    open_with(&dir.join("scenes/train.jsonl"), &OpenOptions::default()).expect("manifest")
+    open_with(dir.join("scenes/train.jsonl"), &OpenOptions::default()).expect("manifest")
 }
 
 fn digests(src: Arc<dyn Source>, spec: &str) -> Vec<String> {

@@ -33,7 +33,7 @@ fn folder(dir: &Path) -> Arc<dyn Source> {
         seed: 4,
     };
     synthetic::shapes(&root, &opts, |_, _| {}).unwrap();
-    source::open(&root, true).unwrap()
+    source::open(&root, source::Split::Train).unwrap()
 }
 
 /// How a test file holds its images.
@@ -134,7 +134,7 @@ fn cfg(shuffle: bool, mode: Mode) -> LoaderConfig {
         batch_size: 4,
         shuffle,
         mode,
-        workers: 2,
+        workers: stoker_loader::Workers::Fixed(2),
         seed: 5,
         shuffle_buffer: 6,
         transform: Pipeline::parse("rrc:16,flip").unwrap(),
@@ -155,7 +155,7 @@ fn parquet_shards_read_as_the_folder_they_were_made_from() {
     let dir = tempfile::tempdir().unwrap();
     let src = folder(dir.path());
     let data = shards(dir.path(), src.as_ref());
-    let pq = source::open(&data, true).unwrap();
+    let pq = source::open(&data, source::Split::Train).unwrap();
     assert_eq!(pq.format(), "parquet");
     assert_eq!(pq.len(), 30);
     assert_eq!(pq.classes(), CLASSES, "class names from the HF metadata");
@@ -289,7 +289,7 @@ fn row_groups_read_by_several_threads_at_once_give_their_own_bytes() {
     // Fresh sources, so that the row groups are decoded while others are: four
     // threads, each starting in another row group.
     for _ in 0..5 {
-        let pq = source::open(&data, true).unwrap();
+        let pq = source::open(&data, source::Split::Train).unwrap();
         std::thread::scope(|s| {
             for t in 0..4usize {
                 let (pq, want) = (&pq, &want);
@@ -370,11 +370,11 @@ fn the_hub_layout_globs_and_braces_pick_the_same_files() {
         "data/train-{00000..00001}-of-00002.parquet",
     ] {
         let p = root.join(pattern);
-        let pq = source::open(&p, true).unwrap();
+        let pq = source::open(&p, source::Split::Train).unwrap();
         assert_eq!(pq.format(), "parquet", "{pattern}");
         assert_eq!(digests(pq, cfg(false, Mode::Sync)), want, "{pattern}");
     }
-    let e = source::open(&root.join("data/val-*.parquet"), true)
+    let e = source::open(root.join("data/val-*.parquet"), source::Split::Train)
         .err()
         .unwrap()
         .to_string();
@@ -388,9 +388,12 @@ fn the_hub_layout_globs_and_braces_pick_the_same_files() {
         std::fs::create_dir_all(&d).unwrap();
         write(src.as_ref(), part, &d.join("0000.parquet"), false);
     }
-    let e = source::open(&conv, true).err().unwrap().to_string();
+    let e = source::open(&conv, source::Split::Train)
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("several configurations (default, other)"), "{e}");
-    let one = source::open(&conv.join("default"), true).unwrap();
+    let one = source::open(conv.join("default"), source::Split::Train).unwrap();
     assert_eq!(digests(one, cfg(false, Mode::Sync)), want);
 }
 
@@ -406,12 +409,12 @@ fn images_by_path_are_read_beside_the_file() {
         let d = dir.path().join(name);
         std::fs::create_dir_all(&d).unwrap();
         write_as(src.as_ref(), 0..30, &d.join("train.parquet"), false, how);
-        let pq = source::open(&d, true).unwrap();
+        let pq = source::open(&d, source::Split::Train).unwrap();
         assert_eq!(digests(pq.clone(), cfg(false, Mode::Async)), want, "{name}");
         // A file that is gone: an error of that row, naming the path.
         std::fs::remove_file(d.join("imgs/12.jpg")).unwrap();
         let mut buf = Vec::new();
-        let e = source::open(&d, true)
+        let e = source::open(&d, source::Split::Train)
             .unwrap()
             .read(12, &mut buf)
             .unwrap_err()
@@ -428,7 +431,7 @@ fn the_layout_lists_the_schema_and_row_groups() {
     let dir = tempfile::tempdir().unwrap();
     let src = folder(dir.path());
     let data = shards(dir.path(), src.as_ref());
-    let lines = source::open(&data, true).unwrap().layout();
+    let lines = source::open(&data, source::Split::Train).unwrap().layout();
     let text = lines.join("\n");
     assert!(text.contains("  label: Int64"), "{text}");
     assert!(
@@ -473,8 +476,8 @@ fn parquet_from_s3_reads_as_locally() {
         };
         source::open_with(Path::new(url), &opts).unwrap_or_else(|e| panic!("{url}: {e}"))
     };
-    let local = source::open(&root, true).unwrap();
-    let local_by_path = source::open(&by_path, true).unwrap();
+    let local = source::open(&root, source::Split::Train).unwrap();
+    let local_by_path = source::open(&by_path, source::Split::Train).unwrap();
     for mode in [Mode::Sync, Mode::Async] {
         for (url, local) in [
             ("s3://hub/repo/", &local),
@@ -638,7 +641,7 @@ fn field_columns_read_boxes_classes_tags_and_masks() {
     let c = LoaderConfig {
         batch_size: 5,
         shuffle: false,
-        workers: 1,
+        workers: stoker_loader::Workers::Fixed(1),
         transform: Pipeline::parse("flip:p=1").unwrap(),
         ..LoaderConfig::default()
     };
@@ -683,7 +686,7 @@ fn field_columns_read_boxes_classes_tags_and_masks() {
 fn c_default() -> LoaderConfig {
     LoaderConfig {
         shuffle: false,
-        workers: 1,
+        workers: stoker_loader::Workers::Fixed(1),
         ..LoaderConfig::default()
     }
 }
@@ -693,10 +696,10 @@ fn a_parquet_set_packs_to_the_same_batches() {
     let dir = tempfile::tempdir().unwrap();
     let src = folder(dir.path());
     let data = shards(dir.path(), src.as_ref());
-    let pq = source::open(&data, true).unwrap();
+    let pq = source::open(&data, source::Split::Train).unwrap();
     let out = dir.path().join("from-parquet.pack");
     source::packed::pack_source(pq.as_ref(), &out, |_, _| {}).unwrap();
-    let packed = source::open(&out, true).unwrap();
+    let packed = source::open(&out, source::Split::Train).unwrap();
     assert_eq!(packed.classes(), CLASSES);
     assert_eq!(
         digests(packed, cfg(true, Mode::Async)),
@@ -707,7 +710,7 @@ fn a_parquet_set_packs_to_the_same_batches() {
 fn row_groups_resume_on_another_rank_count_delivering_each_sample_once() {
     let dir = tempfile::tempdir().unwrap();
     let src = folder(dir.path());
-    let pq = source::open(&shards(dir.path(), src.as_ref()), true).unwrap();
+    let pq = source::open(shards(dir.path(), src.as_ref()), source::Split::Train).unwrap();
     let run = |world: usize, take: Option<usize>, state: Option<&stoker_loader::LoaderState>| {
         let mut got = Vec::new();
         let mut saved = None;

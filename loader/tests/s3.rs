@@ -65,7 +65,7 @@ fn cfg(mode: Mode) -> LoaderConfig {
     LoaderConfig {
         batch_size: 8,
         mode,
-        workers: 2,
+        workers: stoker_loader::Workers::Fixed(2),
         io_depth: 8,
         seed: 9,
         shuffle_buffer: 8,
@@ -95,7 +95,7 @@ struct Local {
 fn local_data(count: usize) -> Local {
     let dir = tempfile::tempdir().unwrap();
     let folder = shapes(dir.path(), count);
-    let src = source::open(&folder, true).unwrap();
+    let src = source::open(&folder, source::Split::Train).unwrap();
     let pack = dir.path().join("data.pack");
     packed::pack_source(src.as_ref(), &pack, |_, _| {}).unwrap();
     let shards = dir.path().join("shards");
@@ -133,12 +133,18 @@ fn packed_tars_and_folders_from_s3_match_the_local_copies() {
 
     for mode in [Mode::Sync, Mode::Async] {
         let c = cfg(mode);
-        let want = digest(source::open(&local.pack, true).unwrap(), c.clone());
+        let want = digest(
+            source::open(&local.pack, source::Split::Train).unwrap(),
+            c.clone(),
+        );
         let got = open("s3://data/set/data.pack", &o);
         assert_eq!(got.format(), "packed");
         assert_eq!(digest(got, c.clone()), want, "packed, {mode}");
 
-        let want = digest(source::open(&local.shards, true).unwrap(), c.clone());
+        let want = digest(
+            source::open(&local.shards, source::Split::Train).unwrap(),
+            c.clone(),
+        );
         for url in [
             "s3://data/set/shards",
             "s3://data/set/shards/",
@@ -152,7 +158,10 @@ fn packed_tars_and_folders_from_s3_match_the_local_copies() {
         let pattern = format!("s3://data/set/shards/shard-{{000000..{:06}}}.tar", n - 1);
         assert_eq!(digest(open(&pattern, &o), c.clone()), want, "{pattern}");
 
-        let want = digest(source::open(&local.folder, true).unwrap(), c.clone());
+        let want = digest(
+            source::open(&local.folder, source::Split::Train).unwrap(),
+            c.clone(),
+        );
         let got = open("s3://data/set/folder", &o);
         assert_eq!(got.format(), "folder");
         assert_eq!(digest(got, c.clone()), want, "folder, {mode}");
@@ -162,7 +171,7 @@ fn packed_tars_and_folders_from_s3_match_the_local_copies() {
     // later epochs read them from there (even with the server gone).
     let cache = tempfile::tempdir().unwrap();
     let bound = 1 << 20;
-    let local_tars = source::open(&local.shards, true).unwrap();
+    let local_tars = source::open(&local.shards, source::Split::Train).unwrap();
     let mut want = Loader::new(local_tars, cfg(Mode::Async)).unwrap();
     let got = open_with("s3://data/set/bare", &o, Some((cache.path(), bound)));
     let mut got = Loader::new(got, cfg(Mode::Async)).unwrap();
@@ -221,7 +230,7 @@ fn a_listing_longer_than_one_page_is_read_whole() {
         }
     }
     storage::upload_dir(&root, "s3://many/imgs", &o, 32).unwrap();
-    let local = source::open(&root, true).unwrap();
+    let local = source::open(&root, source::Split::Train).unwrap();
     let remote = open("s3://many/imgs/", &o);
     assert_eq!(remote.len(), 1010);
     assert_eq!(remote.classes(), local.classes());
@@ -548,7 +557,7 @@ fn a_stopped_server_ends_an_async_epoch_within_the_documented_time() {
     let cfg = LoaderConfig {
         batch_size: 16,
         io_depth: 2,
-        workers: 2,
+        workers: stoker_loader::Workers::Fixed(2),
         ..cfg(Mode::Async)
     };
     let mut loader = Loader::new(src, cfg).unwrap();
@@ -586,7 +595,7 @@ fn every_format_with_fields_reads_from_s3_as_locally() {
         seed: 2,
     };
     synthetic::scenes(&scenes, &opts, |_, _| {}).unwrap();
-    let manifest = source::open(&scenes.join("train.jsonl"), true).unwrap();
+    let manifest = source::open(scenes.join("train.jsonl"), source::Split::Train).unwrap();
     let pack = dir.path().join("scenes.pack");
     packed::pack_source(manifest.as_ref(), &pack, |_, _| {}).unwrap();
     let shards = dir.path().join("shards");
@@ -612,7 +621,7 @@ fn every_format_with_fields_reads_from_s3_as_locally() {
     }
     // Segmentation pairs (images/ and masks/ of the same set): boxes aside, the mask
     // and image of every sample match the local pairs.
-    let local_pairs = source::open(&scenes, true).unwrap();
+    let local_pairs = source::open(&scenes, source::Split::Train).unwrap();
     let remote_pairs = open("s3://fields/scenes/", &o);
     assert_eq!(remote_pairs.fields(), local_pairs.fields());
     assert_eq!(digest(remote_pairs, c.clone()), digest(local_pairs, c));

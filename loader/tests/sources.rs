@@ -232,7 +232,7 @@ fn packed_round_trip_from_mnist_and_cifar_keeps_raw_shapes() {
         assert_eq!(p.layout(), want);
         assert_same_source(src, &p);
         // And `open` finds it by its magic.
-        let o = source::open(&out, true).unwrap();
+        let o = source::open(&out, source::Split::Train).unwrap();
         assert_eq!(o.format(), "packed");
         assert_same_source(src, o.as_ref());
     }
@@ -350,7 +350,7 @@ fn damaged_record_bytes_fail_their_checksum_on_read() {
     let mut buf = Vec::new();
     p.read(4, &mut buf).unwrap();
     match p.read(5, &mut buf).unwrap_err() {
-        SourceError::Record { what, reason } => {
+        SourceError::Record { what, reason, .. } => {
             assert_eq!(what, format!("{} record 5", path.display()));
             assert!(reason.starts_with("checksum mismatch"), "{reason}");
         }
@@ -409,7 +409,7 @@ fn a_pack_that_shrinks_under_its_reader_gives_errors_not_a_fault() {
     let packed_again = dir.path().join("again.pack");
     for mode in [stoker_loader::Mode::Sync, stoker_loader::Mode::Async] {
         packed::pack_source(&folder, &packed_again, |_, _| {}).unwrap();
-        let src = source::open(&packed_again, true).unwrap();
+        let src = source::open(&packed_again, source::Split::Train).unwrap();
         let mut loader = stoker_loader::Loader::new(
             src,
             stoker_loader::LoaderConfig {
@@ -484,10 +484,7 @@ impl Source for Failing {
     }
     fn read(&self, i: usize, buf: &mut Vec<u8>) -> Result<RecordKind, SourceError> {
         if i == self.fail_at {
-            return Err(SourceError::Record {
-                what: self.describe(i),
-                reason: "disk on fire".into(),
-            });
+            return Err(SourceError::record(self.describe(i), "disk on fire"));
         }
         self.inner.read(i, buf)
     }
@@ -650,13 +647,13 @@ fn mnist_reads_plain_and_gzipped_files() {
     let dotted = dir.path().join("dotted");
     write(&dotted.join("train-images.idx3-ubyte"), &images);
     write(&dotted.join("train-labels.idx1-ubyte"), &labels);
-    let m = source::open(&dotted, true).unwrap();
+    let m = source::open(&dotted, source::Split::Train).unwrap();
     assert_eq!(m.format(), "mnist");
     assert_eq!(m.len(), 6);
     // One file given directly: the partner is found beside it.
-    let m = source::open(&dotted.join("train-labels.idx1-ubyte"), true).unwrap();
+    let m = source::open(dotted.join("train-labels.idx1-ubyte"), source::Split::Train).unwrap();
     assert_eq!(m.len(), 6);
-    let m = source::open(&gz.join("train-images-idx3-ubyte.gz"), true).unwrap();
+    let m = source::open(gz.join("train-images-idx3-ubyte.gz"), source::Split::Train).unwrap();
     assert_eq!(m.len(), 6);
 }
 
@@ -789,7 +786,7 @@ fn cifar_rejects_bad_batches() {
 // ---------------------------------------------------------------- open
 
 fn open_fails(path: &Path) -> SourceError {
-    match source::open(path, true) {
+    match source::open(path, source::Split::Train) {
         Ok(s) => panic!("{} opened as {}", path.display(), s.format()),
         Err(e) => e,
     }
@@ -803,27 +800,29 @@ fn open_detects_each_format() {
     synthetic::write_mnist(&root.join("mnist"), 7, 0).unwrap();
     synthetic::write_cifar(&root.join("cifar"), 2, 0).unwrap();
 
-    let f = source::open(&root.join("folder"), true).unwrap();
+    let f = source::open(root.join("folder"), source::Split::Train).unwrap();
     assert_eq!((f.format(), f.len()), ("folder", 7));
     packed::pack_source(f.as_ref(), &root.join("f.pack"), |_, _| {}).unwrap();
     // The magic decides, not the name.
     fs::rename(root.join("f.pack"), root.join("f.data")).unwrap();
     assert_eq!(
-        source::open(&root.join("f.data"), true).unwrap().format(),
+        source::open(root.join("f.data"), source::Split::Train)
+            .unwrap()
+            .format(),
         "packed"
     );
 
-    let m = source::open(&root.join("mnist"), true).unwrap();
+    let m = source::open(root.join("mnist"), source::Split::Train).unwrap();
     assert_eq!((m.format(), m.len()), ("mnist", 7));
     assert!(m.describe(0).contains("train-images"));
-    let m = source::open(&root.join("mnist"), false).unwrap();
+    let m = source::open(root.join("mnist"), source::Split::Test).unwrap();
     assert!(m.describe(0).contains("t10k-images"));
 
-    let c = source::open(&root.join("cifar"), true).unwrap();
+    let c = source::open(root.join("cifar"), source::Split::Train).unwrap();
     assert_eq!((c.format(), c.len()), ("cifar10", 10));
-    let c = source::open(&root.join("cifar"), false).unwrap();
+    let c = source::open(root.join("cifar"), source::Split::Test).unwrap();
     assert_eq!(c.len(), 2);
-    let c = source::open(&root.join("cifar/data_batch_3.bin"), true).unwrap();
+    let c = source::open(root.join("cifar/data_batch_3.bin"), source::Split::Train).unwrap();
     assert_eq!((c.format(), c.len()), ("cifar10", 2));
 
     let e = open_fails(&root.join("missing"));

@@ -10,7 +10,7 @@ use stoker_loader::step::{step_rng, BatchArray};
 use stoker_loader::synthetic::{self, ShapesOptions};
 use stoker_loader::{
     source, Array, ArrayData, Batch, Digest, Loader, LoaderConfig, LoaderError, Mode, OnError,
-    Source, StepError, StepSample, UserStep,
+    SampleError, Source, StepError, StepSample, UserStep,
 };
 
 fn data() -> (tempfile::TempDir, Arc<dyn Source>) {
@@ -22,7 +22,7 @@ fn data() -> (tempfile::TempDir, Arc<dyn Source>) {
         seed: 3,
     };
     synthetic::shapes(dir.path(), &opts, |_, _| {}).expect("shapes");
-    let src = source::open(dir.path(), true).expect("open");
+    let src = source::open(dir.path(), source::Split::Train).expect("open");
     (dir, src)
 }
 
@@ -48,7 +48,7 @@ fn config(mode: Mode, workers: usize) -> LoaderConfig {
     LoaderConfig {
         batch_size: 8,
         mode,
-        workers,
+        workers: stoker_loader::Workers::Fixed(workers),
         seed: 5,
         transform: Pipeline::parse("rrc:24,flip").expect("spec"),
         steps: vec![UserStep::new(adding_step)],
@@ -184,10 +184,12 @@ fn step_errors_follow_on_error() {
             LoaderError::Sample {
                 index,
                 what,
-                reason,
+                source,
             } => {
                 assert_eq!(index % 7, 0, "{err}");
                 assert!(!what.is_empty());
+                assert!(matches!(source, SampleError::Step { .. }), "{err}");
+                let reason = source.to_string();
                 assert!(reason.contains("step 'user step'"), "{err}");
                 assert!(reason.contains("multiple of 7"), "{err}");
             }

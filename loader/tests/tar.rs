@@ -59,7 +59,7 @@ fn cfg(mode: Mode, workers: usize) -> LoaderConfig {
     LoaderConfig {
         batch_size: 7,
         mode,
-        workers,
+        workers: stoker_loader::Workers::Fixed(workers),
         shuffle_buffer: 16,
         seed: 11,
         ..LoaderConfig::default()
@@ -69,12 +69,12 @@ fn cfg(mode: Mode, workers: usize) -> LoaderConfig {
 #[test]
 fn packed_shards_hold_the_sources_records_and_index_them_exactly() {
     let dir = tempfile::tempdir().unwrap();
-    let folder = source::open(&shapes(dir.path(), 60), true).unwrap();
+    let folder = source::open(shapes(dir.path(), 60), source::Split::Train).unwrap();
     // About 6 images a shard: several shards.
     let (out, stats) = pack(folder.as_ref(), dir.path(), 12 << 10);
     assert!(stats.shards >= 4, "{stats:?}");
     assert_eq!(stats.records, 60);
-    let tars = source::open(&out, true).unwrap();
+    let tars = source::open(&out, source::Split::Train).unwrap();
     assert_eq!(tars.format(), "tar");
     assert_eq!(
         tars.classes(),
@@ -112,9 +112,11 @@ fn packed_shards_hold_the_sources_records_and_index_them_exactly() {
     );
     same_records(
         tars.as_ref(),
-        source::open(Path::new(&pattern), true).unwrap().as_ref(),
+        source::open(Path::new(&pattern), source::Split::Train)
+            .unwrap()
+            .as_ref(),
     );
-    let one = source::open(&out.join("shard-000000.tar"), true).unwrap();
+    let one = source::open(out.join("shard-000000.tar"), source::Split::Train).unwrap();
     assert_eq!(one.len(), shards[0].len());
     // Unshuffled, the folder and its shards give the same batches.
     let plain = |src| {
@@ -136,9 +138,9 @@ fn packed_shards_hold_the_sources_records_and_index_them_exactly() {
 #[test]
 fn shard_order_is_the_same_in_every_mode_and_resumes_mid_shard() {
     let dir = tempfile::tempdir().unwrap();
-    let folder = source::open(&shapes(dir.path(), 50), true).unwrap();
+    let folder = source::open(shapes(dir.path(), 50), source::Split::Train).unwrap();
     let (out, _) = pack(folder.as_ref(), dir.path(), 10 << 10);
-    let tars = source::open(&out, true).unwrap();
+    let tars = source::open(&out, source::Split::Train).unwrap();
     let want = digest(tars.clone(), cfg(Mode::Sync, 0), 2);
     assert_eq!(digest(tars.clone(), cfg(Mode::Async, 1), 2), want);
     assert_eq!(digest(tars.clone(), cfg(Mode::Async, 3), 2), want);
@@ -230,7 +232,7 @@ fn tars_from_other_writers_group_by_key_and_take_json_labels() {
     ]);
     let path = dir.path().join("other.tar");
     std::fs::write(&path, &bytes).unwrap();
-    let src = source::open(&path, true).unwrap();
+    let src = source::open(&path, source::Split::Train).unwrap();
     assert_eq!(src.len(), 3);
     assert_eq!(src.classes(), ["0", "1", "2"]);
     assert_eq!((src.label(0), src.label(1), src.label(2)), (2, 1, 0));
@@ -250,7 +252,7 @@ fn tars_from_other_writers_group_by_key_and_take_json_labels() {
 }
 
 fn open_err(path: &Path) -> String {
-    match source::open(path, true) {
+    match source::open(path, source::Split::Train) {
         Ok(_) => panic!("{} opened", path.display()),
         Err(e) => e.to_string(),
     }
@@ -304,7 +306,7 @@ fn damaged_shards_are_clear_errors() {
 #[test]
 fn file_urls_read_shards_through_the_remote_path() {
     let dir = tempfile::tempdir().unwrap();
-    let folder = source::open(&shapes(dir.path(), 40), true).unwrap();
+    let folder = source::open(shapes(dir.path(), 40), source::Split::Train).unwrap();
     let (out, stats) = pack(folder.as_ref(), dir.path(), 10 << 10);
     let bare = dir.path().join("bare");
     std::fs::create_dir(&bare).unwrap();
@@ -312,7 +314,11 @@ fn file_urls_read_shards_through_the_remote_path() {
         let name = format!("shard-{i:06}.tar");
         std::fs::copy(out.join(&name), bare.join(&name)).unwrap();
     }
-    let want = digest(source::open(&out, true).unwrap(), cfg(Mode::Async, 2), 2);
+    let want = digest(
+        source::open(&out, source::Split::Train).unwrap(),
+        cfg(Mode::Async, 2),
+        2,
+    );
     let cache = dir.path().join("cache");
     for (data, cache) in [(&out, None), (&bare, None), (&bare, Some(cache.clone()))] {
         let url = format!("file://{}/", data.display());
@@ -397,7 +403,7 @@ fn labels_out_of_bounds_are_errors_not_aborts() {
         ]),
     )
     .unwrap();
-    let src = source::open(&path, true).unwrap();
+    let src = source::open(&path, source::Split::Train).unwrap();
     assert_eq!(src.classes().len(), 1000);
 }
 
@@ -419,7 +425,7 @@ fn a_hostile_label_in_a_remote_index_is_an_error() {
     );
     std::fs::write(dir.path().join("s.tar.idx"), idx).unwrap();
     let url = format!("file://{}", path.display());
-    let e = match source::open(Path::new(&url), true) {
+    let e = match source::open(Path::new(&url), source::Split::Train) {
         Ok(_) => panic!("opened"),
         Err(e) => e.to_string(),
     };
@@ -460,7 +466,7 @@ fn a_shard_rewritten_in_place_after_indexing_is_an_error() {
         ]),
     )
     .unwrap();
-    let src = source::open(&path, true).unwrap();
+    let src = source::open(&path, source::Split::Train).unwrap();
     let mut buf = Vec::new();
     src.read(1, &mut buf).unwrap();
     assert_eq!(buf, b);
@@ -522,7 +528,7 @@ fn a_fifo_is_named_as_one_and_never_waited_on() {
 #[test]
 fn a_pack_writes_its_manifest_last_and_readers_check_it() {
     let dir = tempfile::tempdir().unwrap();
-    let folder = source::open(&shapes(dir.path(), 40), true).unwrap();
+    let folder = source::open(shapes(dir.path(), 40), source::Split::Train).unwrap();
     let (out, stats) = pack(folder.as_ref(), dir.path(), 10 << 10);
     let manifest =
         tar::Manifest::parse(&std::fs::read(out.join(tar::MANIFEST_NAME)).unwrap()).unwrap();
@@ -539,7 +545,7 @@ fn a_pack_writes_its_manifest_last_and_readers_check_it() {
         .unwrap();
         assert_eq!(s.samples, idx.samples.len() as u64);
     }
-    assert_eq!(source::open(&out, true).unwrap().len(), 40);
+    assert_eq!(source::open(&out, source::Split::Train).unwrap().len(), 40);
     // A copy that lost a shard (or a pack killed before its last one, with a manifest
     // from elsewhere) is an error naming the shard.
     let last = &manifest.shards[manifest.shards.len() - 1].name;
@@ -557,7 +563,7 @@ fn a_pack_writes_its_manifest_last_and_readers_check_it() {
     // Without the manifest (a pack killed after some shards) it still opens, with a
     // warning on stderr (checked in the CLI's tests); the samples are what is there.
     std::fs::remove_file(partial.join(tar::MANIFEST_NAME)).unwrap();
-    let src = source::open(&partial, true).unwrap();
+    let src = source::open(&partial, source::Split::Train).unwrap();
     assert_eq!(
         src.len() as u64,
         40 - manifest.shards.last().unwrap().samples
@@ -604,9 +610,9 @@ fn ranks_deliver(
 #[test]
 fn shards_resume_on_another_rank_count_delivering_each_sample_once() {
     let dir = tempfile::tempdir().unwrap();
-    let folder = source::open(&shapes(dir.path(), 150), true).unwrap();
+    let folder = source::open(shapes(dir.path(), 150), source::Split::Train).unwrap();
     let (out, _) = pack(folder.as_ref(), dir.path(), 10 << 10);
-    let tars = source::open(&out, true).unwrap();
+    let tars = source::open(&out, source::Split::Train).unwrap();
     assert!(tars.shards().unwrap().len() >= 3, "enough shards to deal");
     for (w, w2, take) in [(2, 3, 2), (3, 1, 1)] {
         let (all, _) = ranks_deliver(&tars, w, None, None);

@@ -4,11 +4,13 @@
 
 mod args;
 mod batch;
+mod bind;
 mod digest;
 mod epoch;
 mod errors;
 mod handle;
 mod loader;
+mod loader_args;
 mod map;
 mod signals;
 mod tools;

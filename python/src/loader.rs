@@ -3,23 +3,23 @@
 //! position its iterators share, is in `handle.rs`.
 
 use std::mem::ManuallyDrop;
-use std::path::PathBuf;
 use std::time::Instant;
 
 use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyMapping};
+use pyo3::types::{PyDict, PyMapping, PyTuple};
 use stoker_augment::Pipeline;
 use stoker_loader::config::{MAX_BATCH_SIZE, MAX_IO_DEPTH, MAX_PREFETCH, MAX_WORKERS};
 use stoker_loader::{
     source, Cursor, Field, Fields, Loader, LoaderConfig, LoaderState, Mix, MixtureSpec, Mode,
-    OnError, Stop,
+    OnError, Stop, Workers,
 };
 
 use crate::args::{choice, in_range, launch_rank, DataArg, Int, IntOrAuto};
 use crate::epoch::EpochIter;
 use crate::errors::{loader_error, source_error};
 use crate::handle::PyLoader;
+use crate::loader_args::LoaderArgs;
 use crate::map::MapPool;
 
 /// Map threads when `map=` comes without `map_threads`.
@@ -29,88 +29,61 @@ const MAX_MAP_THREADS: usize = 256;
 
 #[pymethods]
 impl PyLoader {
+    // Thirty-seven parameters: bound into one struct (`loader_args.rs`), as pyo3 would
+    // bind them to as many Rust parameters; the text signature is the one pyo3 made of
+    // them (a default that is not a Python literal shows as `...`).
     #[new]
-    #[pyo3(signature = (
-        data,
-        batch_size = Int::of(64),
-        transform = "",
-        mode = "async",
-        workers = IntOrAuto::Int(Int::of(2)),
-        prefetch = Int::of(2),
-        seed = Int::of(0),
-        shuffle = true,
-        drop_last = false,
-        on_error = "fail",
-        rank = None,
-        world_size = None,
-        io_depth = Int::of(8),
-        split = None,
-        channels = None,
-        cpu_budget = None,
-        mixup = None,
-        cutmix = None,
-        mix_prob = None,
-        fields = None,
-        images = None,
-        masks = None,
-        image_column = "image",
-        label_column = "label",
-        text_column = None,
-        boxes_column = None,
-        box_format = "xyxy",
-        box_classes_column = None,
-        labels_column = None,
-        mask_column = None,
-        min_box_visibility = 0.0,
-        max_instances = None,
-        map = None,
-        map_threads = None,
-        weights = None,
-        stop = None,
-        steps = None,
-    ))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(
+        signature = (*args, **kwargs),
+        text_signature = "(data, batch_size=..., transform=\"\", mode=\"async\", workers=..., prefetch=..., seed=..., shuffle=True, drop_last=False, on_error=\"fail\", rank=None, world_size=None, io_depth=..., split=None, channels=None, cpu_budget=None, mixup=None, cutmix=None, mix_prob=None, fields=None, images=None, masks=None, image_column=\"image\", label_column=\"label\", text_column=None, boxes_column=None, box_format=\"xyxy\", box_classes_column=None, labels_column=None, mask_column=None, min_box_visibility=0.0, max_instances=None, map=None, map_threads=None, weights=None, stop=None, steps=None)"
+    )]
     fn new(
         py: Python<'_>,
-        data: DataArg,
-        batch_size: Int,
-        transform: &str,
-        mode: &str,
-        workers: IntOrAuto,
-        prefetch: Int,
-        seed: Int,
-        shuffle: bool,
-        drop_last: bool,
-        on_error: &str,
-        rank: Option<Int>,
-        world_size: Option<Int>,
-        io_depth: Int,
-        split: Option<String>,
-        channels: Option<Int>,
-        cpu_budget: Option<Int>,
-        mixup: Option<f64>,
-        cutmix: Option<f64>,
-        mix_prob: Option<f64>,
-        fields: Option<Vec<String>>,
-        // A path or a URL: a `pathlib.Path` works as well as a str.
-        images: Option<PathBuf>,
-        masks: Option<String>,
-        image_column: &str,
-        label_column: &str,
-        text_column: Option<String>,
-        boxes_column: Option<String>,
-        box_format: &str,
-        box_classes_column: Option<String>,
-        labels_column: Option<String>,
-        mask_column: Option<String>,
-        min_box_visibility: f64,
-        max_instances: Option<Int>,
-        map: Option<Py<PyAny>>,
-        map_threads: Option<Int>,
-        weights: Option<Vec<f64>>,
-        stop: Option<&str>,
-        steps: Option<Int>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
+        let LoaderArgs {
+            data,
+            batch_size,
+            transform,
+            mode,
+            workers,
+            prefetch,
+            seed,
+            shuffle,
+            drop_last,
+            on_error,
+            rank,
+            world_size,
+            io_depth,
+            split,
+            channels,
+            cpu_budget,
+            mixup,
+            cutmix,
+            mix_prob,
+            fields,
+            images,
+            masks,
+            image_column,
+            label_column,
+            text_column,
+            boxes_column,
+            box_format,
+            box_classes_column,
+            labels_column,
+            mask_column,
+            min_box_visibility,
+            max_instances,
+            map,
+            map_threads,
+            weights,
+            stop,
+            steps,
+        } = LoaderArgs::bind(args, kwargs)?;
+        let (transform, mode, on_error) = (transform.as_str(), mode.as_str(), on_error.as_str());
+        let (image_column, label_column) = (image_column.as_str(), label_column.as_str());
+        let (box_format, stop) = (box_format.as_str(), stop.as_deref());
         let map_threads = match (&map, map_threads) {
             (Some(f), n) => {
                 if !f.bind(py).is_callable() {
@@ -194,24 +167,23 @@ impl PyLoader {
         let cfg = LoaderConfig {
             batch_size: in_range("batch_size", batch_size, 1, MAX_BATCH_SIZE as i128)? as usize,
             mode,
-            workers: match &workers {
-                IntOrAuto::Int(n) => {
-                    in_range("workers", n.clone(), min, MAX_WORKERS as i128)? as usize
+            workers: match (&workers, cpu_budget) {
+                (IntOrAuto::Int(n), budget) => {
+                    let n = in_range("workers", n.clone(), min, MAX_WORKERS as i128)? as usize;
+                    if budget.is_some() {
+                        return Err(PyValueError::new_err(
+                            "cpu_budget is the budget of workers=\"auto\"; give one or the other",
+                        ));
+                    }
+                    Workers::Fixed(n)
                 }
-                IntOrAuto::Auto => 1,
-            },
-            auto_workers: match (&workers, cpu_budget) {
-                (IntOrAuto::Auto, Some(b)) => {
-                    Some(in_range("cpu_budget", b, 1, MAX_WORKERS as i128)? as usize)
-                }
+                (IntOrAuto::Auto, Some(b)) => Workers::Auto {
+                    budget: Some(in_range("cpu_budget", b, 1, MAX_WORKERS as i128)? as usize),
+                },
                 // A Python loop trains on this machine: leave it a core.
-                (IntOrAuto::Auto, None) => Some(LoaderConfig::default_cpu_budget()),
-                (IntOrAuto::Int(_), Some(_)) => {
-                    return Err(PyValueError::new_err(
-                        "cpu_budget is the budget of workers=\"auto\"; give one or the other",
-                    ))
-                }
-                (IntOrAuto::Int(_), None) => None,
+                (IntOrAuto::Auto, None) => Workers::Auto {
+                    budget: Some(LoaderConfig::default_cpu_budget()),
+                },
             },
             prefetch: in_range("prefetch", prefetch, min, MAX_PREFETCH as i128)? as usize,
             io_depth: in_range("io_depth", io_depth, min, MAX_IO_DEPTH as i128)? as usize,
@@ -281,8 +253,8 @@ impl PyLoader {
                 text: text_column,
                 boxes: boxes_column,
                 box_format: box_format
-                    .parse()
-                    .map_err(|e: String| PyValueError::new_err(format!("box_format: {e}")))?,
+                    .parse::<source::BoxFormat>()
+                    .map_err(|e| PyValueError::new_err(format!("box_format: {e}")))?,
                 box_classes: box_classes_column,
                 labels: labels_column,
                 mask: mask_column,
@@ -508,7 +480,7 @@ impl PyLoader {
         d.set_item("threads", this.inner.threads())?;
         let workers = match this.inner.auto_workers() {
             Some(auto) => auto.workers(),
-            None => this.inner.config().workers,
+            None => this.inner.config().workers.min(),
         };
         d.set_item("workers", workers)?;
         if let Some(auto) = this.inner.auto_workers() {

@@ -25,7 +25,12 @@ pub fn pack<'py>(
     test: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (stats, classes) = py.detach(|| {
-        let s = source::open(&src, !test).map_err(source_error)?;
+        let split = if test {
+            source::Split::Test
+        } else {
+            source::Split::Train
+        };
+        let s = source::open(&src, split).map_err(source_error)?;
         let stats = packed::pack_source(s.as_ref(), &out, |_, _| {}).map_err(|e| {
             LoaderError::new_err(format!(
                 "packing {} into {}: {e}",
@@ -74,9 +79,7 @@ pub fn gen_shapes(
 /// as `stoker-load gen scenes` does.
 #[pyfunction]
 #[pyo3(signature = (out, count, width = Int::of(64), height = Int::of(64), max_shapes = Int::of(4), classes = Int::of(10), seed = Int::of(0)))]
-#[allow(clippy::too_many_arguments)]
 pub fn gen_scenes(
-    py: Python<'_>,
     out: PathBuf,
     count: Int,
     width: Int,
@@ -93,7 +96,9 @@ pub fn gen_scenes(
         classes: in_range("classes", classes, 1, 10)? as usize,
         seed: in_range("seed", seed, 0, u64::MAX as i128)? as u64,
     };
-    py.detach(|| synthetic::scenes(&out, &opts, |_, _| {}))
+    // The arguments are the Python ones only (seven, clippy's limit): the caller holds
+    // the interpreter already, so attaching is free.
+    Python::attach(|py| py.detach(|| synthetic::scenes(&out, &opts, |_, _| {})))
         .map(|_| ())
         .map_err(|e| match e {
             GenError::Options(m) => PyValueError::new_err(format!("gen_scenes: {m}")),

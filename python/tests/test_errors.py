@@ -110,3 +110,44 @@ def test_workers_auto(shapes):
         stoker.Loader(shapes, workers="auto", cpu_budget=0)
     with pytest.raises(TypeError, match="workers"):
         stoker.Loader(shapes, workers="many")
+
+
+def test_arguments_bind_by_position_or_keyword_as_the_signature_says(shapes):
+    """Loader's arguments are bound by hand (python/src/bind.rs), as pyo3 binds a
+    signature: positions, keywords and the TypeErrors for a call that does not fit."""
+    import inspect
+
+    params = list(inspect.signature(stoker.Loader).parameters.values())
+    assert [p.name for p in params[:4]] == ["data", "batch_size", "transform", "mode"]
+    assert params[2].default == "" and params[3].default == "async"
+    assert len(params) == 37
+    by_position = stoker.Loader(shapes, 8, "flip", "sync", seed=3)
+    by_keyword = stoker.Loader(data=shapes, batch_size=8, transform="flip", mode="sync", seed=3)
+    for (a, la), (b, lb) in zip(by_position.epoch(0), by_keyword.epoch(0)):
+        assert (a == b).all() and (la == lb).all()
+    calls = [
+        (lambda: stoker.Loader(), "Loader.__new__() missing 1 required positional argument: 'data'"),
+        (
+            lambda: stoker.Loader(shapes, bacth_size=8),
+            "Loader.__new__() got an unexpected keyword argument 'bacth_size'",
+        ),
+        (
+            lambda: stoker.Loader(shapes, 8, batch_size=8),
+            "Loader.__new__() got multiple values for argument 'batch_size'",
+        ),
+        (
+            lambda: stoker.Loader(*([shapes] * 38)),
+            "Loader.__new__() takes from 1 to 37 positional arguments but 38 were given",
+        ),
+    ]
+    for call, message in calls:
+        with pytest.raises(TypeError) as e:
+            call()
+        assert str(e.value) == message
+    # A value of the wrong type: the conversion's error, with a note naming the argument
+    # where Python keeps notes (3.11 and later).
+    with pytest.raises(TypeError) as e:
+        stoker.Loader(shapes, transform=5)
+    assert "str" in str(e.value)
+    notes = getattr(e.value, "__notes__", None)
+    assert notes is None or notes == ["while processing 'transform'"]

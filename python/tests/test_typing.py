@@ -117,19 +117,26 @@ def stub_overloads():
 
 
 def rust_defaults():
-    """The defaults of `#[pyo3(signature = ...)]` on Loader's `#[new]` in
-    python/src/loader.rs, as Python values (the module shows most ints as `...`)."""
-    src = (PY / "src" / "loader.rs").read_text()
-    block = re.search(r"#\[new\]\s*#\[pyo3\(signature = \((.*?)\)\)\]", src, re.S)
-    assert block, "no #[pyo3(signature = ...)] after #[new] in python/src/loader.rs"
+    """The defaults of the `loader_args! { ... }` list in python/src/loader_args.rs
+    (Loader's parameters, `name: type = default`), as Python values (the module shows
+    most ints as `...`)."""
+    src = (PY / "src" / "loader_args.rs").read_text()
+    block = re.search(r"^loader_args! \{\n(.*?)^\}", src, re.S | re.M)
+    assert block, "no loader_args! { ... } in python/src/loader_args.rs"
     words = {"None": None, "true": True, "false": False}
     out = {}
-    for item in filter(None, (i.strip() for i in block.group(1).split(",\n"))):
-        name, _, expr = (s.strip() for s in item.rstrip(",").partition("="))
+    for line in block.group(1).splitlines():
+        line = line.strip()
+        if not line or line.startswith("//"):
+            continue
+        required = re.fullmatch(r"(\w+): [^=]+;", line)
+        if required:
+            out[required.group(1)] = inspect.Parameter.empty
+            continue
+        name, expr = re.fullmatch(r"(\w+): [^=]+ = (.+),", line).groups()
+        expr = expr.removesuffix(".into()")
         number = re.fullmatch(r"(?:IntOrAuto::Int\()?Int::of\((-?\d+)\)\)?", expr)
-        if not expr:
-            out[name] = inspect.Parameter.empty
-        elif number:
+        if number:
             out[name] = int(number.group(1))
         elif expr in words:
             out[name] = words[expr]

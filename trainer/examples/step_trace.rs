@@ -88,7 +88,7 @@ fn write_f32(path: PathBuf, v: &[f32]) -> Res<()> {
 fn main() -> Res<()> {
     let a = parse()?;
     fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
-    let src = source::open(&a.data, true)?;
+    let src = source::open(&a.data, source::Split::Train)?;
     let classes = src.classes().len();
     let mut cfg = LoaderConfig {
         batch_size: a.batch,
@@ -96,7 +96,7 @@ fn main() -> Res<()> {
         seed: a.seed,
         ..LoaderConfig::default()
     };
-    let probe = Loader::new(source::open(&a.data, true)?, cfg.clone())?;
+    let probe = Loader::new(source::open(&a.data, source::Split::Train)?, cfg.clone())?;
     let (h, w, c) = probe.image_shape();
     let spec = a
         .transform
@@ -105,7 +105,7 @@ fn main() -> Res<()> {
     cfg.transform = Pipeline::parse(&spec)?;
     let mut loader = Loader::new(src, cfg)?;
     // A second handle on the folder, to name each batch's files (the loader is busy).
-    let names = source::open(&a.data, true)?;
+    let names = source::open(&a.data, source::Split::Train)?;
     let input = loader.image_shape();
     let b = CpuBackend::new();
     let mcfg = ModelConfig::new(ModelKind::Convnet, input, classes, a.batch).seed(a.seed);

@@ -24,9 +24,15 @@ pub enum DevicePref {
     Cuda(usize),
 }
 
+/// A device preference written as text that names no device
+/// ([`DevicePref`]'s `FromStr`); keeps the text as given.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown device {0:?} (expected auto, cpu, cuda or cuda:N)")]
+pub struct ParseDeviceError(pub String);
+
 impl FromStr for DevicePref {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ParseDeviceError;
+    fn from_str(s: &str) -> Result<Self, ParseDeviceError> {
         match s {
             "auto" => Ok(DevicePref::Auto),
             "cpu" => Ok(DevicePref::Cpu),
@@ -35,9 +41,7 @@ impl FromStr for DevicePref {
                 .strip_prefix("cuda:")
                 .and_then(|n| n.parse().ok())
                 .map(DevicePref::Cuda)
-                .ok_or_else(|| {
-                    format!("unknown device {s:?} (expected auto, cpu, cuda or cuda:N)")
-                }),
+                .ok_or_else(|| ParseDeviceError(s.to_string())),
         }
     }
 }
@@ -223,8 +227,15 @@ mod tests {
         assert_eq!("cpu".parse(), Ok(DevicePref::Cpu));
         assert_eq!("cuda".parse(), Ok(DevicePref::Cuda(0)));
         assert_eq!("cuda:2".parse(), Ok(DevicePref::Cuda(2)));
-        assert!("tpu".parse::<DevicePref>().is_err());
-        assert!("cuda:x".parse::<DevicePref>().is_err());
+        assert_eq!(
+            "tpu".parse::<DevicePref>(),
+            Err(ParseDeviceError("tpu".into()))
+        );
+        let e = "cuda:x".parse::<DevicePref>().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            r#"unknown device "cuda:x" (expected auto, cpu, cuda or cuda:N)"#
+        );
         assert_eq!(DevicePref::Cuda(1).to_string(), "cuda:1");
     }
 

@@ -28,7 +28,8 @@ pub use backend::{Backend, BackendError, CpuBackend, CudaBackend};
 pub use checkpoint::CheckpointError;
 pub use collective::{Collective, CollectiveError, Launch, Local};
 pub use device::{
-    open_backend, select_device, Device, DeviceError, DevicePref, OpenedDevice, SelectedDevice,
+    open_backend, select_device, Device, DeviceError, DevicePref, OpenedDevice, ParseDeviceError,
+    SelectedDevice,
 };
 pub use error::{ModelError, Result};
 pub use feed::{BatchFeed, DeviceFeed, FeedError, HostFeed};

@@ -66,15 +66,19 @@ fn run<B: Backend + Clone + 'static>(
     let cfg = LoaderConfig {
         batch_size: BATCH,
         mode,
-        workers: 2,
+        workers: stoker_loader::Workers::Fixed(2),
         prefetch: 2,
         seed: 7,
         transform: Pipeline::parse("crop:16:pad=2,flip").unwrap(),
         ..LoaderConfig::default()
     };
-    let train_loader = Loader::new(source::open(train, true).unwrap(), cfg.clone()).unwrap();
+    let train_loader = Loader::new(
+        source::open(train, source::Split::Train).unwrap(),
+        cfg.clone(),
+    )
+    .unwrap();
     let val_loader = Loader::new(
-        source::open(val, false).unwrap(),
+        source::open(val, source::Split::Test).unwrap(),
         LoaderConfig {
             shuffle: false,
             transform: Pipeline::identity(),

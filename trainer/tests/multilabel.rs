@@ -61,21 +61,21 @@ fn tagged_set(dir: &Path, count: usize, seed: u64) -> (PathBuf, Vec<u8>) {
     (manifest, masks)
 }
 
-fn loader(path: &Path, train: bool, fields: Fields) -> Loader {
+fn loader(path: &Path, split: source::Split, fields: Fields) -> Loader {
     let cfg = LoaderConfig {
         batch_size: 16,
         mode: Mode::Sync,
         seed: 5,
-        shuffle: train,
+        shuffle: split.is_train(),
         fields: Some(fields),
         ..LoaderConfig::default()
     };
-    Loader::new(source::open(path, train).unwrap(), cfg).unwrap()
+    Loader::new(source::open(path, split).unwrap(), cfg).unwrap()
 }
 
 fn trainer(train: &Path, val: &Path, epochs: u64, fields: Fields) -> Trainer<CpuBackend> {
-    let train = loader(train, true, fields);
-    let val = loader(val, false, fields);
+    let train = loader(train, source::Split::Train, fields);
+    let val = loader(val, source::Split::Test, fields);
     let b = CpuBackend::new();
     let model = Model::new(
         &b,

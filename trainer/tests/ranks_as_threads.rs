@@ -117,15 +117,15 @@ fn trainer(dir: &Path, rank: usize, world: usize) -> Trainer<CpuBackend> {
         transform: Pipeline::parse("flip").unwrap(),
         ..LoaderConfig::default()
     };
-    let open = |name, shuffle| source::open(&dir.join(name), shuffle).unwrap();
-    let train = Loader::new(open("train", true), cfg.clone()).unwrap();
+    let open = |name, split| source::open(dir.join(name), split).unwrap();
+    let train = Loader::new(open("train", source::Split::Train), cfg.clone()).unwrap();
     let val_cfg = LoaderConfig {
         shuffle: false,
         shard_policy: ShardPolicy::Exact,
         transform: Pipeline::identity(),
         ..cfg
     };
-    let val = Loader::new(open("val", false), val_cfg).unwrap();
+    let val = Loader::new(open("val", source::Split::Test), val_cfg).unwrap();
     let b = CpuBackend::new();
     let model_cfg = ModelConfig::new(ModelKind::Mlp, train.image_shape(), 4, 8).seed(3);
     let model = Model::new(&b, model_cfg).unwrap();

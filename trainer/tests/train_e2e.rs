@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use stoker_augment::Pipeline;
 use stoker_loader::synthetic::{self, ShapesOptions};
-use stoker_loader::{source, Loader, LoaderConfig, Mode};
-use stoker_trainer::train::{History, Stop, TrainConfig, Trainer};
+use stoker_loader::{source, Loader, LoaderConfig, LoaderError, Mode};
+use stoker_trainer::train::{History, Stop, TrainConfig, TrainError, Trainer};
 use stoker_trainer::{
     CpuBackend, Model, ModelConfig, ModelKind, Optimizer, OptimizerKind, Schedule,
 };
@@ -35,15 +35,19 @@ fn trainer(
     let cfg = LoaderConfig {
         batch_size: 8,
         mode,
-        workers: 2,
+        workers: stoker_loader::Workers::Fixed(2),
         prefetch: 2,
         seed: 7,
         transform: Pipeline::parse("crop:16:pad=2,flip").unwrap(),
         ..LoaderConfig::default()
     };
-    let train_loader = Loader::new(source::open(train, true).unwrap(), cfg.clone()).unwrap();
+    let train_loader = Loader::new(
+        source::open(train, source::Split::Train).unwrap(),
+        cfg.clone(),
+    )
+    .unwrap();
     let val_loader = Loader::new(
-        source::open(val, false).unwrap(),
+        source::open(val, source::Split::Test).unwrap(),
         LoaderConfig {
             shuffle: false,
             transform: Pipeline::identity(),
@@ -161,4 +165,47 @@ fn resume_rejects_another_loader_configuration() {
         "{err}"
     );
     assert_eq!(t2.position.step, 0);
+}
+
+#[test]
+fn a_resume_the_loader_refuses_keeps_the_loaders_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let train = shapes(&tmp.path().join("train"), 32, 1);
+    let val = shapes(&tmp.path().join("val"), 8, 2);
+    let ckpt = tmp.path().join("c.safetensors");
+    let mut t = trainer(&train, &val, Mode::Sync, Some(2), Some(ckpt.clone()), 1);
+    t.run(&mut ()).unwrap();
+    // As many samples and the same seed, but a file of another name: the loader refuses
+    // the state (its fingerprint names samples).
+    let other = shapes(&tmp.path().join("other"), 32, 1);
+    let class = std::fs::read_dir(&other)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let image = std::fs::read_dir(&class)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::rename(&image, class.join("renamed.jpg")).unwrap();
+    let mut t2 = trainer(&other, &val, Mode::Sync, None, None, 1);
+    let err = t2.load(&ckpt).unwrap_err();
+    let TrainError::Resume {
+        source: Some(cause),
+        ..
+    } = &err
+    else {
+        panic!("{err:?}");
+    };
+    let loader = cause
+        .downcast_ref::<LoaderError>()
+        .expect("the loader's error");
+    assert!(matches!(loader, LoaderError::Resume(_)), "{loader:?}");
+    assert!(
+        err.to_string().ends_with(&loader.to_string()),
+        "the message still ends with the loader's: {err}"
+    );
 }

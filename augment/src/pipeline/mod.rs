@@ -357,7 +357,7 @@ impl Pipeline {
             let fused = self.fused_crop(k, w, h).is_some();
             (w, h) = t.output_size(w, h);
             if !fused && w.saturating_mul(h) > self.max_pixels {
-                return Err(AugmentError::Resize(format!(
+                return Err(AugmentError::resize(format!(
                     "`{t}` would make a {w}x{h} image, more than the limit of {} pixels",
                     self.max_pixels
                 )));

@@ -90,8 +90,8 @@ fn pixel_type(channels: usize) -> Result<PixelType, AugmentError> {
     }
 }
 
-fn err(e: impl std::fmt::Display) -> AugmentError {
-    AugmentError::Resize(e.to_string())
+fn err(e: impl std::error::Error + Send + Sync + 'static) -> AugmentError {
+    AugmentError::resize_from(e)
 }
 
 /// Resample `hard` of `src` (optionally only its `soft` part) into `dst`, a

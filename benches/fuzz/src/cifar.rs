@@ -38,7 +38,7 @@ pub fn exercise(data: &[u8]) -> Outcome {
         Err(o) => return o,
     };
     // `source::open` sniffs a packed magic before it looks at the name.
-    let by_file = source::open(&batch_path, true);
+    let by_file = source::open(&batch_path, source::Split::Train);
     let by_dir = Cifar10::open_dir(scratch.path(), true);
     let src = match (by_file, by_dir) {
         (Ok(src), Ok(dir)) => {

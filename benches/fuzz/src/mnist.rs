@@ -35,7 +35,7 @@ pub fn exercise(data: &[u8]) -> Outcome {
     if let Err(o) = scratch.write(LABELS_NAME, labels) {
         return o;
     }
-    let by_file = source::open(&images_path, true);
+    let by_file = source::open(&images_path, source::Split::Train);
     let by_dir = Mnist::open_dir(scratch.path(), true);
     // Both ways end in `Mnist::open` whenever the images file is IDX or gzip; the
     // file way alone may also find another format by its magic (a packed file).

@@ -48,10 +48,7 @@ impl Source for Tiny {
     fn read(&self, index: usize, buf: &mut Vec<u8>) -> Result<RecordKind, SourceError> {
         buf.clear();
         if index >= self.len {
-            return Err(SourceError::Record {
-                what: self.describe(index),
-                reason: "out of range".into(),
-            });
+            return Err(SourceError::record(self.describe(index), "out of range"));
         }
         buf.extend_from_slice(&(index as u32).to_le_bytes());
         Ok(RecordKind::Raw {

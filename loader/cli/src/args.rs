@@ -99,7 +99,9 @@ pub fn max_pixels(s: &str) -> Result<usize, String> {
 
 /// A comma-separated list of field names (`image,boxes,mask`).
 pub fn fields(s: &str) -> Result<stoker_loader::Fields, String> {
-    let f: stoker_loader::Fields = s.parse()?;
+    let f: stoker_loader::Fields = s
+        .parse()
+        .map_err(|e: stoker_loader::ParseSettingError| e.to_string())?;
     if f == stoker_loader::Fields::NONE {
         return Err("name at least one field, e.g. image,boxes".into());
     }

@@ -177,9 +177,12 @@ pub struct Report {
 pub fn measure(a: &Args) -> anyhow::Result<Report> {
     let src = a.mixture.open(a.data.as_deref(), &a.source.options())?;
     let transform = Pipeline::parse(&a.transform)?;
-    let mut cfg = LoaderConfig {
+    let cfg = LoaderConfig {
         batch_size: a.batch_size,
         mode: a.mode,
+        workers: a
+            .workers
+            .with_budget(a.cpu_budget.unwrap_or_else(LoaderConfig::cores)),
         prefetch: a.prefetch,
         io_depth: a.io_depth,
         seed: a.seed,
@@ -193,8 +196,6 @@ pub fn measure(a: &Args) -> anyhow::Result<Report> {
         fields: a.fields,
         ..LoaderConfig::default()
     };
-    a.workers
-        .apply(&mut cfg, a.cpu_budget.unwrap_or_else(LoaderConfig::cores));
     let mut loader = Loader::new(src, cfg)?;
     let compute = Duration::from_secs_f64(a.compute_ms.max(0.0) / 1e3);
     let mut digest = a.digest.then(Digest::new);
@@ -235,7 +236,7 @@ pub fn measure(a: &Args) -> anyhow::Result<Report> {
         workers: match (a.mode, loader.auto_workers()) {
             (Mode::Sync, _) => 0,
             (_, Some(auto)) => auto.workers(),
-            (_, None) => loader.config().workers,
+            (_, None) => loader.config().workers.min(),
         },
         auto: loader.auto_workers().map(|auto| AutoReport {
             cpu_budget: auto.budget,

@@ -54,9 +54,25 @@ fn main() {
         Command::Demo(a) => demo::run(a),
     };
     if let Err(e) = result {
-        eprintln!("error: {e:#}");
+        eprintln!("error: {}", one_line(&e));
         std::process::exit(1);
     }
+}
+
+/// An error and its causes on one line. The library's messages end with their
+/// cause's text (a sample error with the decoder's, an I/O error with the OS's) and
+/// keep that cause as their source: a cause whose text is already on the line has
+/// been said, and so have the causes under it.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            break;
+        }
+        line = format!("{line}: {text}");
+    }
+    line
 }
 
 /// A progress bar that draws only on a terminal (so logs and tests stay clean).
@@ -74,4 +90,27 @@ pub(crate) fn progress_bar(len: u64, what: &str) -> indicatif::ProgressBar {
     bar.set_style(style);
     bar.set_message(what.to_string());
     bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+    use anyhow::Context;
+    use stoker_loader::{LoaderError, SampleError, SourceError};
+
+    #[test]
+    fn an_error_line_says_each_cause_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        let sample = LoaderError::Sample {
+            index: 3,
+            what: "/d/a.jpg".into(),
+            source: SampleError::Read(SourceError::io("/d/a.jpg", io)),
+        };
+        let e = Err::<(), _>(sample).context("epoch 0").unwrap_err();
+        // The chain goes on to the source error ("/d/a.jpg: gone") and the I/O error;
+        // both were said.
+        assert_eq!(one_line(&e), "epoch 0: sample 3 (/d/a.jpg): gone");
+        let plain = anyhow::anyhow!("no data").context("opening");
+        assert_eq!(one_line(&plain), "opening: no data");
+    }
 }

@@ -71,7 +71,7 @@ fn a_killed_pack_leaves_the_previous_file() {
             previous,
             "previous file intact"
         );
-        let src = stoker_loader::source::open(&out, true).unwrap();
+        let src = stoker_loader::source::open(&out, stoker_loader::source::Split::Train).unwrap();
         assert_eq!(src.len(), 10, "and still opens as the small set");
     }
     assert!(killed_midway > 0, "no kill landed while packing");

@@ -22,6 +22,7 @@ use stoker_augment::retain::Retention;
 use stoker_augment::Scratch;
 
 use super::fields::FieldScratch;
+use super::work::ReadSample;
 use super::{tune, LoaderConfig, OnError, Shared};
 use crate::metrics::add_time;
 use crate::pool::{Pool, PooledBuf};
@@ -246,7 +247,13 @@ impl Running {
             target: Arc::new(AtomicUsize::new(0)),
             handles: Vec::new(),
         };
-        if workers.scale_to(shared.auto.as_ref().map_or(cfg.workers, |a| a.workers())) == 0 {
+        if workers.scale_to(
+            shared
+                .auto
+                .as_ref()
+                .map_or(cfg.workers.min(), |a| a.workers()),
+        ) == 0
+        {
             refused.get_or_insert_with(|| {
                 LoaderError::Stopped("cannot start any decode worker thread".into())
             });
@@ -410,7 +417,10 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
     std::thread::Builder::new()
         .name(name.to_string())
         .spawn(f)
-        .map_err(|e| LoaderError::Stopped(format!("cannot start pipeline thread {name}: {e}")))
+        .map_err(|source| LoaderError::Spawn {
+            name: name.to_string(),
+            source,
+        })
 }
 
 /// The read stage: walks the plan epoch after epoch, takes a free buffer for each
@@ -619,17 +629,14 @@ fn worker(
                 // SAFETY: as above, for the mask plane.
                 let mask = catch_unwind(AssertUnwindSafe(|| unsafe { job.mask_mut(pos) }))
                     .map_err(place)?;
-                let out = shared.decode_sample(
-                    job.epoch,
+                let sample = ReadSample {
+                    epoch: job.epoch,
                     index,
                     kind,
-                    &bytes,
-                    &ann,
-                    &mut scratch,
-                    &mut fields,
-                    slot,
-                    mask,
-                )?;
+                    bytes: &bytes,
+                    ann: &ann,
+                };
+                let out = shared.decode_sample(sample, &mut scratch, &mut fields, slot, mask)?;
                 if let Ok(mut outs) = job.outs.lock() {
                     outs.push((pos, out));
                 }

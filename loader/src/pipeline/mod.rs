@@ -181,8 +181,11 @@ impl Loader {
         );
         let pool = Pool::new(cfg.pool_capacity(), cfg.batch_bytes(with_masks)?);
         let trace = match &cfg.trace {
-            Some(path) => Some(Arc::new(Trace::create(path).map_err(|e| {
-                LoaderError::Config(format!("trace: cannot create {}: {e}", path.display()))
+            Some(path) => Some(Arc::new(Trace::create(path).map_err(|source| {
+                LoaderError::Trace {
+                    path: path.clone(),
+                    source,
+                }
             })?)),
             None => None,
         };
@@ -198,7 +201,8 @@ impl Loader {
             counters: Counters::default(),
             trace,
             auto: cfg
-                .auto_workers
+                .workers
+                .budget()
                 .filter(|_| cfg.mode == Mode::Async)
                 .map(|budget| {
                     let io_cap = cfg.pool_capacity().saturating_mul(cfg.batch_size);
@@ -357,7 +361,8 @@ impl Loader {
         self.starts
     }
 
-    /// What `auto_workers` chose: `None` unless it is on (async mode).
+    /// What [`Workers::Auto`](crate::Workers::Auto) chose: `None` unless it is on
+    /// (async mode).
     pub fn auto_workers(&self) -> Option<&tune::AutoState> {
         self.shared.auto.as_deref()
     }

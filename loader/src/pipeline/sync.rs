@@ -7,6 +7,7 @@ use stoker_augment::retain::Retention;
 use stoker_augment::Scratch;
 
 use super::fields::FieldScratch;
+use super::work::ReadSample;
 use super::Shared;
 use crate::metrics::add_time;
 use crate::plan::Plan;
@@ -58,12 +59,15 @@ impl SyncState {
                         );
                     }
                     let m = &mut masks[pos * mask..(pos + 1) * mask];
-                    let f = shared.decode_sample(
-                        plan.epoch,
+                    let sample = ReadSample {
+                        epoch: plan.epoch,
                         index,
                         kind,
-                        &self.bytes,
-                        &self.ann,
+                        bytes: &self.bytes,
+                        ann: &self.ann,
+                    };
+                    let f = shared.decode_sample(
+                        sample,
                         &mut self.scratch,
                         &mut self.fields,
                         out,

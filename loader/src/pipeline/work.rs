@@ -11,31 +11,35 @@ use stoker_augment::{decode, ImageView, SampleRng, Scratch};
 use super::fields::FieldScratch;
 use super::{OnError, Shared};
 use crate::batch::{Batch, Images};
+use crate::error::SampleError;
 use crate::metrics::add_time;
-use crate::mix::{mix_images, soft_labels, Mix};
+use crate::mix::{mix_images, soft_labels};
 use crate::pool::PooledBuf;
 use crate::sample::{Annotation, SampleFields};
-use crate::source::{RecordKind, SourceError};
+use crate::source::RecordKind;
 use crate::step::{collate_extra, step_rng, StepSample};
 use crate::LoaderError;
 
-/// The reason part of a source error (the sample error names the file already).
-fn reason(e: &SourceError) -> String {
-    match e {
-        SourceError::Io { source, .. } => source.to_string(),
-        SourceError::Format { reason, .. } | SourceError::Record { reason, .. } => reason.clone(),
-        // The sample names the shard or file; the URL may be another object (an
-        // index), so it stays in the reason.
-        SourceError::Remote { .. } => e.to_string(),
-    }
+/// A sample as read, ready to decode: which one, and what its source gave.
+pub(crate) struct ReadSample<'a> {
+    /// The epoch: with the index, it seeds the sample's augmentation.
+    pub(crate) epoch: u64,
+    /// The sample's index in the source.
+    pub(crate) index: usize,
+    /// Encoded bytes, or a raw record and its shape.
+    pub(crate) kind: RecordKind,
+    /// The bytes read.
+    pub(crate) bytes: &'a [u8],
+    /// Its fields beyond image and class, as read.
+    pub(crate) ann: &'a Annotation,
 }
 
 impl Shared {
-    pub(crate) fn sample_error(&self, index: usize, reason: String) -> LoaderError {
+    pub(crate) fn sample_error(&self, index: usize, source: SampleError) -> LoaderError {
         LoaderError::Sample {
             index,
             what: self.source.describe(index),
-            reason,
+            source,
         }
     }
 
@@ -64,7 +68,7 @@ impl Shared {
                     .fetch_add(buf.len() as u64, Relaxed);
                 Ok(kind)
             }
-            Ok(Err(e)) => Err(self.sample_error(index, reason(&e))),
+            Ok(Err(e)) => Err(self.sample_error(index, SampleError::Read(e))),
             Err(p) => Err(LoaderError::from_panic(
                 format!("reading {}", self.source.describe(index)),
                 p,
@@ -108,7 +112,11 @@ impl Shared {
                     .fetch_add(buf.len() as u64, Relaxed);
                 (Ok(kind), buf, ann)
             }
-            Ok((Err(e), buf, ann)) => (Err(self.sample_error(index, reason(&e))), buf, ann),
+            Ok((Err(e), buf, ann)) => (
+                Err(self.sample_error(index, SampleError::Read(e))),
+                buf,
+                ann,
+            ),
             Err(e) if e.is_panic() => (
                 Err(LoaderError::from_panic(
                     format!("reading {}", self.source.describe(index)),
@@ -118,7 +126,7 @@ impl Shared {
                 Annotation::default(),
             ),
             Err(e) => (
-                Err(LoaderError::Stopped(format!("read task failed: {e}"))),
+                Err(LoaderError::ReadTask { source: e }),
                 Vec::new(),
                 Annotation::default(),
             ),
@@ -142,27 +150,27 @@ impl Shared {
             RecordKind::Encoded => self
                 .transform
                 .run_encoded(bytes, c, &mut rng, scratch, slot)
-                .map_err(|e| e.to_string()),
+                .map_err(SampleError::Decode),
             RecordKind::Raw {
                 width,
                 height,
                 channels,
             } => {
                 if channels as usize != c {
-                    return Err(format!(
+                    return Err(SampleError::Invalid(format!(
                         "record has {channels} channels but batches have {c}"
-                    ));
+                    )));
                 }
                 let view =
                     ImageView::new(width as usize, height as usize, c, bytes).ok_or_else(|| {
-                        format!(
+                        SampleError::Invalid(format!(
                             "record holds {} bytes, not {width}x{height}x{channels}",
                             bytes.len()
-                        )
+                        ))
                     })?;
                 self.transform
                     .run_image(view, &mut rng, scratch, slot)
-                    .map_err(|e| e.to_string())
+                    .map_err(SampleError::Decode)
             }
         }));
         add_time(&self.counters.work_ns, t0.elapsed());
@@ -171,7 +179,7 @@ impl Shared {
             tr.span("decode", t0, Some(serde_json::json!({ "index": index })));
         }
         match out {
-            Ok(r) => r.map_err(|reason| self.sample_error(index, reason)),
+            Ok(r) => r.map_err(|e| self.sample_error(index, e)),
             Err(p) => Err(LoaderError::from_panic(
                 format!("decoding {}", self.source.describe(index)),
                 p,
@@ -181,19 +189,21 @@ impl Shared {
 
     /// [`decode`](Self::decode) for a loader with fields: the image into `slot`, then
     /// the sample's fields through the image's geometry, its mask into `mask`.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn decode_sample(
         &self,
-        epoch: u64,
-        index: usize,
-        kind: RecordKind,
-        bytes: &[u8],
-        ann: &Annotation,
+        sample: ReadSample<'_>,
         scratch: &mut Scratch,
         fields: &mut FieldScratch,
         slot: &mut [u8],
         mask: &mut [u8],
     ) -> Result<SampleFields, LoaderError> {
+        let ReadSample {
+            epoch,
+            index,
+            kind,
+            bytes,
+            ann,
+        } = sample;
         let Some(plan) = &self.fields else {
             self.decode(epoch, index, kind, bytes, scratch, slot)?;
             return Ok(SampleFields::default());
@@ -209,7 +219,7 @@ impl Shared {
         }));
         add_time(&self.counters.work_ns, t0.elapsed());
         let mut out = match out {
-            Ok(r) => r.map_err(|reason| self.sample_error(index, reason))?,
+            Ok(r) => r.map_err(|reason| self.sample_error(index, SampleError::Invalid(reason)))?,
             Err(p) => {
                 return Err(LoaderError::from_panic(
                     format!("carrying the fields of {}", self.source.describe(index)),
@@ -247,7 +257,10 @@ impl Shared {
             for step in &self.steps {
                 step.0
                     .apply(&mut sample, &mut rng)
-                    .map_err(|e| format!("step '{}': {e}", step.name()))?;
+                    .map_err(|source| SampleError::Step {
+                        name: step.name().to_string(),
+                        source,
+                    })?;
             }
             Ok(())
         }));
@@ -255,7 +268,7 @@ impl Shared {
         add_time(&self.counters.work_ns, t0.elapsed());
         match out {
             Ok(Ok(())) => {}
-            Ok(Err(reason)) => return Err(self.sample_error(index, reason)),
+            Ok(Err(e)) => return Err(self.sample_error(index, e)),
             Err(p) => {
                 return Err(LoaderError::from_panic(
                     format!("running a user step on {}", self.source.describe(index)),
@@ -270,11 +283,11 @@ impl Shared {
             if n != Some(a.data.len()) {
                 return Err(self.sample_error(
                     index,
-                    format!(
+                    SampleError::Invalid(format!(
                         "a user step added '{name}' of shape {:?} with {} elements",
                         a.shape,
                         a.data.len()
-                    ),
+                    )),
                 ));
             }
         }
@@ -326,12 +339,7 @@ impl Shared {
         }
         let mut labels: Vec<u32> = indices.iter().map(|&i| self.source.label(i)).collect();
         let len = indices.len() * self.slot_bytes();
-        let soft_labels = match &self.mix {
-            None => None,
-            Some((mix, classes)) => {
-                Some(self.mix_batch(mix, *classes, &mut buf, epoch, step, &indices, &labels)?)
-            }
-        };
+        let soft_labels = self.mix_batch(&mut buf, epoch, step, &indices, &labels)?;
         let mut images = Images::new(buf, len);
         let mut fields = None;
         if let Some(plan) = &self.fields {
@@ -353,7 +361,7 @@ impl Shared {
                 // data: the batch fails whatever on_error says.
                 f.extra = collate_extra(&extra).map_err(|e| {
                     let index = indices.get(e.pos).copied().unwrap_or(0);
-                    self.sample_error(index, e.to_string())
+                    self.sample_error(index, SampleError::Collate(e))
                 })?;
             }
             fields = Some(Box::new(f));
@@ -379,25 +387,26 @@ impl Shared {
 
 impl Shared {
     /// MixUp/CutMix over a finished batch's images, drawn from (seed, epoch, step);
-    /// returns its soft labels.
-    #[allow(clippy::too_many_arguments)]
+    /// returns its soft labels (`None` when the loader does not mix).
     fn mix_batch(
         &self,
-        mix: &Mix,
-        classes: usize,
         buf: &mut PooledBuf,
         epoch: u64,
         step: usize,
         indices: &[usize],
         labels: &[u32],
-    ) -> Result<Vec<f32>, LoaderError> {
+    ) -> Result<Option<Vec<f32>>, LoaderError> {
+        let Some((mix, classes)) = &self.mix else {
+            return Ok(None);
+        };
+        let classes = *classes;
         if let Some(pos) = labels.iter().position(|&l| l as usize >= classes) {
             return Err(self.sample_error(
                 indices[pos],
-                format!(
+                SampleError::Invalid(format!(
                     "label {} is not below the data set's {classes} classes (soft labels)",
                     labels[pos]
-                ),
+                )),
             ));
         }
         let (h, w, _) = self.shape;
@@ -409,7 +418,7 @@ impl Shared {
             self.shape,
             &draw,
         );
-        Ok(soft_labels(labels, classes, draw.lam()))
+        Ok(Some(soft_labels(labels, classes, draw.lam())))
     }
 }
 
@@ -427,7 +436,7 @@ pub(crate) fn probe_shape(
         .map_err(|e| LoaderError::Sample {
             index,
             what: what(),
-            reason: reason(&e),
+            source: SampleError::Read(e),
         })?;
     match kind {
         RecordKind::Encoded => {
@@ -435,7 +444,7 @@ pub(crate) fn probe_shape(
                 decode::probe_limited(&buf, max_pixels).map_err(|e| LoaderError::Sample {
                     index,
                     what: what(),
-                    reason: e.to_string(),
+                    source: SampleError::Decode(e),
                 })?;
             Ok((w, h, None))
         }

@@ -245,18 +245,17 @@ impl Source for Cifar10 {
 
     fn read(&self, index: usize, buf: &mut Vec<u8>) -> Result<RecordKind, SourceError> {
         buf.clear();
-        let (batch, i) = self.locate(index).ok_or_else(|| SourceError::Record {
-            what: self.describe(index),
-            reason: format!("index out of range (the set holds {})", self.len()),
+        let (batch, i) = self.locate(index).ok_or_else(|| {
+            SourceError::record(
+                self.describe(index),
+                format!("index out of range (the set holds {})", self.len()),
+            )
         })?;
         let start = i * RECORD + 1;
         let chw = batch
             .map
             .get(start..start + PIXELS)
-            .ok_or_else(|| SourceError::Record {
-                what: self.describe(index),
-                reason: "extends past end of file".into(),
-            })?;
+            .ok_or_else(|| SourceError::record(self.describe(index), "extends past end of file"))?;
         buf.resize(PIXELS, 0);
         chw_to_hwc(chw, buf);
         Ok(RecordKind::Raw {

@@ -171,9 +171,11 @@ impl Source for ImageFolder {
 
     fn read(&self, index: usize, buf: &mut Vec<u8>) -> Result<RecordKind, SourceError> {
         buf.clear();
-        let path = self.files.get(index).ok_or_else(|| SourceError::Record {
-            what: format!("{} sample {index}", self.root.display()),
-            reason: format!("index out of range (the folder holds {})", self.files.len()),
+        let path = self.files.get(index).ok_or_else(|| {
+            SourceError::record(
+                format!("{} sample {index}", self.root.display()),
+                format!("index out of range (the folder holds {})", self.files.len()),
+            )
         })?;
         // A file swapped for a FIFO since the scan must not block the worker.
         let mut file = super::open_regular(path)?;
@@ -182,10 +184,10 @@ impl Source for ImageFolder {
         file.read_to_end(buf)
             .map_err(|e| SourceError::io(path, e))?;
         if buf.is_empty() {
-            return Err(SourceError::Record {
-                what: path.display().to_string(),
-                reason: "empty file".into(),
-            });
+            return Err(SourceError::record(
+                path.display().to_string(),
+                "empty file",
+            ));
         }
         Ok(RecordKind::Encoded)
     }

@@ -359,11 +359,9 @@ impl Manifest {
     /// relative to its folder.
     pub fn open(location: &str, options: &OpenOptions) -> Result<Manifest, SourceError> {
         let bytes = read_file(location, options)?;
-        let bad = |reason: String| SourceError::Format {
-            path: location.into(),
-            reason,
-        };
-        let text = std::str::from_utf8(&bytes).map_err(|e| bad(format!("not UTF-8 text: {e}")))?;
+        let bad = |reason: String| SourceError::format(location, reason);
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|e| bad(format!("not UTF-8 text: {e}")).caused_by(e))?;
         let base = Base::open(&Base::parent_of(location), options)?;
         let mut header_classes = None;
         let mut keypoint_names = None;
@@ -473,17 +471,14 @@ impl Manifest {
     fn entry(&self, index: usize) -> Result<&Entry, SourceError> {
         match self.entries.get(index) {
             Some(Ok(e)) => Ok(e),
-            Some(Err(reason)) => Err(SourceError::Record {
-                what: self.describe(index),
-                reason: reason.clone(),
-            }),
-            None => Err(SourceError::Record {
-                what: format!("{} sample {index}", self.what),
-                reason: format!(
+            Some(Err(reason)) => Err(SourceError::record(self.describe(index), reason.clone())),
+            None => Err(SourceError::record(
+                format!("{} sample {index}", self.what),
+                format!(
                     "index out of range (the manifest has {})",
                     self.entries.len()
                 ),
-            }),
+            )),
         }
     }
 }
@@ -560,17 +555,13 @@ impl Source for Manifest {
             ann.raw.clone_from(&a.raw);
         }
         if wanted.contains(Field::Mask) {
-            let place = e.mask.as_ref().ok_or_else(|| SourceError::Record {
-                what: self.describe(index),
-                reason: "no \"mask\" (other lines have one)".into(),
+            let place = e.mask.as_ref().ok_or_else(|| {
+                SourceError::record(self.describe(index), "no \"mask\" (other lines have one)")
             })?;
             let mut bytes = Vec::new();
-            place
-                .read(&self.base, &mut bytes)
-                .map_err(|e| SourceError::Record {
-                    what: self.describe(index),
-                    reason: format!("mask: {e}"),
-                })?;
+            place.read(&self.base, &mut bytes).map_err(|e| {
+                SourceError::record(self.describe(index), format!("mask: {e}")).caused_by(e)
+            })?;
             ann.mask = Some(MaskData::Png(bytes));
         }
         Ok(RecordKind::Encoded)

@@ -41,7 +41,7 @@ fn read_maybe_gz(path: &Path) -> Result<Vec<u8>, SourceError> {
     flate2::read::MultiGzDecoder::new(&bytes[..])
         .take(MAX_DECOMPRESSED + 1)
         .read_to_end(&mut out)
-        .map_err(|e| SourceError::format(path, format!("bad gzip data: {e}")))?;
+        .map_err(|e| SourceError::format(path, format!("bad gzip data: {e}")).caused_by(e))?;
     if out.len() as u64 > MAX_DECOMPRESSED {
         return Err(SourceError::format(
             path,
@@ -259,9 +259,11 @@ impl Source for Mnist {
         let bytes = index
             .checked_mul(n)
             .and_then(|s| self.pixels.get(s..s + n))
-            .ok_or_else(|| SourceError::Record {
-                what: self.describe(index),
-                reason: format!("index out of range (the file holds {})", self.len()),
+            .ok_or_else(|| {
+                SourceError::record(
+                    self.describe(index),
+                    format!("index out of range (the file holds {})", self.len()),
+                )
             })?;
         buf.extend_from_slice(bytes);
         Ok(RecordKind::Raw {

@@ -33,7 +33,7 @@ pub use coco::Coco;
 pub use folder::ImageFolder;
 pub use manifest::Manifest;
 pub use mnist::Mnist;
-pub use open::{is_url, open, open_url, open_with, OpenOptions, DEFAULT_CACHE_BYTES};
+pub use open::{is_url, open, open_url, open_with, OpenOptions, Split, DEFAULT_CACHE_BYTES};
 pub use packed::{PackedReader, PackedWriter};
 pub use parquet::{BoxFormat, ParquetColumns, ParquetSource};
 pub use segpairs::SegPairs;
@@ -183,10 +183,11 @@ pub trait Source: Send + Sync + 'static {
                 Ok(out) => out,
                 Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
                 Err(e) => (
-                    Err(SourceError::Record {
-                        what: format!("sample {index}"),
-                        reason: format!("the read task was cancelled: {e}"),
-                    }),
+                    Err(SourceError::record(
+                        format!("sample {index}"),
+                        format!("the read task was cancelled: {e}"),
+                    )
+                    .caused_by(e)),
                     Vec::new(),
                     Annotation::default(),
                 ),
@@ -219,10 +220,11 @@ pub fn read_blocking<S: Source + ?Sized>(
             Ok(out) => out,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             Err(e) => (
-                Err(SourceError::Record {
-                    what: format!("sample {index}"),
-                    reason: format!("the read task was cancelled: {e}"),
-                }),
+                Err(SourceError::record(
+                    format!("sample {index}"),
+                    format!("the read task was cancelled: {e}"),
+                )
+                .caused_by(e)),
                 Vec::new(),
             ),
         }
@@ -231,7 +233,13 @@ pub fn read_blocking<S: Source + ?Sized>(
 
 pub(crate) use crate::positioned::read_at;
 
-/// An error opening or reading a source. Messages name the file or record.
+/// The error under a [`SourceError`] (a parser's, a decoder's, the storage client's),
+/// kept as its [`source`](std::error::Error::source).
+type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// An error opening or reading a source. Messages name the file or record; the error
+/// that caused one, where there was one, is its
+/// [`source`](std::error::Error::source).
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     /// A file or directory could not be opened or read.
@@ -250,6 +258,10 @@ pub enum SourceError {
         path: PathBuf,
         /// What is wrong with it.
         reason: String,
+        /// The error that found it, where there was one (a JSON or Parquet parser's,
+        /// the local cache's [`StorageError`](crate::storage::StorageError)).
+        #[source]
+        source: Option<Cause>,
     },
     /// One record inside a container is bad.
     #[error("{what}: {reason}")]
@@ -258,6 +270,10 @@ pub enum SourceError {
         what: String,
         /// What is wrong with it.
         reason: String,
+        /// The error that found it, where there was one (a decoder's, a cancelled
+        /// read task's).
+        #[source]
+        source: Option<Cause>,
     },
     /// A remote object could not be read (after retries), or is not what it should
     /// be. `url` names it.
@@ -267,6 +283,11 @@ pub enum SourceError {
         url: String,
         /// Why it could not be read, or what is wrong with it.
         reason: String,
+        /// The error that found it, where there was one: for a failed request the
+        /// [`StorageError`](crate::storage::StorageError), whose own source is the
+        /// storage client's error.
+        #[source]
+        source: Option<Cause>,
     },
 }
 
@@ -279,44 +300,104 @@ impl SourceError {
         }
     }
 
-    /// A [`Format`](SourceError::Format) error about `path`.
+    /// A [`Format`](SourceError::Format) error about `path` (with no error under it;
+    /// see [`caused_by`](Self::caused_by)).
     pub fn format(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
         SourceError::Format {
             path: path.into(),
             reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// A [`Record`](SourceError::Record) error about the record `what` (with no error
+    /// under it; see [`caused_by`](Self::caused_by)).
+    pub fn record(what: impl Into<String>, reason: impl Into<String>) -> Self {
+        SourceError::Record {
+            what: what.into(),
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// A [`Remote`](SourceError::Remote) error about the object at `url` (with no error
+    /// under it; see [`caused_by`](Self::caused_by)).
+    pub fn remote(url: impl Into<String>, reason: impl Into<String>) -> Self {
+        SourceError::Remote {
+            url: url.into(),
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// This error with `cause` as its [`source`](std::error::Error::source): the error
+    /// that its reason reports. An [`Io`](SourceError::Io) error keeps its own.
+    pub fn caused_by(mut self, cause: impl Into<Cause>) -> Self {
+        match &mut self {
+            SourceError::Io { .. } => {}
+            SourceError::Format { source, .. }
+            | SourceError::Record { source, .. }
+            | SourceError::Remote { source, .. } => *source = Some(cause.into()),
+        }
+        self
+    }
+
+    /// The file or directory the error is about, where it names one.
+    pub fn path(&self) -> Option<&std::path::Path> {
+        match self {
+            SourceError::Io { path, .. } | SourceError::Format { path, .. } => Some(path),
+            SourceError::Record { .. } | SourceError::Remote { .. } => None,
+        }
+    }
+
+    /// The URL of the remote object the error is about, for a
+    /// [`Remote`](SourceError::Remote) error.
+    pub fn url(&self) -> Option<&str> {
+        match self {
+            SourceError::Remote { url, .. } => Some(url),
+            _ => None,
+        }
+    }
+
+    /// The record the error is about, as [`Source::describe`] names it, for a
+    /// [`Record`](SourceError::Record) error.
+    pub fn record_name(&self) -> Option<&str> {
+        match self {
+            SourceError::Record { what, .. } => Some(what),
+            _ => None,
         }
     }
 }
 
 #[cfg(feature = "remote")]
 impl From<crate::storage::StorageError> for SourceError {
+    /// The storage error, kept as the source, under a message of the same words.
     fn from(e: crate::storage::StorageError) -> Self {
         use crate::storage::StorageError;
-        let remote = |url: String, reason: String| SourceError::Remote { url, reason };
-        match e {
-            StorageError::Cache { path, what, source } => SourceError::Format {
-                reason: format!("{what}: {source}"),
-                path,
-            },
-            StorageError::Url { url, reason } => remote(url, reason),
-            StorageError::Config { url, reason } => {
-                remote(url, format!("cannot configure the store: {reason}"))
+        let out = match &e {
+            StorageError::Cache {
+                path, what, source, ..
+            } => SourceError::format(path.clone(), format!("{what}: {source}")),
+            StorageError::Url { url, reason, .. } => {
+                SourceError::remote(url.clone(), reason.clone())
             }
-            StorageError::NotFound { url, reason } => remote(url, format!("not found ({reason})")),
-            StorageError::Request { url, what, reason } => {
-                remote(url, format!("{what} failed: {reason}"))
+            StorageError::Config { url, reason, .. } => {
+                SourceError::remote(url.clone(), format!("cannot configure the store: {reason}"))
             }
-            e @ StorageError::Changed { .. } => {
+            StorageError::NotFound { url, reason, .. } => {
+                SourceError::remote(url.clone(), format!("not found ({reason})"))
+            }
+            StorageError::Request {
+                url, what, reason, ..
+            } => SourceError::remote(url.clone(), format!("{what} failed: {reason}")),
+            StorageError::Changed { url, .. } => {
                 // The message starts with the URL, as every storage error's does.
-                let url = e.url().unwrap_or_default().to_string();
                 let text = e.to_string();
                 let reason = text.strip_prefix(url.as_str()).unwrap_or(&text);
-                let reason = reason.trim_start_matches(": ").to_string();
-                remote(url, reason)
+                SourceError::remote(url.clone(), reason.trim_start_matches(": "))
             }
-            StorageError::Runtime(r) => {
-                remote("storage".into(), format!("the storage runtime: {r}"))
-            }
-        }
+            StorageError::Runtime { .. } => SourceError::remote("storage", e.to_string()),
+        };
+        out.caused_by(e)
     }
 }

@@ -78,12 +78,34 @@ impl Default for OpenOptions {
     }
 }
 
-/// [`open_with`] the default options and the given split.
-pub fn open(path: &Path, train: bool) -> Result<Arc<dyn Source>, SourceError> {
+/// Which part to read of a data set that holds more than one: MNIST's and CIFAR-10's
+/// training or test files, a Hugging Face Hub repository's Parquet split. A data set
+/// of one part (a folder, a packed file, tar shards) reads the same either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Split {
+    /// The training part: MNIST's `train-*` files, CIFAR-10's `data_batch_*.bin`, the
+    /// Hub's `train` split.
+    #[default]
+    Train,
+    /// The held-out part: MNIST's `t10k-*` files, CIFAR-10's `test_batch.bin`, the
+    /// Hub's `validation` split (else `test`).
+    Test,
+}
+
+impl Split {
+    /// Whether this is the training part (as [`OpenOptions::train`] says it).
+    pub fn is_train(self) -> bool {
+        self == Split::Train
+    }
+}
+
+/// [`open_with`] the default options and the given split:
+/// `source::open("data/train", source::Split::Train)`.
+pub fn open(path: impl AsRef<Path>, split: Split) -> Result<Arc<dyn Source>, SourceError> {
     open_with(
         path,
         &OpenOptions {
-            train,
+            train: split.is_train(),
             ..OpenOptions::default()
         },
     )
@@ -103,7 +125,15 @@ pub fn open(path: &Path, train: bool) -> Result<Arc<dyn Source>, SourceError> {
 /// A path or URL ending in `.json` is a COCO annotation file, whose images are in the
 /// folder `options.images` (required); one ending in `.jsonl` or `.ndjson` is a
 /// JSON-lines manifest; `options.masks` pairs the images under `path` with masks.
-pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Source>, SourceError> {
+pub fn open_with(
+    path: impl AsRef<Path>,
+    options: &OpenOptions,
+) -> Result<Arc<dyn Source>, SourceError> {
+    open_path(path.as_ref(), options)
+}
+
+/// [`open_with`], once the path's type is known.
+fn open_path(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Source>, SourceError> {
     if let Some(text) = path.to_str().filter(|t| is_coco_name(t)) {
         let Some(images) = &options.images else {
             return Err(SourceError::format(
@@ -302,10 +332,7 @@ pub fn open_url(url: &str, options: &OpenOptions) -> Result<Arc<dyn Source>, Sou
         })?;
         Ok(heads.into_iter().collect::<Result<Vec<_>, _>>()?)
     };
-    let remote_err = |reason: String| SourceError::Remote {
-        url: url.to_string(),
-        reason,
-    };
+    let remote_err = |reason: String| SourceError::remote(url.to_string(), reason);
     if tar::is_pattern(&key) || files::is_glob(&key) {
         let keys = tar::expand(&key).map_err(remote_err)?;
         // In the pattern's order: each name is one literal key (HEADed below, all at
@@ -392,13 +419,12 @@ pub fn open_url(url: &str, options: &OpenOptions) -> Result<Arc<dyn Source>, Sou
                 if packed::has_magic(&head) {
                     return Ok(Arc::new(PackedReader::open_remote(obj)?));
                 }
-                return Err(SourceError::Remote {
-                    url: url.to_string(),
-                    reason: "unknown format: remote data is a stoker packed file (magic \
+                return Err(SourceError::remote(
+                    url.to_string(),
+                    "unknown format: remote data is a stoker packed file (magic \
                              STKPACK1), .tar shards, Parquet files, or a prefix holding \
-                             shards, Parquet files or an image folder"
-                        .into(),
-                });
+                             shards, Parquet files or an image folder",
+                ));
             }
             Err(StorageError::NotFound { .. }) => prefix.push('/'),
             Err(e) => return Err(e.into()),
@@ -408,10 +434,10 @@ pub fn open_url(url: &str, options: &OpenOptions) -> Result<Arc<dyn Source>, Sou
     let p = prefix.clone();
     let objects = storage::wait(async move { b.list(&p).await })??;
     if objects.is_empty() {
-        return Err(SourceError::Remote {
-            url: url.to_string(),
-            reason: "no such object, and no objects under it as a prefix".into(),
-        });
+        return Err(SourceError::remote(
+            url.to_string(),
+            "no such object, and no objects under it as a prefix",
+        ));
     }
     let shards: Vec<storage::Object> = objects
         .iter()
@@ -478,8 +504,8 @@ pub fn open_url(url: &str, options: &OpenOptions) -> Result<Arc<dyn Source>, Sou
 /// Without the `remote` feature a URL is an error that says so.
 #[cfg(not(feature = "remote"))]
 pub fn open_url(url: &str, _options: &OpenOptions) -> Result<Arc<dyn Source>, SourceError> {
-    Err(SourceError::Remote {
-        url: url.to_string(),
-        reason: "URLs need stoker-loader's `remote` feature (this build has it off)".into(),
-    })
+    Err(SourceError::remote(
+        url.to_string(),
+        "URLs need stoker-loader's `remote` feature (this build has it off)",
+    ))
 }

@@ -55,10 +55,7 @@ impl Place {
         #[cfg(not(feature = "remote"))]
         let _ = base;
         if buf.is_empty() {
-            return Err(SourceError::Record {
-                what: self.describe(),
-                reason: "empty file".into(),
-            });
+            return Err(SourceError::record(self.describe(), "empty file"));
         }
         Ok(())
     }
@@ -119,10 +116,10 @@ impl Base {
         #[cfg(not(feature = "remote"))]
         {
             let _ = options;
-            Err(SourceError::Remote {
-                url: location.to_string(),
-                reason: "URLs need stoker-loader's `remote` feature (this build has it off)".into(),
-            })
+            Err(SourceError::remote(
+                location.to_string(),
+                "URLs need stoker-loader's `remote` feature (this build has it off)",
+            ))
         }
     }
 
@@ -266,9 +263,9 @@ pub fn read_file(location: &str, options: &OpenOptions) -> Result<Vec<u8>, Sourc
     #[cfg(not(feature = "remote"))]
     {
         let _ = options;
-        Err(SourceError::Remote {
-            url: location.to_string(),
-            reason: "URLs need stoker-loader's `remote` feature (this build has it off)".into(),
-        })
+        Err(SourceError::remote(
+            location.to_string(),
+            "URLs need stoker-loader's `remote` feature (this build has it off)",
+        ))
     }
 }

@@ -27,10 +27,7 @@ impl RemoteFolder {
         objects: Vec<Object>,
         cache: Option<Arc<Cache>>,
     ) -> Result<RemoteFolder, SourceError> {
-        let bad = |reason: String| SourceError::Remote {
-            url: url.to_string(),
-            reason,
-        };
+        let bad = |reason: String| SourceError::remote(url.to_string(), reason);
         let mut by_class: std::collections::BTreeMap<String, Vec<Object>> = Default::default();
         let mut loose = 0usize;
         for obj in objects {
@@ -92,9 +89,11 @@ impl RemoteFolder {
     }
 
     fn object(&self, index: usize) -> Result<&Object, SourceError> {
-        self.files.get(index).ok_or_else(|| SourceError::Record {
-            what: format!("{} sample {index}", self.url),
-            reason: format!("index out of range (the folder holds {})", self.files.len()),
+        self.files.get(index).ok_or_else(|| {
+            SourceError::record(
+                format!("{} sample {index}", self.url),
+                format!("index out of range (the folder holds {})", self.files.len()),
+            )
         })
     }
 }
@@ -106,10 +105,7 @@ fn finish(
 ) -> Result<RecordKind, SourceError> {
     r?;
     if buf.is_empty() {
-        return Err(SourceError::Record {
-            what: obj.url(),
-            reason: "empty file".into(),
-        });
+        return Err(SourceError::record(obj.url(), "empty file"));
     }
     Ok(RecordKind::Encoded)
 }

@@ -78,9 +78,11 @@ impl SegPairs {
     }
 
     fn sample(&self, index: usize) -> Result<&(Place, Option<Place>), SourceError> {
-        self.samples.get(index).ok_or_else(|| SourceError::Record {
-            what: format!("{} sample {index}", self.what),
-            reason: format!("index out of range (there are {})", self.samples.len()),
+        self.samples.get(index).ok_or_else(|| {
+            SourceError::record(
+                format!("{} sample {index}", self.what),
+                format!("index out of range (there are {})", self.samples.len()),
+            )
         })
     }
 }
@@ -134,16 +136,16 @@ impl Source for SegPairs {
         let (image, mask) = self.sample(index)?;
         image.read(&self.images, buf)?;
         if wanted.contains(Field::Mask) {
-            let mask = mask.as_ref().ok_or_else(|| SourceError::Record {
-                what: image.describe(),
-                reason: format!("no mask with this stem under {}", self.masks_what),
+            let mask = mask.as_ref().ok_or_else(|| {
+                SourceError::record(
+                    image.describe(),
+                    format!("no mask with this stem under {}", self.masks_what),
+                )
             })?;
             let mut bytes = Vec::new();
-            mask.read(&self.masks, &mut bytes)
-                .map_err(|e| SourceError::Record {
-                    what: image.describe(),
-                    reason: format!("mask: {e}"),
-                })?;
+            mask.read(&self.masks, &mut bytes).map_err(|e| {
+                SourceError::record(image.describe(), format!("mask: {e}")).caused_by(e)
+            })?;
             ann.mask = Some(MaskData::Png(bytes));
         }
         Ok(RecordKind::Encoded)

@@ -243,6 +243,7 @@ impl Cache {
                     "got {got} bytes, expected {} (the object changed?)",
                     obj.size
                 ),
+                source: None,
             });
         }
         file.sync_all()
@@ -279,6 +280,7 @@ impl Cache {
                         range.start, range.end
                     ),
                     reason: format!("{} is shorter", path.display()),
+                    source: None,
                 })
             }
             Err(e) => {

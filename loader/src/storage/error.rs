@@ -1,4 +1,9 @@
-//! Errors of remote storage: each names the object's URL and what was being done.
+//! Errors of remote storage: each names the object's URL and what was being done, and
+//! keeps the storage client's error as its source.
+
+/// The storage client's (or the runtime's) own error, kept as the
+/// [`source`](std::error::Error::source) of a [`StorageError`].
+type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Why a remote call failed. Every message starts with the URL concerned.
 #[derive(Debug, thiserror::Error)]
@@ -10,6 +15,9 @@ pub enum StorageError {
         url: String,
         /// What is wrong with it.
         reason: String,
+        /// The parser's error, where there was one (an object key it refuses).
+        #[source]
+        source: Option<Cause>,
     },
     /// The store could not be configured from the URL and the environment.
     #[error("{url}: cannot configure the store: {reason}")]
@@ -18,6 +26,9 @@ pub enum StorageError {
         url: String,
         /// The store client's message.
         reason: String,
+        /// The store client's error.
+        #[source]
+        source: Option<Cause>,
     },
     /// No such object (or bucket).
     #[error("{url}: not found ({reason})")]
@@ -26,6 +37,9 @@ pub enum StorageError {
         url: String,
         /// The store's message.
         reason: String,
+        /// The store client's error.
+        #[source]
+        source: Option<Cause>,
     },
     /// A request failed after its retries (or at once, for errors not worth retrying:
     /// refused credentials, a missing bucket).
@@ -37,6 +51,9 @@ pub enum StorageError {
         what: String,
         /// Why it failed, with the causes the client reported.
         reason: String,
+        /// The store client's error, where there was one (not for a short read).
+        #[source]
+        source: Option<Cause>,
     },
     /// The object is not the version that was listed or indexed (replaced, grown,
     /// rewritten): reading on would pair the old index with the new bytes.
@@ -51,6 +68,9 @@ pub enum StorageError {
         what: String,
         /// How the object differs from the version listed (ETag, size).
         reason: String,
+        /// The store client's error, where it refused the request (`If-Match`).
+        #[source]
+        source: Option<Cause>,
     },
     /// The local cache could not be used.
     #[error("{}: {what}: {source}", path.display())]
@@ -64,8 +84,15 @@ pub enum StorageError {
         source: std::io::Error,
     },
     /// The storage runtime could not start or went away.
-    #[error("the storage runtime: {0}")]
-    Runtime(String),
+    #[error("the storage runtime: {reason}")]
+    Runtime {
+        /// What happened.
+        reason: String,
+        /// The error that stopped it, where there was one (the runtime could not
+        /// start, a task was cancelled).
+        #[source]
+        source: Option<Cause>,
+    },
 }
 
 impl StorageError {
@@ -75,6 +102,7 @@ impl StorageError {
             object_store::Error::NotFound { source, .. } => StorageError::NotFound {
                 url: url.to_string(),
                 reason: flatten(source.as_ref()),
+                source: Some(source),
             },
             // Only our If-Match asks for a precondition: the ETag is no longer the one
             // listed.
@@ -82,6 +110,7 @@ impl StorageError {
                 url: url.to_string(),
                 what: what.into(),
                 reason: format!("If-Match failed: {}", flatten(source.as_ref())),
+                source: Some(source),
             },
             e @ (object_store::Error::PermissionDenied { .. }
             | object_store::Error::Unauthenticated { .. }) => StorageError::Request {
@@ -91,11 +120,13 @@ impl StorageError {
                     "refused: check the credentials (AWS_*, GOOGLE_* or AZURE_* variables): {}",
                     flatten(&e)
                 ),
+                source: Some(Box::new(e)),
             },
             other => StorageError::Request {
                 url: url.to_string(),
                 what: what.into(),
                 reason: flatten(&other),
+                source: Some(Box::new(other)),
             },
         }
     }
@@ -108,8 +139,16 @@ impl StorageError {
             | StorageError::NotFound { url, .. }
             | StorageError::Request { url, .. }
             | StorageError::Changed { url, .. } => Some(url),
-            StorageError::Cache { .. } | StorageError::Runtime(_) => None,
+            StorageError::Cache { .. } | StorageError::Runtime { .. } => None,
         }
+    }
+}
+
+/// A [`Runtime`](StorageError::Runtime) error: `reason`, and the error under it.
+pub(crate) fn runtime_error(reason: impl Into<String>, source: Option<Cause>) -> StorageError {
+    StorageError::Runtime {
+        reason: reason.into(),
+        source,
     }
 }
 

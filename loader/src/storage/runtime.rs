@@ -13,6 +13,7 @@ use std::sync::{Mutex, OnceLock};
 use futures_util::FutureExt;
 use tokio::runtime::Runtime;
 
+use super::error::runtime_error;
 use super::StorageError;
 
 /// The runtime of this process, and the process it was started in. A forked child
@@ -63,7 +64,7 @@ fn runtime() -> Result<&'static Runtime, StorageError> {
         .on_thread_start(|| ON_RUNTIME.with(|f| f.set(true)))
         .enable_all()
         .build()
-        .map_err(|e| StorageError::Runtime(format!("cannot start: {e}")))?;
+        .map_err(|e| runtime_error(format!("cannot start: {e}"), Some(e.into())))?;
     let rt: &'static Runtime = Box::leak(Box::new(rt));
     RUNTIME.store(rt as *const Runtime as *mut Runtime, Ordering::Release);
     RUNTIME_PID.store(pid, Ordering::Release);
@@ -92,7 +93,10 @@ where
         match handle?.await {
             Ok(v) => Ok(v),
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(e) => Err(StorageError::Runtime(format!("a storage task ended: {e}"))),
+            Err(e) => Err(runtime_error(
+                format!("a storage task ended: {e}"),
+                Some(e.into()),
+            )),
         }
     }
 }
@@ -106,8 +110,9 @@ where
     F::Output: Send + 'static,
 {
     if ON_RUNTIME.with(|f| f.get()) {
-        return Err(StorageError::Runtime(
-            "a synchronous storage call from a storage thread (use the async read)".into(),
+        return Err(runtime_error(
+            "a synchronous storage call from a storage thread (use the async read)",
+            None,
         ));
     }
     let rt = runtime()?;
@@ -119,8 +124,9 @@ where
     match rx.recv() {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(panic)) => std::panic::resume_unwind(panic),
-        Err(_) => Err(StorageError::Runtime(
-            "the storage runtime dropped a call (shutting down?)".into(),
+        Err(_) => Err(runtime_error(
+            "the storage runtime dropped a call (shutting down?)",
+            None,
         )),
     }
 }

@@ -50,10 +50,11 @@ fn stores() -> &'static Mutex<HashMap<String, Arc<dyn ObjectStore>>> {
     STORES.get_or_init(Default::default)
 }
 
-fn config_err(url: &str, e: impl std::fmt::Display) -> StorageError {
+fn config_err(url: &str, e: impl std::error::Error + Send + Sync + 'static) -> StorageError {
     StorageError::Config {
         url: url.to_string(),
         reason: e.to_string(),
+        source: Some(Box::new(e)),
     }
 }
 
@@ -186,6 +187,7 @@ impl Bucket {
         Path::parse(key).map_err(|e| StorageError::Url {
             url: self.url_of(key),
             reason: format!("not a valid object key: {e}"),
+            source: Some(Box::new(e)),
         })
     }
 
@@ -273,6 +275,7 @@ impl Object {
                     meta.size,
                     meta.e_tag.as_deref().unwrap_or("(none)")
                 ),
+                source: None,
             });
         }
         Ok(())
@@ -289,6 +292,7 @@ impl Object {
                 url,
                 what,
                 reason: format!("the object has only {} bytes", self.size),
+                source: None,
             });
         }
         if range.is_empty() {
@@ -313,6 +317,7 @@ impl Object {
                 url,
                 what,
                 reason: format!("got {} bytes (the object changed?)", bytes.len()),
+                source: None,
             });
         }
         Ok(bytes)

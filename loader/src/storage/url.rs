@@ -37,6 +37,7 @@ impl DataUrl {
         let bad = |reason: &str| StorageError::Url {
             url: url.to_string(),
             reason: reason.to_string(),
+            source: None,
         };
         let i = url
             .find("://")

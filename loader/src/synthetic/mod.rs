@@ -94,12 +94,13 @@ pub enum GenError {
     #[error("invalid options: {0}")]
     Options(String),
     /// Encoding an image failed (or, for a scene's mask PNG, encoding or saving it).
-    #[error("encoding {}: {reason}", path.display())]
+    #[error("encoding {}: {source}", path.display())]
     Encode {
         /// The file the image was to be written to.
         path: PathBuf,
-        /// The encoder's message.
-        reason: String,
+        /// The encoder's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
 }
 
@@ -242,7 +243,7 @@ fn encode_jpeg(rgb: &[u8], size: u32, path: &Path, out: &mut Vec<u8>) -> Result<
         .encode(rgb, size, size, ExtendedColorType::Rgb8)
         .map_err(|e| GenError::Encode {
             path: path.to_path_buf(),
-            reason: e.to_string(),
+            source: e.into(),
         })
 }
 

@@ -253,7 +253,7 @@ pub fn scenes(
             .encode(&rgb, opts.width, opts.height, ExtendedColorType::Rgb8)
             .map_err(|e| GenError::Encode {
                 path: img_path.clone(),
-                reason: e.to_string(),
+                source: e.into(),
             })?;
         fs::write(&img_path, &jpeg).map_err(io_err(&img_path))?;
         let mask_path = tmp.join(format!("masks/{i:06}.png"));
@@ -262,7 +262,7 @@ pub fn scenes(
             .save(&mask_path)
             .map_err(|e| GenError::Encode {
                 path: mask_path.clone(),
-                reason: e.to_string(),
+                source: e.into(),
             })?;
         bytes += jpeg.len() as u64;
         lines.push(line.to_string());

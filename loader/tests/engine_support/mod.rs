@@ -56,10 +56,10 @@ impl Source for RawSource {
             panic!("injected panic at {index}");
         }
         if self.fail.contains(&index) {
-            return Err(SourceError::Record {
-                what: self.describe(index),
-                reason: "injected failure".into(),
-            });
+            return Err(SourceError::record(
+                self.describe(index),
+                "injected failure",
+            ));
         }
         buf.clear();
         buf.extend_from_slice(&self.pixels(index));

@@ -6,7 +6,7 @@ use std::str::FromStr;
 use clap::{Parser, ValueEnum};
 use stoker_loader::config::{MAX_PREFETCH, MAX_WORKERS};
 use stoker_loader::{Mode, Workers};
-use stoker_trainer::{DevicePref, ModelKind, OptimizerKind};
+use stoker_trainer::{DevicePref, ModelKind, OptimizerKind, ParseDeviceError};
 
 use crate::cluster::Engine;
 
@@ -120,7 +120,7 @@ pub struct Args {
     pub reader: Mode,
     /// Decode and augment threads (async reader): a number, or `auto` to choose during
     /// the first epoch from how long the step waits for data, under --cpu-budget.
-    #[arg(long, default_value_t = Workers::Auto)]
+    #[arg(long, default_value_t = Workers::AUTO)]
     pub workers: Workers,
     /// Threads `--workers auto` may use (default: every core but one, left to the
     /// training step and to the thread that drives the GPU).
@@ -231,7 +231,7 @@ fn parse_weights(s: &str) -> Result<Weights, String> {
     Ok(Weights(w))
 }
 
-fn parse_device(s: &str) -> Result<String, String> {
+fn parse_device(s: &str) -> Result<String, ParseDeviceError> {
     DevicePref::from_str(s).map(|_| s.to_string())
 }
 

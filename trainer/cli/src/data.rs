@@ -112,7 +112,7 @@ impl Data {
             ),
             None if matches!(train.format(), "mnist" | "cifar10") => {
                 // These formats hold their own test split; use it when it is there.
-                match source::open(train_path, false) {
+                match source::open(train_path, source::Split::Test) {
                     Ok(s) if !s.is_empty() => (Some(s), Some(train_path.to_path_buf())),
                     _ => (None, None),
                 }
@@ -164,9 +164,10 @@ impl Data {
     /// The training loader and, when there is validation data, its loader; checks that
     /// both deliver images of one shape.
     pub fn loaders(&self, r: &Reading) -> anyhow::Result<(Loader, Option<Loader>)> {
-        let mut cfg = LoaderConfig {
+        let cfg = LoaderConfig {
             batch_size: r.batch_size,
             mode: r.mode,
+            workers: r.workers.with_budget(r.cpu_budget),
             prefetch: r.prefetch,
             seed: r.seed,
             shuffle: true,
@@ -187,7 +188,6 @@ impl Data {
                 .then(|| Fields::of(&[Field::Image, Field::Labels])),
             ..LoaderConfig::default()
         };
-        r.workers.apply(&mut cfg, r.cpu_budget);
         let train = Loader::new(self.train.clone(), cfg.clone())
             .with_context(|| format!("reading {}", self.train_path.display()))?;
         let val = match &self.val {

@@ -55,15 +55,18 @@ fn main() {
     }
 }
 
-/// An error and its causes on one line, each cause once: most messages already end
-/// with their cause's text, which `{:#}` would print a second time.
+/// An error and its causes on one line. The libraries' messages end with their
+/// cause's text (a sample error with the decoder's, an I/O error with the OS's) and
+/// keep that cause as their source: a cause whose text is already on the line has
+/// been said, and so have the causes under it (which `{:#}` would print again).
 fn one_line(e: &anyhow::Error) -> String {
     let mut line = e.to_string();
     for cause in e.chain().skip(1) {
         let text = cause.to_string();
-        if !line.contains(&text) {
-            line = format!("{line}: {text}");
+        if line.contains(&text) {
+            break;
         }
+        line = format!("{line}: {text}");
     }
     line
 }
@@ -121,7 +124,7 @@ fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
     let pref = match a.device.as_str() {
         // One GPU per rank on each machine.
         "cuda" | "gpu" if cluster.world() > 1 => DevicePref::Cuda(cluster.launch.local_rank),
-        s => DevicePref::from_str(s).map_err(anyhow::Error::msg)?,
+        s => DevicePref::from_str(s)?,
     };
     let local = (cluster.world() > 1).then_some(cluster.launch.local_rank);
     let opened = open_backend(pref, local)?;

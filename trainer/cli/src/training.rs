@@ -185,7 +185,7 @@ fn train_once<B: Backend + Clone + 'static>(
             "async ({} worker(s), {} batches prefetched)",
             match train.auto_workers() {
                 Some(auto) => format!("auto: 1 to {}", auto.budget),
-                None => train.config().workers.to_string(),
+                None => train.config().workers.min().to_string(),
             },
             a.prefetch
         ),
@@ -257,7 +257,7 @@ fn train_once<B: Backend + Clone + 'static>(
         batch_size: a.batch_size,
         workers: match trainer.train.auto_workers() {
             Some(auto) => auto.workers(),
-            None => trainer.train.config().workers,
+            None => trainer.train.config().workers.min(),
         },
         auto_workers: trainer.train.auto_workers().map(|auto| AutoChoice {
             cpu_budget: auto.budget,

@@ -29,11 +29,11 @@ fn trains_from_tar_shards_and_a_packed_file_in_s3() {
         };
         synthetic::shapes(&dir.path().join(name), &opts, |_, _| {}).unwrap();
     }
-    let train = source::open(&dir.path().join("train"), true).unwrap();
+    let train = source::open(dir.path().join("train"), source::Split::Train).unwrap();
     let shards = dir.path().join("shards");
     tar::pack_tar(train.as_ref(), &shards, 16 << 10, |_, _| {}).unwrap();
     storage::upload_dir(&shards, "s3://train/shards", &o, 8).unwrap();
-    let val = source::open(&dir.path().join("val"), true).unwrap();
+    let val = source::open(dir.path().join("val"), source::Split::Train).unwrap();
     let pack = dir.path().join("val.pack");
     source::packed::pack_source(val.as_ref(), &pack, |_, _| {}).unwrap();
     storage::upload_file(&pack, "s3://train/val.pack", &o).unwrap();

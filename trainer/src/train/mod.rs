@@ -67,6 +67,10 @@ pub enum TrainError {
         path: String,
         /// What is wrong, in words.
         reason: String,
+        /// The error that found it, where there was one (the JSON parser's, the
+        /// loader's refusal to resume).
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     },
 }
 

@@ -66,7 +66,15 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
         let bad = |reason: String| TrainError::Resume {
             path: path.display().to_string(),
             reason,
+            source: None,
         };
+        // `reason` reports `e`, which is kept as the source.
+        let bad_because =
+            |reason: String, e: Box<dyn std::error::Error + Send + Sync>| TrainError::Resume {
+                path: path.display().to_string(),
+                reason,
+                source: Some(e),
+            };
         // Read and check the loop's own metadata before anything is changed.
         let meta = checkpoint::read_metadata(path)?;
         let entry = |k: &str| {
@@ -74,7 +82,7 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
                 .ok_or_else(|| bad(format!("no `{k}` entry: not written by stoker-train")))
         };
         let saved: SavedPosition = serde_json::from_str(entry(KEY_POSITION)?)
-            .map_err(|e| bad(format!("`{KEY_POSITION}`: {e}")))?;
+            .map_err(|e| bad_because(format!("`{KEY_POSITION}`: {e}"), e.into()))?;
         // The checkpoint holds rank 0's place; the loader continues it on this rank,
         // also when the batch size or the number of ranks changed (the rest of the
         // epoch is divided again among this run's ranks: docs/loader-engine.md). With
@@ -83,8 +91,8 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
         let mut step = saved.step;
         let loader = match meta.get(KEY_LOADER) {
             Some(s) => {
-                let at_save =
-                    LoaderState::from_json(s).map_err(|e| bad(format!("`{KEY_LOADER}`: {e}")))?;
+                let at_save = LoaderState::from_json(s)
+                    .map_err(|e| bad_because(format!("`{KEY_LOADER}`: {e}"), e.into()))?;
                 let target = self.train.state_at(at_save.epoch, 0);
                 // The count first: when it differs, it says more than the fingerprint.
                 if at_save.samples != target.samples {
@@ -106,7 +114,7 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
                 let cursor = self
                     .train
                     .resume_cursor(&at_save)
-                    .map_err(|e| bad(e.to_string()))?;
+                    .map_err(|e| bad_because(e.to_string(), e.into()))?;
                 let mine = self.train.cursor_state(&cursor);
                 if at_save.batch_size * at_save.world != target.batch_size * target.world {
                     step = at_save.epoch * per_epoch as u64
@@ -135,8 +143,12 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
             }
         }
         let epochs = match meta.get(KEY_EPOCHS) {
-            Some(s) => serde_json::from_str::<Vec<EpochRecord>>(s)
-                .map_err(|e| bad(format!("`{KEY_EPOCHS}` is not a list of epochs: {e}")))?,
+            Some(s) => serde_json::from_str::<Vec<EpochRecord>>(s).map_err(|e| {
+                bad_because(
+                    format!("`{KEY_EPOCHS}` is not a list of epochs: {e}"),
+                    e.into(),
+                )
+            })?,
             None => Vec::new(),
         };
         let schedule_changed = meta.get(KEY_SCHEDULE).is_some_and(|s| {
@@ -224,6 +236,7 @@ fn to_json<T: Serialize>(path: &Path, key: &str, value: &T) -> Result<String, Tr
         .map_err(|e| TrainError::Resume {
             path: path.display().to_string(),
             reason: format!("cannot write `{key}`: {e}"),
+            source: Some(e.into()),
         })
 }
 

@@ -241,13 +241,10 @@ impl Coco {
         images: &str,
         options: &OpenOptions,
     ) -> Result<Coco, SourceError> {
-        let bad = |reason: String| SourceError::Format {
-            path: annotations.into(),
-            reason,
-        };
+        let bad = |reason: String| SourceError::format(annotations, reason);
         let bytes = read_file(annotations, options)?;
         let file: CocoFile = serde_json::from_slice(&schema::nulls_for_non_finite(&bytes))
-            .map_err(|e| bad(format!("not a COCO annotation file: {e}")))?;
+            .map_err(|e| bad(format!("not a COCO annotation file: {e}")).caused_by(e))?;
         drop(bytes);
         let images_info = file.images.ok_or_else(|| {
             bad(
@@ -333,17 +330,14 @@ impl Coco {
     fn sample(&self, index: usize) -> Result<&Sample, SourceError> {
         match self.entries.get(index).map(|e| &e.sample) {
             Some(Ok(s)) => Ok(s),
-            Some(Err(reason)) => Err(SourceError::Record {
-                what: self.describe(index),
-                reason: reason.clone(),
-            }),
-            None => Err(SourceError::Record {
-                what: format!("{} sample {index}", self.what),
-                reason: format!(
+            Some(Err(reason)) => Err(SourceError::record(self.describe(index), reason.clone())),
+            None => Err(SourceError::record(
+                format!("{} sample {index}", self.what),
+                format!(
                     "index out of range (the file has {} images)",
                     self.entries.len()
                 ),
-            }),
+            )),
         }
     }
 
@@ -441,10 +435,7 @@ impl Source for Coco {
         }
         if wanted.contains(Field::Mask) && self.fields.contains(Field::Mask) {
             self.paint(s, &mut data)
-                .map_err(|reason| SourceError::Record {
-                    what: self.describe(index),
-                    reason,
-                })?;
+                .map_err(|reason| SourceError::record(self.describe(index), reason))?;
             let (width, height) = s.size;
             ann.mask = Some(MaskData::Raw {
                 width,

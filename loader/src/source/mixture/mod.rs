@@ -40,15 +40,13 @@ pub enum Stop {
 }
 
 impl std::str::FromStr for Stop {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Stop, String> {
+    type Err = crate::ParseSettingError;
+    fn from_str(s: &str) -> Result<Stop, crate::ParseSettingError> {
         match s.trim() {
             "first_exhausted" => Ok(Stop::FirstExhausted),
             "all_exhausted" => Ok(Stop::AllExhausted),
             "never" => Ok(Stop::Never),
-            other => Err(format!(
-                "stop must be first_exhausted, all_exhausted or never, not {other:?}"
-            )),
+            other => Err(crate::ParseSettingError::Stop(other.to_string())),
         }
     }
 }

@@ -230,8 +230,8 @@ impl PackedReader {
                     header.fields_crc
                 )));
             }
-            let t: FieldTable =
-                serde_json::from_slice(&table).map_err(|e| bad(format!("field table: {e}")))?;
+            let t: FieldTable = serde_json::from_slice(&table)
+                .map_err(|e| bad(format!("field table: {e}")).caused_by(e))?;
             let mut fields = Fields::NONE;
             for name in &t.fields {
                 let f = name
@@ -334,10 +334,7 @@ impl PackedReader {
     }
 
     fn record_error(&self, index: usize, reason: String) -> SourceError {
-        SourceError::Record {
-            what: self.describe(index),
-            reason,
-        }
+        SourceError::record(self.describe(index), reason)
     }
 
     /// Reads and checks record `index` whole (for a version 2 file, the sample record).
@@ -363,7 +360,9 @@ impl PackedReader {
                     }
                     Err(err) => {
                         buf.clear();
-                        return Err(self.record_error(index, format!("reading {}: {err}", what())));
+                        return Err(self
+                            .record_error(index, format!("reading {}: {err}", what()))
+                            .caused_by(err));
                     }
                 }
             }

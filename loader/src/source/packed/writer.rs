@@ -166,28 +166,25 @@ impl PackedWriter {
     ) -> Result<(), SourceError> {
         let what = || format!("{} record {}", self.out.display(), self.count);
         if self.fields.is_none() {
-            return Err(SourceError::Record {
-                what: what(),
-                reason: "a sample with fields needs a pack made by create_with_fields".into(),
-            });
+            return Err(SourceError::record(
+                what(),
+                "a sample with fields needs a pack made by create_with_fields",
+            ));
         }
         let mut bytes = Vec::with_capacity(image.len() + json.len() + mask.len() + 8);
         SampleRecord { image, json, mask }
             .encode(&mut bytes)
-            .map_err(|reason| SourceError::Record {
-                what: what(),
-                reason,
-            })?;
+            .map_err(|reason| SourceError::record(what(), reason))?;
         self.push(&bytes, label)
     }
 
     /// Append one record.
     pub fn append(&mut self, bytes: &[u8], label: u32) -> Result<(), SourceError> {
         if self.fields.is_some() {
-            return Err(SourceError::Record {
-                what: format!("{} record {}", self.out.display(), self.count),
-                reason: "a pack with fields takes samples (append_sample)".into(),
-            });
+            return Err(SourceError::record(
+                format!("{} record {}", self.out.display(), self.count),
+                "a pack with fields takes samples (append_sample)",
+            ));
         }
         self.push(bytes, label)
     }
@@ -197,21 +194,21 @@ impl PackedWriter {
         // Without classes (a version 2 file of captions or masks) labels are all 0.
         let unlabelled = self.classes.is_empty() && self.fields.is_some() && label == 0;
         if label as usize >= self.classes.len() && !unlabelled {
-            return Err(SourceError::Record {
-                what: what(),
-                reason: format!("label {label} but only {} classes", self.classes.len()),
-            });
+            return Err(SourceError::record(
+                what(),
+                format!("label {label} but only {} classes", self.classes.len()),
+            ));
         }
         if let Some(want) = raw_len(self.layout) {
             if bytes.len() as u64 != want {
-                return Err(SourceError::Record {
-                    what: what(),
-                    reason: format!(
+                return Err(SourceError::record(
+                    what(),
+                    format!(
                         "{} bytes, the raw layout {} needs {want}",
                         bytes.len(),
                         layout_name(self.layout)
                     ),
-                });
+                ));
             }
         }
         let entry = Entry {
@@ -250,8 +247,9 @@ impl PackedWriter {
         let (version, fields_offset, fields_len, fields_crc) = match &self.fields {
             None => (VERSION, 0, 0, 0),
             Some(t) => {
-                let table = serde_json::to_vec(t)
-                    .map_err(|e| SourceError::format(&self.out, format!("field table: {e}")))?;
+                let table = serde_json::to_vec(t).map_err(|e| {
+                    SourceError::format(&self.out, format!("field table: {e}")).caused_by(e)
+                })?;
                 let at = self.pos;
                 self.write_bytes(&table)?;
                 (
@@ -345,21 +343,18 @@ pub fn pack_source(
             src.read(i, &mut buf)?
         };
         if kind != layout {
-            return Err(SourceError::Record {
-                what: src.describe(i),
-                reason: format!(
+            return Err(SourceError::record(
+                src.describe(i),
+                format!(
                     "record layout {} differs from the first record's {}; a packed file \
                      holds one layout",
                     layout_name(kind),
                     layout_name(layout)
                 ),
-            });
+            ));
         }
         writer.append(&buf, src.label(i)).map_err(|e| match e {
-            SourceError::Record { reason, .. } => SourceError::Record {
-                what: src.describe(i),
-                reason,
-            },
+            SourceError::Record { reason, .. } => SourceError::record(src.describe(i), reason),
             other => other,
         })?;
         progress(i + 1, total);
@@ -384,10 +379,7 @@ fn pack_fields(
     let (mut buf, mut ann) = (Vec::new(), Annotation::default());
     let total = src.len();
     for i in 0..total {
-        let record = |reason: String| SourceError::Record {
-            what: src.describe(i),
-            reason,
-        };
+        let record = |reason: String| SourceError::record(src.describe(i), reason);
         if src.read_sample(i, fields, &mut buf, &mut ann)? != RecordKind::Encoded {
             return Err(record(
                 "raw pixels with fields: a packed file with fields holds encoded images".into(),

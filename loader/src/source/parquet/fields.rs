@@ -21,13 +21,13 @@ pub enum BoxFormat {
 }
 
 impl std::str::FromStr for BoxFormat {
-    type Err = String;
+    type Err = crate::ParseSettingError;
 
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, crate::ParseSettingError> {
         match s {
             "xyxy" => Ok(BoxFormat::Xyxy),
             "xywh" => Ok(BoxFormat::Xywh),
-            other => Err(format!("box format '{other}': give xyxy or xywh")),
+            other => Err(crate::ParseSettingError::BoxFormat(other.to_string())),
         }
     }
 }
@@ -244,9 +244,8 @@ mod tests {
         assert_eq!(hf_names(Some(&hf), "tags").unwrap(), ["a", "b", "c"]);
         assert!(hf_names(Some(&hf), "objects.bbox").is_none());
         assert_eq!("xywh".parse::<BoxFormat>().unwrap(), BoxFormat::Xywh);
-        assert!("cxcywh"
-            .parse::<BoxFormat>()
-            .unwrap_err()
-            .contains("xyxy or xywh"));
+        let e = "cxcywh".parse::<BoxFormat>().unwrap_err();
+        assert_eq!(e, crate::ParseSettingError::BoxFormat("cxcywh".into()));
+        assert_eq!(e.to_string(), "box format 'cxcywh': give xyxy or xywh");
     }
 }

@@ -183,10 +183,7 @@ impl Backing {
         match self {
             Backing::Local(p, _) => SourceError::format(p, reason),
             #[cfg(feature = "remote")]
-            Backing::Remote(c) => SourceError::Remote {
-                url: c.url(),
-                reason,
-            },
+            Backing::Remote(c) => SourceError::remote(c.url(), reason),
         }
     }
 
@@ -535,7 +532,7 @@ impl ParquetSource {
                 ))
                 .map_err(|r| bad(format!("reading the footer: {r}")))?;
             let meta = ArrowReaderMetadata::load(&tail, ArrowReaderOptions::new())
-                .map_err(|e| bad(format!("not a readable Parquet file: {e}")))?;
+                .map_err(|e| bad(format!("not a readable Parquet file: {e}")).caused_by(e))?;
             let schema = meta.schema().clone();
             let col = |name: &str| schema.index_of(name).ok();
             let names = || {
@@ -674,15 +671,12 @@ impl ParquetSource {
             for (i, l) in raw_labels.iter().enumerate() {
                 let (fi, g, r) = rows[i];
                 let at = || format!("{} row group {g} row {r}", files[fi as usize].file.name());
-                let v = l.ok_or_else(|| SourceError::Record {
-                    what: at(),
-                    reason: "the label is null".into(),
-                })?;
+                let v = l.ok_or_else(|| SourceError::record(at(), "the label is null"))?;
                 if v < 0 || v as u64 >= MAX_CLASSES as u64 {
-                    return Err(SourceError::Record {
-                        what: at(),
-                        reason: format!("label {v} is not a class number below {MAX_CLASSES}"),
-                    });
+                    return Err(SourceError::record(
+                        at(),
+                        format!("label {v} is not a class number below {MAX_CLASSES}"),
+                    ));
                 }
                 max = max.max(v);
                 labels.push(v as u32);
@@ -746,10 +740,7 @@ impl ParquetSource {
     ) -> Result<(Arc<Group>, u32, usize), SourceError> {
         buf.clear();
         let (f, g, r) = self.locate(index)?;
-        let err = |reason: String| SourceError::Record {
-            what: self.describe(index),
-            reason,
-        };
+        let err = |reason: String| SourceError::record(self.describe(index), reason);
         let group = self
             .group(f, g)
             .map_err(|r| err(format!("reading the row group: {r}")))?;
@@ -767,13 +758,12 @@ impl ParquetSource {
     }
 
     fn locate(&self, index: usize) -> Result<(u32, u32, u32), SourceError> {
-        self.rows
-            .get(index)
-            .copied()
-            .ok_or_else(|| SourceError::Record {
-                what: format!("{} sample {index}", self.what),
-                reason: format!("index out of range (the files hold {})", self.rows.len()),
-            })
+        self.rows.get(index).copied().ok_or_else(|| {
+            SourceError::record(
+                format!("{} sample {index}", self.what),
+                format!("index out of range (the files hold {})", self.rows.len()),
+            )
+        })
     }
 
     /// Row group `g` of file `f`, decoded (once, whoever asks first).
@@ -957,10 +947,7 @@ impl Source for ParquetSource {
         let (group, f, row) = self.read_image(index, buf)?;
         let kind = RecordKind::Encoded;
         let wants = |f| wanted.contains(f) && self.fields.contains(f);
-        let err = |reason: String| SourceError::Record {
-            what: self.describe(index),
-            reason,
-        };
+        let err = |reason: String| SourceError::record(self.describe(index), reason);
         let pf = &self.files[f as usize];
         if wants(Field::Text) {
             ann.text = group.text.as_ref().and_then(|t| text_value(t, row));

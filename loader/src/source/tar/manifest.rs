@@ -187,10 +187,7 @@ pub fn check_remote(
     };
     let url = obj.url();
     let bytes = crate::storage::wait(async move { obj.get().await })??;
-    let m = Manifest::parse(&bytes).map_err(|reason| SourceError::Remote {
-        url: url.clone(),
-        reason,
-    })?;
+    let m = Manifest::parse(&bytes).map_err(|reason| SourceError::remote(url.clone(), reason))?;
     let found: Vec<(String, u64)> = shards
         .iter()
         .map(|o| {
@@ -201,7 +198,7 @@ pub fn check_remote(
         })
         .collect();
     m.check(&found)
-        .map_err(|reason| SourceError::Remote { url, reason })
+        .map_err(|reason| SourceError::remote(url, reason))
 }
 
 #[cfg(test)]

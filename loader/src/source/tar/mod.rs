@@ -232,10 +232,7 @@ impl TarSource {
     }
 
     fn assemble(what: &str, shards: Vec<(Shard, ShardIndex)>) -> Result<TarSource, SourceError> {
-        let bad = |reason: String| SourceError::Format {
-            path: PathBuf::from(what),
-            reason,
-        };
+        let bad = |reason: String| SourceError::format(PathBuf::from(what), reason);
         if shards.is_empty() {
             return Err(bad("no .tar shards".into()));
         }
@@ -411,20 +408,19 @@ impl TarSource {
         self.samples
             .get(index)
             .and_then(|s| Some((s, self.shards.get(s.shard as usize)?)))
-            .ok_or_else(|| SourceError::Record {
-                what: format!("{} sample {index}", self.what),
-                reason: format!(
-                    "index out of range (the shards hold {})",
-                    self.samples.len()
-                ),
+            .ok_or_else(|| {
+                SourceError::record(
+                    format!("{} sample {index}", self.what),
+                    format!(
+                        "index out of range (the shards hold {})",
+                        self.samples.len()
+                    ),
+                )
             })
     }
 
     fn record_error(&self, index: usize, reason: String) -> SourceError {
-        SourceError::Record {
-            what: self.describe(index),
-            reason,
-        }
+        SourceError::record(self.describe(index), reason)
     }
 
     /// A remote sample's object, cache and byte range.
@@ -479,7 +475,9 @@ impl TarSource {
                     }
                     Err(e) => {
                         buf.clear();
-                        return Err(self.record_error(index, format!("reading: {e}")));
+                        return Err(self
+                            .record_error(index, format!("reading: {e}"))
+                            .caused_by(e));
                     }
                 }
                 // After the read: a rewrite that began before it shows by now.

@@ -38,7 +38,7 @@ impl Read for ChannelReader {
 }
 
 fn remote_err(url: String, reason: String) -> SourceError {
-    SourceError::Remote { url, reason }
+    SourceError::remote(url, reason)
 }
 
 /// Indexes `obj` by reading it whole: from the cache's copy when it fits there (the
@@ -83,7 +83,7 @@ async fn index_by_reading(obj: &Object, cache: Option<&Cache>) -> Result<ShardIn
         }
     };
     let (samples, extra, end) = scanned
-        .map_err(|e| remote_err(url.clone(), format!("indexing failed: {e}")))?
+        .map_err(|e| remote_err(url.clone(), format!("indexing failed: {e}")).caused_by(e))?
         .map_err(|r| remote_err(url.clone(), r))?;
     check_end(end, size).map_err(|r| remote_err(url.clone(), r))?;
     Ok(ShardIndex::new(size, Vec::new(), samples).with_fields(extra))

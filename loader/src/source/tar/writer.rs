@@ -58,10 +58,7 @@ fn encoded(
     bytes: &[u8],
     what: &str,
 ) -> Result<(Vec<u8>, &'static str), SourceError> {
-    let bad = |reason: String| SourceError::Record {
-        what: what.to_string(),
-        reason,
-    };
+    let bad = |reason: String| SourceError::record(what.to_string(), reason);
     match kind {
         RecordKind::Encoded if bytes.starts_with(&[0xff, 0xd8, 0xff]) => {
             Ok((bytes.to_vec(), "jpg"))
@@ -86,7 +83,9 @@ fn encoded(
             let mut out = Vec::new();
             image::codecs::png::PngEncoder::new(&mut out)
                 .write_image(bytes, width, height, color)
-                .map_err(|e| bad(format!("encoding {width}x{height}x{channels} as PNG: {e}")))?;
+                .map_err(|e| {
+                    bad(format!("encoding {width}x{height}x{channels} as PNG: {e}")).caused_by(e)
+                })?;
             Ok((out, "png"))
         }
     }
@@ -320,12 +319,8 @@ pub fn pack_tar(
         let parts = if extra.is_empty() {
             Vec::new()
         } else {
-            member_parts(&ann, extra.keypoints.unwrap_or(0)).map_err(|reason| {
-                SourceError::Record {
-                    what: src.describe(i),
-                    reason,
-                }
-            })?
+            member_parts(&ann, extra.keypoints.unwrap_or(0))
+                .map_err(|reason| SourceError::record(src.describe(i), reason))?
         };
         let need = 512
             + padded(image.len() as u64)

@@ -14,7 +14,13 @@ use stoker_trainer::train::History;
 pub struct PlotError {
     pub path: PathBuf,
     pub reason: String,
+    /// The drawing library's or the PNG encoder's error, where there was one.
+    #[source]
+    pub source: Option<Cause>,
 }
+
+/// The error under a [`PlotError`].
+type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 const FONT: &str = "sans-serif";
 const COLORS: [RGBColor; 4] = [
@@ -41,6 +47,7 @@ pub fn check_path(path: &Path) -> Result<(), PlotError> {
     let err = |reason: &str| PlotError {
         path: path.to_path_buf(),
         reason: reason.into(),
+        source: None,
     };
     let ext = path
         .extension()
@@ -62,9 +69,10 @@ pub fn check_path(path: &Path) -> Result<(), PlotError> {
 /// Draws training loss, accuracy per epoch, and data wait and compute time per step
 /// for each run (one colour per run) into `path`: SVG for `.svg`, PNG for `.png`.
 pub fn plot(path: &Path, runs: &[(&str, &History)]) -> Result<(), PlotError> {
-    let err = |reason: String| PlotError {
+    let err = |e: Cause| PlotError {
         path: path.to_path_buf(),
-        reason,
+        reason: e.to_string(),
+        source: Some(e),
     };
     register_font();
     let size = (1000u32, 1000u32);
@@ -76,33 +84,35 @@ pub fn plot(path: &Path, runs: &[(&str, &History)]) -> Result<(), PlotError> {
         "svg" => {
             let root = SVGBackend::new(path, size).into_drawing_area();
             draw(&root, runs).map_err(err)?;
-            root.present().map_err(|e| err(e.to_string()))
+            root.present().map_err(|e| err(e.into()))
         }
         "png" => {
             let mut buf = vec![0u8; (size.0 * size.1 * 3) as usize];
             {
                 let root = BitMapBackend::with_buffer(&mut buf, size).into_drawing_area();
                 draw(&root, runs).map_err(err)?;
-                root.present().map_err(|e| err(e.to_string()))?;
+                root.present().map_err(|e| err(e.into()))?;
             }
             image::save_buffer(path, &buf, size.0, size.1, image::ExtendedColorType::Rgb8)
-                .map_err(|e| err(e.to_string()))
+                .map_err(|e| err(e.into()))
         }
-        _ => Err(err(
-            "unknown picture format: the file name must end in .svg or .png".into(),
-        )),
+        _ => Err(PlotError {
+            path: path.to_path_buf(),
+            reason: "unknown picture format: the file name must end in .svg or .png".into(),
+            source: None,
+        }),
     }
 }
 
 fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     runs: &[(&str, &History)],
-) -> Result<(), String> {
-    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
-    root.fill(&WHITE).map_err(e)?;
-    let root = root
-        .titled("stoker-train", (FONT, 24))
-        .map_err(|e| e.to_string())?;
+) -> Result<(), Cause>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE)?;
+    let root = root.titled("stoker-train", (FONT, 24))?;
     let panels = root.split_evenly((3, 1));
     let max_step = runs
         .iter()
@@ -127,21 +137,18 @@ fn draw<DB: DrawingBackend>(
         .margin(10)
         .x_label_area_size(35)
         .y_label_area_size(55)
-        .build_cartesian_2d(min_step..max_step, 0f32..max_loss * 1.05)
-        .map_err(|e| e.to_string())?;
+        .build_cartesian_2d(min_step..max_step, 0f32..max_loss * 1.05)?;
     c.configure_mesh()
         .x_desc("step")
         .y_desc("loss")
         .label_style((FONT, 13))
-        .draw()
-        .map_err(|e| e.to_string())?;
+        .draw()?;
     for (i, (name, h)) in runs.iter().enumerate() {
         let col = COLORS[i % COLORS.len()];
         c.draw_series(LineSeries::new(
             h.log.iter().map(|p| (p.step, p.loss)),
             col.stroke_width(2),
-        ))
-        .map_err(|e| e.to_string())?
+        ))?
         .label(name.to_string())
         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2)));
     }
@@ -149,8 +156,7 @@ fn draw<DB: DrawingBackend>(
         .label_font((FONT, 13))
         .border_style(BLACK)
         .background_style(WHITE.mix(0.8))
-        .draw()
-        .map_err(|e| e.to_string())?;
+        .draw()?;
 
     // Accuracy per epoch: validation solid, training light.
     let epochs = runs
@@ -164,15 +170,13 @@ fn draw<DB: DrawingBackend>(
         .margin(10)
         .x_label_area_size(35)
         .y_label_area_size(55)
-        .build_cartesian_2d(0u64..epochs + 1, 0f64..100.0)
-        .map_err(|e| e.to_string())?;
+        .build_cartesian_2d(0u64..epochs + 1, 0f64..100.0)?;
     c.configure_mesh()
         .x_labels((epochs + 2) as usize)
         .x_desc("epoch")
         .y_desc("accuracy %")
         .label_style((FONT, 13))
-        .draw()
-        .map_err(|e| e.to_string())?;
+        .draw()?;
     for (i, (name, h)) in runs.iter().enumerate() {
         let col = COLORS[i % COLORS.len()];
         let train: Vec<(u64, f64)> = h
@@ -189,24 +193,19 @@ fn draw<DB: DrawingBackend>(
         c.draw_series(LineSeries::new(
             train.iter().copied(),
             light.stroke_width(1),
-        ))
-        .map_err(|e| e.to_string())?;
-        c.draw_series(train.iter().map(|&p| Circle::new(p, 3, light.filled())))
-            .map_err(|e| e.to_string())?;
-        c.draw_series(LineSeries::new(val.iter().copied(), col.stroke_width(2)))
-            .map_err(|e| e.to_string())?
+        ))?;
+        c.draw_series(train.iter().map(|&p| Circle::new(p, 3, light.filled())))?;
+        c.draw_series(LineSeries::new(val.iter().copied(), col.stroke_width(2)))?
             .label(format!("{name} val"))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2)));
-        c.draw_series(val.iter().map(|&p| Circle::new(p, 4, col.filled())))
-            .map_err(|e| e.to_string())?;
+        c.draw_series(val.iter().map(|&p| Circle::new(p, 4, col.filled())))?;
     }
     c.configure_series_labels()
         .position(SeriesLabelPosition::LowerRight)
         .label_font((FONT, 13))
         .border_style(BLACK)
         .background_style(WHITE.mix(0.8))
-        .draw()
-        .map_err(|e| e.to_string())?;
+        .draw()?;
 
     // Per step: time blocked waiting for the batch (bold) and compute (light).
     let max_ms = runs
@@ -219,26 +218,22 @@ fn draw<DB: DrawingBackend>(
         .margin(10)
         .x_label_area_size(35)
         .y_label_area_size(55)
-        .build_cartesian_2d(min_step..max_step, 0f32..max_ms * 1.05)
-        .map_err(|e| e.to_string())?;
+        .build_cartesian_2d(min_step..max_step, 0f32..max_ms * 1.05)?;
     c.configure_mesh()
         .x_desc("step")
         .y_desc("ms")
         .label_style((FONT, 13))
-        .draw()
-        .map_err(|e| e.to_string())?;
+        .draw()?;
     for (i, (name, h)) in runs.iter().enumerate() {
         let col = COLORS[i % COLORS.len()];
         c.draw_series(LineSeries::new(
             h.steps.iter().map(|s| (s.step, 1e3 * s.compute)),
             col.mix(0.35).stroke_width(1),
-        ))
-        .map_err(|e| e.to_string())?;
+        ))?;
         c.draw_series(LineSeries::new(
             h.steps.iter().map(|s| (s.step, 1e3 * s.wait)),
             col.stroke_width(2),
-        ))
-        .map_err(|e| e.to_string())?
+        ))?
         .label(format!("{name} data wait"))
         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2)));
     }
@@ -246,8 +241,7 @@ fn draw<DB: DrawingBackend>(
         .label_font((FONT, 13))
         .border_style(BLACK)
         .background_style(WHITE.mix(0.8))
-        .draw()
-        .map_err(|e| e.to_string())?;
+        .draw()?;
     Ok(())
 }
 
@@ -315,5 +309,11 @@ mod tests {
         assert!(bytes.starts_with(b"\x89PNG"));
         let bad = plot(&tmp.path().join("curves.pdf"), &[("async", &h)]);
         assert!(bad.unwrap_err().to_string().contains(".svg or .png"));
+        // The encoder's error is kept under the message that quotes it.
+        let nowhere = tmp.path().join("no/such/folder/curves.png");
+        let e = plot(&nowhere, &[("async", &h)]).unwrap_err();
+        let cause = e.source.as_ref().expect("the encoder's error");
+        assert!(cause.is::<image::ImageError>(), "{cause:?}");
+        assert_eq!(e.to_string(), format!("{}: {cause}", nowhere.display()));
     }
 }

@@ -406,11 +406,15 @@ fn pooling_is_bit_identical() {
             stride,
         };
         let ohw = geo.out_h() * geo.out_w();
-        // After a ReLU, ties at zero are common: make some.
-        let x: Vec<f32> = randn(&mut rng, 13 * h * w)
+        // After a ReLU, ties at zero are common: make some. And NaN, which never wins:
+        // a plane's first element, one further in, and the first plane's first row.
+        let mut x: Vec<f32> = randn(&mut rng, 13 * h * w)
             .into_iter()
             .map(|v| v.max(0.0))
             .collect();
+        for i in [0, 5 * w + 3].into_iter().chain(0..w).chain([h * w]) {
+            x[i] = f32::NAN;
+        }
         let dy = randn(&mut rng, 13 * ohw);
         fn run<B: Backend>(be: &B, geo: PoolGeom, x: &[f32], dy: &[f32]) -> [Vec<f32>; 3] {
             let ohw = geo.out_h() * geo.out_w();

@@ -5,7 +5,9 @@ use super::{BResult, Buffers, In, Out};
 
 /// Max and global average pooling.
 pub trait PoolOps: Buffers {
-    /// Max pooling; `argmax` records the winning index within each plane.
+    /// Max pooling; `argmax` records the winning index within each plane. The first
+    /// maximum of a window wins, and NaN never does (a window of NaN gives -inf and
+    /// its first element).
     fn maxpool_forward(&self, op: MaxPoolForwardArgs<'_, Self>) -> BResult<()>;
     /// Overwrites `dx` with `dy` routed to the recorded maxima.
     fn maxpool_backward(&self, op: MaxPoolBackwardArgs<'_, Self>) -> BResult<()>;

@@ -9,7 +9,9 @@ use crate::backend::{
     PoolGeom, PoolOps,
 };
 
-/// Max pooling of one plane in 2x2 windows, stride 2: the common case, unrolled.
+/// Max pooling of one plane in 2x2 windows, stride 2: the common case, unrolled. The
+/// same rule as `max_any`: `>` from -inf keeps the first maximum, and NaN never wins
+/// (a window of NaN gives -inf and its first element).
 #[inline(always)]
 fn max_2x2(plane: &[f32], w: usize, (oh, ow): (usize, usize), y: &mut [f32], am: &mut [u32]) {
     for oy in 0..oh {
@@ -18,8 +20,8 @@ fn max_2x2(plane: &[f32], w: usize, (oh, ow): (usize, usize), y: &mut [f32], am:
             let i = [r0 + 2 * ox, r0 + 2 * ox + 1, r1 + 2 * ox, r1 + 2 * ox + 1];
             // Selects, not branches: after a ReLU the winner is a coin flip, and
             // mispredictions cost more than the loads.
-            let (mut best, mut at) = (plane[i[0]], i[0]);
-            for &j in &i[1..] {
+            let (mut best, mut at) = (f32::NEG_INFINITY, i[0]);
+            for j in i {
                 let v = plane[j];
                 let win = v > best;
                 at = if win { j } else { at };
@@ -130,5 +132,45 @@ impl PoolOps for CpuBackend {
             .zip(dy.par_iter())
             .for_each(|(dx, dy)| dx.fill(dy * inv));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 2x2 path and the general one agree on windows holding NaN in every
+    /// position (and all NaN): NaN never wins, the first maximum does.
+    #[test]
+    fn nan_never_wins_on_either_path() {
+        let (nan, ninf) = (f32::NAN, f32::NEG_INFINITY);
+        // Eight 2x2 windows side by side (a 2 x 16 plane): NaN top left, top right,
+        // bottom left, bottom right, NaN with ties, all NaN, NaN and -inf, none.
+        #[rustfmt::skip]
+        let plane = [
+            [nan, 1.0, 2.0, nan, 3.0, 1.0, 5.0, 4.0, 7.0, nan, nan, nan, nan, -1.0, 0.5, 0.5],
+            [0.5, 2.0, 3.0, 1.0, nan, 2.0, 4.0, nan, nan, 7.0, nan, nan, ninf, nan, 0.5, 0.0],
+        ]
+        .concat();
+        let geom = PoolGeom {
+            planes: 1,
+            h: 2,
+            w: 16,
+            k: 2,
+            stride: 2,
+        };
+        let (mut y2, mut a2, mut y, mut a) = ([0.0; 8], [0; 8], [0.0; 8], [0; 8]);
+        max_2x2(&plane, 16, (1, 8), &mut y2, &mut a2);
+        max_any(&plane, &geom, &mut y, &mut a);
+        let want_y = [2.0, 3.0, 3.0, 5.0, 7.0, ninf, -1.0, 0.5];
+        let want_at = [17, 18, 4, 6, 8, 10, 13, 14];
+        assert_eq!(y2.map(f32::to_bits), want_y.map(f32::to_bits), "2x2 path");
+        assert_eq!(a2, want_at, "2x2 path");
+        assert_eq!(
+            y.map(f32::to_bits),
+            want_y.map(f32::to_bits),
+            "general path"
+        );
+        assert_eq!(a, want_at, "general path");
     }
 }

@@ -191,6 +191,10 @@ pub trait Buffers: Send + Sync {
 ///
 /// Determinism contract: for the same inputs an operation gives bit-identical outputs on
 /// every call (fixed work partitioning, fixed reduction order).
+///
+/// Code generic over `B: Backend` calls every op; code that names a backend type calls
+/// the ops of the traits it imports (`use stoker_trainer::backend::*` brings them all).
+/// A new concern is one more trait here, which each backend must then implement.
 pub trait Backend:
     Buffers
     + ElementwiseOps

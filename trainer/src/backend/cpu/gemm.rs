@@ -34,16 +34,20 @@ pub(super) struct Strided {
 /// too). Its threads split only the output: every element is one sum over `k`, in
 /// blocks whose size depends on the cache, not on the number of threads.
 pub(super) struct RawGemm {
-    /// `(m, n, k)`.
+    /// `(m, n, k)`: `A` is `m x k`, `B` is `k x n`.
     pub dims: (usize, usize, usize),
     pub alpha: f32,
+    /// `A`'s first element and strides.
     pub a: *const f32,
     pub sa: Strided,
+    /// `B`'s first element and strides.
     pub b: *const f32,
     pub sb: Strided,
+    /// 0: `C` is overwritten, never read.
     pub beta: f32,
     pub c: *mut f32,
     pub ldc: usize,
+    /// The threads gemm-f32 may use (`None` inside a task that is already parallel).
     pub par: Parallelism,
 }
 

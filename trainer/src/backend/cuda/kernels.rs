@@ -1,7 +1,7 @@
 //! The kernel table: every kernel of `kernels/*.cu`, declared once with its source file
 //! and its parameters. A declaration names the kernel (or several kernels with the same
 //! parameters) and the struct of its parameters; it makes the kernel's field in
-//! `Kernels`, a [`Kernel`] that launches it with that struct, and loads it from the
+//! `Kernels`, a `Kernel` that launches it with that struct, and loads it from the
 //! compiled program. A unit test checks every declaration against the kernel's C
 //! signature.
 //!

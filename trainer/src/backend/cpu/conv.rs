@@ -359,6 +359,26 @@ fn col2im_image<const KW: usize>(src: &[f32], geom: &ConvGeom, planes: &mut [&mu
     }
 }
 
+/// The tests' convolutions: `c` channels of `n` images of 7 x 6 pixels, square windows.
+#[cfg(test)]
+pub(super) fn test_geom(
+    (c, n): (usize, usize),
+    (k, stride, pad): (usize, usize, usize),
+    col: ColLayout,
+) -> ConvGeom {
+    ConvGeom {
+        c,
+        n,
+        h: 7,
+        w: 6,
+        kh: k,
+        kw: k,
+        stride,
+        pad,
+        col,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -366,21 +386,10 @@ mod tests {
     use crate::backend::{In, Out};
 
     fn geoms() -> Vec<ConvGeom> {
-        let mut v = Vec::new();
-        for (k, stride, pad) in [(3, 1, 1), (3, 2, 1), (1, 2, 0), (3, 1, 0), (2, 3, 1)] {
-            v.push(ConvGeom {
-                c: 3,
-                n: 5,
-                h: 7,
-                w: 6,
-                kh: k,
-                kw: k,
-                stride,
-                pad,
-                col: ColLayout::TapMajor,
-            });
-        }
-        v
+        [(3, 1, 1), (3, 2, 1), (1, 2, 0), (3, 1, 0), (2, 3, 1)]
+            .into_iter()
+            .map(|kernel| test_geom((3, 5), kernel, ColLayout::TapMajor))
+            .collect()
     }
 
     /// Images 1..4 of `geom`, from `src` to `dst`.

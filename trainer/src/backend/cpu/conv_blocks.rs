@@ -329,6 +329,7 @@ fn backward_with(op: ConvBackwardArgs<'_, CpuBackend>, block_floats: usize) -> B
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::cpu::conv::test_geom;
     use crate::backend::cpu::CpuBuf;
     use crate::backend::{In, Out};
 
@@ -385,17 +386,7 @@ mod tests {
             (4, 3, 1, 1, 0, 20),
             (3, 2, 3, 1, 0, 9),
         ] {
-            let g = ConvGeom {
-                c,
-                n,
-                h: 7,
-                w: 6,
-                kh: k,
-                kw: k,
-                stride,
-                pad,
-                col: ColLayout::PixelMajor,
-            };
+            let g = test_geom((c, n), (k, stride, pad), ColLayout::PixelMajor);
             let ld = n * g.out_h() * g.out_w();
             let x = vals(c * n * 42, 0.37);
             let w = vals(cout * g.col_rows(), 0.91);

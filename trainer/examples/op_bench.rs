@@ -4,8 +4,9 @@
 
 use std::time::Instant;
 
-use stoker_trainer::backend::{BnPoolGeom, ColLayout, ConvGeom, Gemm, In, Out};
-use stoker_trainer::{Backend, CpuBackend};
+// The op traits, their argument structs and the geometry types.
+use stoker_trainer::backend::cpu::CpuBuf;
+use stoker_trainer::backend::*;
 
 /// Best of `reps` runs of `f`, in ms.
 fn best(reps: usize, mut f: impl FnMut()) -> f64 {
@@ -16,6 +17,17 @@ fn best(reps: usize, mut f: impl FnMut()) -> f64 {
             t.elapsed().as_secs_f64() * 1e3
         })
         .fold(f64::INFINITY, f64::min)
+}
+
+/// One GEMM on the CPU backend.
+fn gemm(
+    be: &CpuBackend,
+    spec: Gemm,
+    a: In<'_, CpuBackend>,
+    b: In<'_, CpuBackend>,
+    c: Out<'_, CpuBackend>,
+) {
+    be.gemm(GemmArgs { spec, a, b, c }).unwrap()
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -40,7 +52,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut x = x;
         b.upload(&xv, Out::new(&mut x))?;
         let mut gb = b.alloc::<f32>(2 * c)?;
-        b.fill(Out::new(&mut gb), c, 1.0)?;
+        b.fill(FillArgs {
+            dst: Out::new(&mut gb),
+            len: c,
+            value: 1.0,
+        })?;
         let mut run = b.alloc::<f32>(2 * c)?;
         let mut saved = b.alloc::<f32>(2 * c)?;
         let mut y = b.alloc::<f32>(pooled)?;
@@ -49,31 +65,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut dgb = b.alloc::<f32>(2 * c)?;
         let mut dx = b.alloc::<f32>(full)?;
         let fwd = best(5, || {
-            b.bn_relu_pool_forward(
-                In::new(&x),
-                In::new(&gb),
-                Out::new(&mut run),
-                Out::new(&mut saved),
-                Out::new(&mut y),
-                Out::new(&mut win),
-                Out::new(&mut scratch),
+            let state = BnState {
+                x: In::new(&x),
+                gamma_beta: In::new(&gb),
+                running: Out::new(&mut run),
+                saved: Out::new(&mut saved),
+                train: true,
+            };
+            b.bn_relu_pool_forward(BnReluPoolForwardArgs {
+                state,
+                y: Out::new(&mut y),
+                winners: Out::new(&mut win),
+                scratch: Out::new(&mut scratch),
                 g,
-                true,
-            )
+            })
             .unwrap()
         });
         let bwd = best(5, || {
-            b.bn_relu_pool_backward(
-                In::new(&x),
-                In::new(&y),
-                In::new(&win),
-                In::new(&gb),
-                In::new(&saved),
-                Out::new(&mut dgb),
-                Out::new(&mut dx),
-                Out::new(&mut scratch),
+            let grads = BnGrads {
+                x: In::new(&x),
+                gamma_beta: In::new(&gb),
+                saved: In::new(&saved),
+                dgamma_beta: Out::new(&mut dgb),
+                dx: Out::new(&mut dx),
+            };
+            b.bn_relu_pool_backward(BnReluPoolBackwardArgs {
+                grads,
+                dy: In::new(&y),
+                winners: In::new(&win),
+                scratch: Out::new(&mut scratch),
                 g,
-            )
+            })
             .unwrap()
         });
         println!(
@@ -103,31 +125,45 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let w = b.alloc::<f32>(cout * k)?;
         let mut dw = b.alloc::<f32>(cout * k)?;
         let mut y = b.alloc::<f32>(cout * n * ohw)?;
-        let i2c = best(5, || {
-            b.im2col(In::new(&x), geom, 0, chunk, Out::new(&mut col))
-                .unwrap()
-        });
-        let c2i = best(5, || {
-            b.col2im(In::new(&col), geom, 0, chunk, Out::new(&mut dx))
-                .unwrap()
-        });
+        // The chunk of images `n0..n0+nc` unfolded into `col`, and folded back into `dx`.
+        let im2col = |n0, nc, col: &mut CpuBuf<f32>| {
+            let (src, dst) = (In::new(&x), Out::new(col));
+            let op = Im2colArgs {
+                geom,
+                n0,
+                nc,
+                src,
+                dst,
+            };
+            b.im2col(op).unwrap()
+        };
+        let col2im = |n0, nc, col: &CpuBuf<f32>, dx: &mut CpuBuf<f32>| {
+            let (src, dst) = (In::new(col), Out::new(dx));
+            let op = Im2colArgs {
+                geom,
+                n0,
+                nc,
+                src,
+                dst,
+            };
+            b.col2im(op).unwrap()
+        };
+        let i2c = best(5, || im2col(0, chunk, &mut col));
+        let c2i = best(5, || col2im(0, chunk, &col, &mut dx));
         let mut gf = Gemm::dense(false, true, cout, p, k);
         gf.ldc = n * ohw;
         let f = best(5, || {
-            b.gemm(gf, In::new(&w), In::new(&col), Out::new(&mut y))
-                .unwrap()
+            gemm(&b, gf, In::new(&w), In::new(&col), Out::new(&mut y));
         });
         let mut gw = Gemm::dense(false, false, cout, k, p);
         gw.lda = n * ohw;
         let wg = best(5, || {
-            b.gemm(gw, In::new(&y), In::new(&col), Out::new(&mut dw))
-                .unwrap()
+            gemm(&b, gw, In::new(&y), In::new(&col), Out::new(&mut dw));
         });
         let mut gd = Gemm::dense(true, false, p, k, cout);
         gd.lda = n * ohw;
         let dg = best(5, || {
-            b.gemm(gd, In::new(&y), In::new(&w), Out::new(&mut col))
-                .unwrap()
+            gemm(&b, gd, In::new(&y), In::new(&w), Out::new(&mut col));
         });
         let gf_ = 2.0 * (cout * k * p) as f64 / 1e6;
         // The whole convolution, blocked, against the chunked sequence above.
@@ -137,14 +173,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             (f64::INFINITY, f64::INFINITY, f64::INFINITY, f64::INFINITY);
         for _ in 0..3 {
             cf = cf.min(best(1, || {
-                b.conv_forward(
-                    In::new(&x),
-                    In::new(&w),
+                b.conv_forward(ConvForwardArgs {
+                    x: In::new(&x),
+                    w: In::new(&w),
                     geom,
                     cout,
-                    Out::new(&mut y),
-                    Out::new(&mut scratch),
-                )
+                    y: Out::new(&mut y),
+                    scratch: Out::new(&mut scratch),
+                })
                 .unwrap()
             }));
             sf = sf.min(best(1, || {
@@ -153,24 +189,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let nc = chunk.min(n - n0);
                     let mut g2 = gf;
                     g2.n = nc * ohw;
-                    b.im2col(In::new(&x), geom, n0, nc, Out::new(&mut col))
-                        .unwrap();
-                    b.gemm(g2, In::new(&w), In::new(&col), Out::at(&mut y, n0 * ohw))
-                        .unwrap();
+                    im2col(n0, nc, &mut col);
+                    gemm(
+                        &b,
+                        g2,
+                        In::new(&w),
+                        In::new(&col),
+                        Out::at(&mut y, n0 * ohw),
+                    );
                 }
             }));
             cb = cb.min(best(1, || {
-                b.conv_backward(
-                    In::new(&x),
-                    In::new(&w),
-                    In::new(&y),
+                b.conv_backward(ConvBackwardArgs {
+                    x: In::new(&x),
+                    w: In::new(&w),
+                    dy: In::new(&y),
                     geom,
                     cout,
-                    Out::new(&mut dw),
-                    Some(Out::new(&mut dx)),
-                    Out::new(&mut scratch),
-                    false,
-                )
+                    dw: Out::new(&mut dw),
+                    dx: Some(Out::new(&mut dx)),
+                    scratch: Out::new(&mut scratch),
+                    reuse: false,
+                })
                 .unwrap()
             }));
             sb = sb.min(best(1, || {
@@ -181,14 +221,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     w2.k = nc * ohw;
                     d2.m = nc * ohw;
                     w2.beta = if i == 0 { 0.0 } else { 1.0 };
-                    b.im2col(In::new(&x), geom, n0, nc, Out::new(&mut col))
-                        .unwrap();
-                    b.gemm(w2, In::at(&y, n0 * ohw), In::new(&col), Out::new(&mut dw))
-                        .unwrap();
-                    b.gemm(d2, In::at(&y, n0 * ohw), In::new(&w), Out::new(&mut col))
-                        .unwrap();
-                    b.col2im(In::new(&col), geom, n0, nc, Out::new(&mut dx))
-                        .unwrap();
+                    im2col(n0, nc, &mut col);
+                    gemm(
+                        &b,
+                        w2,
+                        In::at(&y, n0 * ohw),
+                        In::new(&col),
+                        Out::new(&mut dw),
+                    );
+                    gemm(
+                        &b,
+                        d2,
+                        In::at(&y, n0 * ohw),
+                        In::new(&w),
+                        Out::new(&mut col),
+                    );
+                    col2im(n0, nc, &col, &mut dx);
                 }
             }));
         }

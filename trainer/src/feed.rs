@@ -19,7 +19,7 @@ use stoker_loader::upload::{DeviceBatch, UploadError, Uploader};
 use stoker_loader::{Batch, BatchFields, Field, Mode};
 
 use crate::backend::cuda::{CudaBackend, CudaBuf};
-use crate::backend::{Backend, BackendError};
+use crate::backend::{Backend, BackendError, Buffers};
 use crate::error::ModelError;
 use crate::model::{Model, Target};
 

@@ -24,7 +24,7 @@ pub mod schedule;
 pub mod tensor;
 pub mod train;
 
-pub use backend::{Backend, BackendError, CpuBackend, CudaBackend};
+pub use backend::{Backend, BackendError, Buffers, CpuBackend, CudaBackend};
 pub use checkpoint::CheckpointError;
 pub use collective::{Collective, CollectiveError, Launch, Local};
 pub use device::{

@@ -3,7 +3,7 @@
 //! Weight decay applies to the leading `decay_len` elements (weights), not to biases or
 //! batch-norm parameters; see [`crate::param`].
 
-use crate::backend::{AdamWStep, Backend, SgdStep};
+use crate::backend::{AdamWStep, AdamWStepArgs, Backend, FlatParams, SgdStep, SgdStepArgs};
 use crate::error::{config, Result};
 use crate::model::Model;
 use crate::tensor::Tensor;
@@ -130,6 +130,12 @@ impl<B: Backend + Clone + 'static> Optimizer<B> {
         let decay_len = model.reg.decay_len();
         let b = model.backend().clone();
         self.steps += 1;
+        let flat = FlatParams {
+            params: model.params.view_mut(),
+            grads: model.grads.view(),
+            len: self.len,
+            decay_len,
+        };
         match (self.kind, self.slots.as_mut_slice()) {
             (
                 OptimizerKind::Sgd {
@@ -138,19 +144,16 @@ impl<B: Backend + Clone + 'static> Optimizer<B> {
                     nesterov,
                 },
                 [mom],
-            ) => b.sgd_step(
-                model.params.view_mut(),
-                model.grads.view(),
-                mom.view_mut(),
-                self.len,
-                decay_len,
-                SgdStep {
+            ) => b.sgd_step(SgdStepArgs {
+                flat,
+                momentum: mom.view_mut(),
+                h: SgdStep {
                     lr,
                     momentum,
                     weight_decay,
                     nesterov,
                 },
-            )?,
+            })?,
             (
                 OptimizerKind::AdamW {
                     beta1,
@@ -159,14 +162,11 @@ impl<B: Backend + Clone + 'static> Optimizer<B> {
                     weight_decay,
                 },
                 [m, v],
-            ) => b.adamw_step(
-                model.params.view_mut(),
-                model.grads.view(),
-                m.view_mut(),
-                v.view_mut(),
-                self.len,
-                decay_len,
-                AdamWStep {
+            ) => b.adamw_step(AdamWStepArgs {
+                flat,
+                m: m.view_mut(),
+                v: v.view_mut(),
+                h: AdamWStep {
                     lr,
                     beta1,
                     beta2,
@@ -174,7 +174,7 @@ impl<B: Backend + Clone + 'static> Optimizer<B> {
                     weight_decay,
                     step: self.steps,
                 },
-            )?,
+            })?,
             _ => {
                 return Err(config(
                     "optimizer step",
@@ -188,7 +188,9 @@ impl<B: Backend + Clone + 'static> Optimizer<B> {
 
 #[cfg(test)]
 mod tests {
-    use crate::backend::{AdamWStep, Backend, CpuBackend, SgdStep};
+    use crate::backend::{
+        AdamWStep, AdamWStepArgs, CpuBackend, FlatParams, OptimOps, SgdStep, SgdStepArgs,
+    };
     use crate::tensor::Tensor;
 
     fn run_sgd(
@@ -202,14 +204,17 @@ mod tests {
         let mut pt = Tensor::from_slice(&b, &[p.len()], p).unwrap();
         let gt = Tensor::from_slice(&b, &[p.len()], g).unwrap();
         let mut mt = Tensor::from_slice(&b, &[p.len()], m).unwrap();
-        b.sgd_step(
-            pt.view_mut(),
-            gt.view(),
-            mt.view_mut(),
-            p.len(),
+        let flat = FlatParams {
+            params: pt.view_mut(),
+            grads: gt.view(),
+            len: p.len(),
             decay_len,
+        };
+        b.sgd_step(SgdStepArgs {
+            flat,
+            momentum: mt.view_mut(),
             h,
-        )
+        })
         .unwrap();
         (pt.to_vec(&b).unwrap(), mt.to_vec(&b).unwrap())
     }
@@ -267,8 +272,19 @@ mod tests {
         let (mut rp, mut rm, mut rv) = ([1.0f64, -2.0], [0.0f64; 2], [0.0f64; 2]);
         for step in 1..=3u64 {
             h.step = step;
-            b.adamw_step(p.view_mut(), g.view(), m.view_mut(), v.view_mut(), 2, 1, h)
-                .unwrap();
+            let flat = FlatParams {
+                params: p.view_mut(),
+                grads: g.view(),
+                len: 2,
+                decay_len: 1,
+            };
+            b.adamw_step(AdamWStepArgs {
+                flat,
+                m: m.view_mut(),
+                v: v.view_mut(),
+                h,
+            })
+            .unwrap();
             for i in 0..2 {
                 let gi = [0.5, 0.25][i];
                 if i == 0 {

@@ -24,9 +24,8 @@
 use std::sync::OnceLock;
 
 use stoker_trainer::backend::cuda::{self, CudaBackend};
-use stoker_trainer::backend::{
-    AdamWStep, Backend, BnGeom, ColLayout, ConvGeom, DataLayout, Gemm, In, Out, PoolGeom, SgdStep,
-};
+// Every op trait and argument struct, and the geometry types.
+use stoker_trainer::backend::*;
 use stoker_trainer::layer::conv::ConvSpec;
 use stoker_trainer::layer::{
     BatchNorm2d, BatchNormReluPool, Builder, Conv2d, GlobalAvgPool, Layer, Linear, MaxPool2d,
@@ -184,20 +183,46 @@ fn elementwise_ops_are_bit_identical() {
         let (ab, bb) = (up(be, a), up(be, b0));
         let mut out = Vec::new();
         let mut y = be.alloc::<f32>(n + 3).unwrap();
-        be.fill(Out::at(&mut y, 3), n - 5, 0.25).unwrap();
+        be.fill(FillArgs {
+            dst: Out::at(&mut y, 3),
+            len: n - 5,
+            value: 0.25,
+        })
+        .unwrap();
         out.push(down(be, &y, n + 3));
-        be.add(In::at(&ab, 2), Out::at(&mut y, 1), n - 2).unwrap();
+        be.add(MapArgs {
+            x: In::at(&ab, 2),
+            y: Out::at(&mut y, 1),
+            len: n - 2,
+        })
+        .unwrap();
         out.push(down(be, &y, n + 3));
         for relu in [false, true] {
-            be.add_act(In::new(&ab), In::new(&bb), Out::new(&mut y), n, relu)
-                .unwrap();
+            be.add_act(AddActArgs {
+                a: In::new(&ab),
+                b: In::new(&bb),
+                y: Out::new(&mut y),
+                len: n,
+                relu,
+            })
+            .unwrap();
             out.push(down(be, &y, n));
         }
-        be.relu_forward(In::new(&ab), Out::new(&mut y), n).unwrap();
+        be.relu_forward(MapArgs {
+            x: In::new(&ab),
+            y: Out::new(&mut y),
+            len: n,
+        })
+        .unwrap();
         out.push(down(be, &y, n));
         let mut dx = be.alloc::<f32>(n).unwrap();
-        be.relu_backward(In::new(&ab), In::new(&bb), Out::new(&mut dx), n)
-            .unwrap();
+        be.relu_backward(ReluBackwardArgs {
+            y: In::new(&ab),
+            dy: In::new(&bb),
+            dx: Out::new(&mut dx),
+            len: n,
+        })
+        .unwrap();
         out.push(down(be, &dx, n));
         out
     }
@@ -230,19 +255,18 @@ fn gemm_matches_in_every_transpose_and_stride() {
                 let a = randn(&mut rng, 4 + ar * gm.lda);
                 let b = randn(&mut rng, 1 + br * gm.ldb);
                 let c0 = randn(&mut rng, 2 + m * gm.ldc);
-                let f_cpu = |a: &[f32], b: &[f32], c0: &[f32]| {
-                    let (ab, bb, mut cb) = (up(&c, a), up(&c, b), up(&c, c0));
-                    c.gemm(gm, In::at(&ab, 4), In::at(&bb, 1), Out::at(&mut cb, 2))
-                        .unwrap();
-                    down(&c, &cb, c0.len())
-                };
-                let f_gpu = |a: &[f32], b: &[f32], c0: &[f32]| {
-                    let (ab, bb, mut cb) = (up(&g, a), up(&g, b), up(&g, c0));
-                    g.gemm(gm, In::at(&ab, 4), In::at(&bb, 1), Out::at(&mut cb, 2))
-                        .unwrap();
-                    down(&g, &cb, c0.len())
-                };
-                let (x, y) = (f_cpu(&a, &b, &c0), f_gpu(&a, &b, &c0));
+                fn run<B: Backend>(be: &B, gm: Gemm, a: &[f32], b: &[f32], c0: &[f32]) -> Vec<f32> {
+                    let (ab, bb, mut cb) = (up(be, a), up(be, b), up(be, c0));
+                    be.gemm(GemmArgs {
+                        spec: gm,
+                        a: In::at(&ab, 4),
+                        b: In::at(&bb, 1),
+                        c: Out::at(&mut cb, 2),
+                    })
+                    .unwrap();
+                    down(be, &cb, c0.len())
+                }
+                let (x, y) = (run(&c, gm, &a, &b, &c0), run(&g, gm, &a, &b, &c0));
                 let tol = 1e-4 * (k as f32).sqrt();
                 close(
                     &format!("gemm ta={ta} tb={tb} {m}x{n}x{k} beta={beta}"),
@@ -281,14 +305,26 @@ fn im2col_and_col2im_are_bit_identical() {
             let (n0, nc) = (1, 3);
             let xb = up(be, x);
             let mut col = be.alloc::<f32>(colv.len()).unwrap();
-            be.im2col(In::new(&xb), geo, n0, nc, Out::new(&mut col))
-                .unwrap();
+            be.im2col(Im2colArgs {
+                geom: geo,
+                n0,
+                nc,
+                src: In::new(&xb),
+                dst: Out::new(&mut col),
+            })
+            .unwrap();
             let a = down(be, &col, colv.len());
             let cb = up(be, colv);
             // dx starts as x: col2im must overwrite images n0..n0+nc and keep the rest.
             let mut dx = up(be, x);
-            be.col2im(In::new(&cb), geo, n0, nc, Out::new(&mut dx))
-                .unwrap();
+            be.col2im(Im2colArgs {
+                geom: geo,
+                n0,
+                nc,
+                src: In::new(&cb),
+                dst: Out::new(&mut dx),
+            })
+            .unwrap();
             [a, down(be, &dx, x.len())]
         }
         let (p, q) = (run(&c, geo, &x, &colv), run(&g, geo, &x, &colv));
@@ -320,13 +356,26 @@ fn bias_act_matches() {
                 let mut y = up(be, y0);
                 let bb = up(be, bias);
                 let bo = with_bias.then(|| In::new(&bb));
-                be.bias_act_forward(Out::new(&mut y), bo, rows, cols, relu)
-                    .unwrap();
+                be.bias_act_forward(BiasActForwardArgs {
+                    y: Out::new(&mut y),
+                    bias: bo,
+                    rows,
+                    cols,
+                    relu,
+                })
+                .unwrap();
                 let mut dy = up(be, dy0);
                 let mut db = be.alloc::<f32>(rows).unwrap();
                 let dbo = with_bias.then(|| Out::new(&mut db));
-                be.bias_act_backward(In::new(&y), Out::new(&mut dy), dbo, rows, cols, relu)
-                    .unwrap();
+                be.bias_act_backward(BiasActBackwardArgs {
+                    y: In::new(&y),
+                    dy: Out::new(&mut dy),
+                    dbias: dbo,
+                    rows,
+                    cols,
+                    relu,
+                })
+                .unwrap();
                 [
                     down(be, &y, y0.len()),
                     down(be, &dy, y0.len()),
@@ -357,23 +406,37 @@ fn pooling_is_bit_identical() {
             stride,
         };
         let ohw = geo.out_h() * geo.out_w();
-        // After a ReLU, ties at zero are common: make some.
-        let x: Vec<f32> = randn(&mut rng, 13 * h * w)
+        // After a ReLU, ties at zero are common: make some. And NaN, which never wins:
+        // a plane's first element, one further in, and the first plane's first row.
+        let mut x: Vec<f32> = randn(&mut rng, 13 * h * w)
             .into_iter()
             .map(|v| v.max(0.0))
             .collect();
+        for i in [0, 5 * w + 3].into_iter().chain(0..w).chain([h * w]) {
+            x[i] = f32::NAN;
+        }
         let dy = randn(&mut rng, 13 * ohw);
         fn run<B: Backend>(be: &B, geo: PoolGeom, x: &[f32], dy: &[f32]) -> [Vec<f32>; 3] {
             let ohw = geo.out_h() * geo.out_w();
             let xb = up(be, x);
             let mut y = be.alloc::<f32>(geo.planes * ohw).unwrap();
             let mut am = be.alloc::<u32>(geo.planes * ohw).unwrap();
-            be.maxpool_forward(In::new(&xb), geo, Out::new(&mut y), Out::new(&mut am))
-                .unwrap();
+            be.maxpool_forward(MaxPoolForwardArgs {
+                x: In::new(&xb),
+                geom: geo,
+                y: Out::new(&mut y),
+                argmax: Out::new(&mut am),
+            })
+            .unwrap();
             let dyb = up(be, dy);
             let mut dx = be.alloc::<f32>(x.len()).unwrap();
-            be.maxpool_backward(In::new(&dyb), In::new(&am), geo, Out::new(&mut dx))
-                .unwrap();
+            be.maxpool_backward(MaxPoolBackwardArgs {
+                dy: In::new(&dyb),
+                argmax: In::new(&am),
+                geom: geo,
+                dx: Out::new(&mut dx),
+            })
+            .unwrap();
             let amv = down_u32(be, &am, geo.planes * ohw);
             [
                 down(be, &y, geo.planes * ohw),
@@ -393,12 +456,22 @@ fn pooling_is_bit_identical() {
         let planes = dy.len();
         let xb = up(be, x);
         let mut y = be.alloc::<f32>(planes).unwrap();
-        be.avgpool_forward(In::new(&xb), planes, hw, Out::new(&mut y))
-            .unwrap();
+        be.avgpool_forward(AvgPoolForwardArgs {
+            x: In::new(&xb),
+            planes,
+            hw,
+            y: Out::new(&mut y),
+        })
+        .unwrap();
         let dyb = up(be, dy);
         let mut dx = be.alloc::<f32>(x.len()).unwrap();
-        be.avgpool_backward(In::new(&dyb), planes, hw, Out::new(&mut dx))
-            .unwrap();
+        be.avgpool_backward(AvgPoolBackwardArgs {
+            dy: In::new(&dyb),
+            planes,
+            hw,
+            dx: Out::new(&mut dx),
+        })
+        .unwrap();
         [down(be, &y, planes), down(be, &dx, x.len())]
     }
     let (p, q) = (avg(&c, &x, &dy, hw), avg(&g, &x, &dy, hw));
@@ -441,44 +514,53 @@ fn batchnorm_matches() {
             let mut saved = be.alloc::<f32>(2 * geo.c).unwrap();
             let mut y = be.alloc::<f32>(x.len()).unwrap();
             let mut out = Vec::new();
-            be.batchnorm_forward(
-                In::new(&xb),
-                In::new(&gbb),
-                Out::new(&mut rb),
-                Out::new(&mut saved),
-                Out::new(&mut y),
-                geo,
-                true,
-            )
+            let state = BnState {
+                x: In::new(&xb),
+                gamma_beta: In::new(&gbb),
+                running: Out::new(&mut rb),
+                saved: Out::new(&mut saved),
+                train: true,
+            };
+            be.batchnorm_forward(BatchNormForwardArgs {
+                state,
+                y: Out::new(&mut y),
+                bn: geo,
+            })
             .unwrap();
             out.push(down(be, &y, x.len()));
             out.push(down(be, &saved, 2 * geo.c));
             out.push(down(be, &rb, 2 * geo.c));
             let mut dgb = be.alloc::<f32>(2 * geo.c).unwrap();
             let mut dx = be.alloc::<f32>(x.len()).unwrap();
-            be.batchnorm_backward(
-                In::new(&xb),
-                In::new(&y),
-                In::new(&dyb),
-                In::new(&gbb),
-                In::new(&saved),
-                Out::new(&mut dgb),
-                Out::new(&mut dx),
-                geo,
-            )
+            let grads = BnGrads {
+                x: In::new(&xb),
+                gamma_beta: In::new(&gbb),
+                saved: In::new(&saved),
+                dgamma_beta: Out::new(&mut dgb),
+                dx: Out::new(&mut dx),
+            };
+            be.batchnorm_backward(BatchNormBackwardArgs {
+                grads,
+                y: In::new(&y),
+                dy: In::new(&dyb),
+                bn: geo,
+            })
             .unwrap();
             out.push(down(be, &dgb, 2 * geo.c));
             out.push(down(be, &dx, x.len()));
             let mut ye = be.alloc::<f32>(x.len()).unwrap();
-            be.batchnorm_forward(
-                In::new(&xb),
-                In::new(&gbb),
-                Out::new(&mut rb),
-                Out::new(&mut saved),
-                Out::new(&mut ye),
-                geo,
-                false,
-            )
+            let state = BnState {
+                x: In::new(&xb),
+                gamma_beta: In::new(&gbb),
+                running: Out::new(&mut rb),
+                saved: Out::new(&mut saved),
+                train: false,
+            };
+            be.batchnorm_forward(BatchNormForwardArgs {
+                state,
+                y: Out::new(&mut ye),
+                bn: geo,
+            })
             .unwrap();
             out.push(down(be, &ye, x.len()));
             out
@@ -505,8 +587,17 @@ fn datanorm_is_bit_identical() {
             let (mean, std) = ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]);
             let xb = up_t(be, x);
             let mut y = be.alloc::<f32>(x.len()).unwrap();
-            be.datanorm(In::new(&xb), n, h, w, &mean, &std, layout, Out::new(&mut y))
-                .unwrap();
+            be.datanorm(DataNormArgs {
+                x: In::new(&xb),
+                n,
+                h,
+                w,
+                mean: &mean,
+                std: &std,
+                layout,
+                y: Out::new(&mut y),
+            })
+            .unwrap();
             down(be, &y, x.len())
         }
         exact(
@@ -532,24 +623,28 @@ fn softmax_xent_matches() {
             let (zb, lb) = (up(be, z), up_t(be, labels));
             let mut dz = be.alloc::<f32>(z.len()).unwrap();
             let mut st = be.alloc::<f32>(2).unwrap();
-            be.softmax_xent(
-                In::new(&zb),
-                In::new(&lb),
-                classes,
-                n,
-                Some(Out::new(&mut dz)),
-                Out::new(&mut st),
-            )
+            be.softmax_xent(SoftmaxXentArgs {
+                io: LossIo {
+                    logits: In::new(&zb),
+                    classes,
+                    n,
+                    dlogits: Some(Out::new(&mut dz)),
+                    stats: Out::new(&mut st),
+                },
+                labels: In::new(&lb),
+            })
             .unwrap();
             let mut st2 = be.alloc::<f32>(2).unwrap();
-            be.softmax_xent(
-                In::new(&zb),
-                In::new(&lb),
-                classes,
-                n,
-                None,
-                Out::new(&mut st2),
-            )
+            be.softmax_xent(SoftmaxXentArgs {
+                io: LossIo {
+                    logits: In::new(&zb),
+                    classes,
+                    n,
+                    dlogits: None,
+                    stats: Out::new(&mut st2),
+                },
+                labels: In::new(&lb),
+            })
             .unwrap();
             [down(be, &dz, z.len()), down(be, &st, 2), down(be, &st2, 2)]
         }
@@ -594,14 +689,17 @@ fn softmax_xent_soft_matches() {
             let (zb, tb) = (up(be, z), up(be, t));
             let mut dz = be.alloc::<f32>(z.len()).unwrap();
             let mut st = be.alloc::<f32>(2).unwrap();
-            be.softmax_xent_soft(
-                In::new(&zb),
-                In::new(&tb),
-                classes,
-                n,
-                Some(Out::new(&mut dz)),
-                Out::new(&mut st),
-            )
+            be.row_loss(RowLossArgs {
+                loss: RowLoss::SoftmaxXent,
+                io: LossIo {
+                    logits: In::new(&zb),
+                    classes,
+                    n,
+                    dlogits: Some(Out::new(&mut dz)),
+                    stats: Out::new(&mut st),
+                },
+                targets: In::new(&tb),
+            })
             .unwrap();
             [down(be, &dz, z.len()), down(be, &st, 2)]
         }
@@ -650,14 +748,17 @@ fn sigmoid_bce_matches() {
             let (zb, tb) = (up(be, z), up(be, t));
             let mut dz = be.alloc::<f32>(z.len()).unwrap();
             let mut st = be.alloc::<f32>(2).unwrap();
-            be.sigmoid_bce(
-                In::new(&zb),
-                In::new(&tb),
-                classes,
-                n,
-                Some(Out::new(&mut dz)),
-                Out::new(&mut st),
-            )
+            be.row_loss(RowLossArgs {
+                loss: RowLoss::SigmoidBce,
+                io: LossIo {
+                    logits: In::new(&zb),
+                    classes,
+                    n,
+                    dlogits: Some(Out::new(&mut dz)),
+                    stats: Out::new(&mut st),
+                },
+                targets: In::new(&tb),
+            })
             .unwrap();
             [down(be, &dz, z.len()), down(be, &st, 2)]
         }
@@ -695,8 +796,17 @@ fn a_bad_label_is_reported_at_the_next_download() {
     let z = up(&g, &[0.0; 12]);
     let lb = up_t(&g, &[1u32, 7, 2, 9]);
     let mut st = g.alloc::<f32>(2).unwrap();
-    g.softmax_xent(In::new(&z), In::new(&lb), 3, 4, None, Out::new(&mut st))
-        .expect("enqueued without waiting");
+    g.softmax_xent(SoftmaxXentArgs {
+        io: LossIo {
+            logits: In::new(&z),
+            classes: 3,
+            n: 4,
+            dlogits: None,
+            stats: Out::new(&mut st),
+        },
+        labels: In::new(&lb),
+    })
+    .expect("enqueued without waiting");
     let mut v = [0.0; 2];
     match g.download(In::new(&st), &mut v) {
         Err(BackendError::Label {
@@ -730,14 +840,17 @@ fn optimizer_steps_are_bit_identical() {
                 weight_decay: 5e-4,
                 nesterov,
             };
-            be.sgd_step(
-                Out::new(&mut p),
-                In::new(&gb),
-                Out::new(&mut b),
-                n,
-                n / 3,
+            let flat = FlatParams {
+                params: Out::new(&mut p),
+                grads: In::new(&gb),
+                len: n,
+                decay_len: n / 3,
+            };
+            be.sgd_step(SgdStepArgs {
+                flat,
+                momentum: Out::new(&mut b),
                 h,
-            )
+            })
             .unwrap();
             out.push(down(be, &p, n));
             out.push(down(be, &b, n));
@@ -752,15 +865,18 @@ fn optimizer_steps_are_bit_identical() {
                 weight_decay: 0.01,
                 step,
             };
-            be.adamw_step(
-                Out::new(&mut p),
-                In::new(&gb),
-                Out::new(&mut m),
-                Out::new(&mut v),
-                n,
-                n / 2,
+            let flat = FlatParams {
+                params: Out::new(&mut p),
+                grads: In::new(&gb),
+                len: n,
+                decay_len: n / 2,
+            };
+            be.adamw_step(AdamWStepArgs {
+                flat,
+                m: Out::new(&mut m),
+                v: Out::new(&mut v),
                 h,
-            )
+            })
             .unwrap();
         }
         out.push(down(be, &p, n));

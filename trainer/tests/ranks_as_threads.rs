@@ -13,7 +13,7 @@ use stoker_loader::synthetic::{self, ShapesOptions};
 use stoker_loader::{source, Loader, LoaderConfig, Mode, ShardPolicy};
 use stoker_trainer::train::{TrainConfig, Trainer};
 use stoker_trainer::{
-    Backend, Collective, CollectiveError, CpuBackend, Model, ModelConfig, ModelKind, Optimizer,
+    Buffers, Collective, CollectiveError, CpuBackend, Model, ModelConfig, ModelKind, Optimizer,
     OptimizerKind, Schedule, Tensor, TrainError,
 };
 

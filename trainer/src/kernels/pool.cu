@@ -1,9 +1,8 @@
 // Max pooling (no padding) and global average pooling over independent planes.
 
-// One thread per output: the window's maximum and its index within the plane. The 2x2
-// stride-2 case starts from the first element (as the CPU's fast path); the general
-// case starts from -inf, so NaN never wins (as the CPU's general path). `>` keeps the
-// first maximum in both.
+// One thread per output: the window's maximum and its index within the plane. Both
+// cases start from -inf at the window's first element, so NaN never wins (a window of
+// NaN gives -inf), and `>` keeps the first maximum: the CPU's rule on both its paths.
 extern "C" __global__ void maxpool_forward(const float* x, float* y, u32* argmax, u64 planes,
                                            int h, int w, int k, int stride, int oh, int ow) {
     u64 ohw = (u64)oh * ow;
@@ -17,9 +16,9 @@ extern "C" __global__ void maxpool_forward(const float* x, float* y, u32* argmax
         if (k == 2 && stride == 2) {
             int r0 = 2 * oy * w + 2 * ox, r1 = r0 + w;
             int idx[4] = {r0, r0 + 1, r1, r1 + 1};
-            best = plane[idx[0]];
+            best = NEG_INF;
             at = idx[0];
-            for (int j = 1; j < 4; j++) {
+            for (int j = 0; j < 4; j++) {
                 float v = plane[idx[j]];
                 if (v > best) {
                     best = v;

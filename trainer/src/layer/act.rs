@@ -1,6 +1,6 @@
 //! A standalone ReLU, for places no fused op covers.
 
-use crate::backend::{BResult, Backend};
+use crate::backend::{BResult, Backend, MapArgs, ReluBackwardArgs};
 use crate::layer::{Layer, ModelBuffers, Shape};
 use crate::tensor::Tensor;
 
@@ -37,8 +37,11 @@ impl<B: Backend> Layer<B> for Relu {
         n: usize,
         _train: bool,
     ) -> BResult<()> {
-        bufs.backend
-            .relu_forward(x.view(), y.view_mut(), n * self.shape.numel())
+        bufs.backend.relu_forward(MapArgs {
+            x: x.view(),
+            y: y.view_mut(),
+            len: n * self.shape.numel(),
+        })
     }
 
     fn backward(
@@ -51,12 +54,12 @@ impl<B: Backend> Layer<B> for Relu {
         n: usize,
     ) -> BResult<()> {
         match dx {
-            Some(dx) => bufs.backend.relu_backward(
-                y.view(),
-                dy.view(),
-                dx.view_mut(),
-                n * self.shape.numel(),
-            ),
+            Some(dx) => bufs.backend.relu_backward(ReluBackwardArgs {
+                y: y.view(),
+                dy: dy.view(),
+                dx: dx.view_mut(),
+                len: n * self.shape.numel(),
+            }),
             None => Ok(()),
         }
     }

@@ -1,7 +1,7 @@
 //! Fused sigmoid + binary cross-entropy for multi-label targets: each logit answers its
 //! own yes/no question, so the gradient is just `(sigmoid - target) / (n * classes)`.
 
-use crate::backend::{BResult, Backend, In, Out};
+use crate::backend::{BResult, Backend, In, LossIo, Out, RowLoss, RowLossArgs};
 use crate::tensor::Tensor;
 
 /// The multi-label loss head over `[classes, n]` logits; no parameters.
@@ -29,14 +29,17 @@ impl SigmoidBce {
         dlogits: Option<&mut Tensor<B>>,
         stats: Out<'_, B>,
     ) -> BResult<()> {
-        b.sigmoid_bce(
-            logits.view(),
+        b.row_loss(RowLossArgs {
+            loss: RowLoss::SigmoidBce,
+            io: LossIo {
+                logits: logits.view(),
+                classes: self.classes,
+                n,
+                dlogits: dlogits.map(|d| d.view_mut()),
+                stats,
+            },
             targets,
-            self.classes,
-            n,
-            dlogits.map(|d| d.view_mut()),
-            stats,
-        )
+        })
     }
 }
 

@@ -4,7 +4,10 @@
 //! the same either way; only the full-size activation between the norm and the pool is
 //! gone.
 
-use crate::backend::{BResult, Backend, BackendError, BnPoolGeom, In, Out};
+use crate::backend::{
+    BResult, Backend, BackendError, BnGrads, BnPoolGeom, BnReluPoolBackwardArgs,
+    BnReluPoolForwardArgs, BnState, In, Out,
+};
 use crate::error::{config, Result};
 use crate::layer::norm::BnParams;
 use crate::layer::{Builder, Layer, ModelBuffers, Shape};
@@ -90,17 +93,20 @@ impl<B: Backend> Layer<B> for BatchNormReluPool<B> {
             .params
             .offsets(bufs, self.input.c, "bn_relu_pool", &self.name)?;
         let g = self.geom(n);
-        bufs.backend.bn_relu_pool_forward(
-            x.view(),
-            In::at(bufs.params, goff),
-            Out::at(bufs.state, roff),
-            self.saved.view_mut(),
-            y.view_mut(),
-            Out::new(&mut self.winners),
-            self.scratch.view_mut(),
-            g,
+        let state = BnState {
+            x: x.view(),
+            gamma_beta: In::at(bufs.params, goff),
+            running: Out::at(bufs.state, roff),
+            saved: self.saved.view_mut(),
             train,
-        )
+        };
+        bufs.backend.bn_relu_pool_forward(BnReluPoolForwardArgs {
+            state,
+            y: y.view_mut(),
+            winners: Out::new(&mut self.winners),
+            scratch: self.scratch.view_mut(),
+            g,
+        })
     }
 
     fn backward(
@@ -123,17 +129,20 @@ impl<B: Backend> Layer<B> for BatchNormReluPool<B> {
             });
         };
         let g = self.geom(n);
-        bufs.backend.bn_relu_pool_backward(
-            x.view(),
-            dy.view(),
-            In::new(&self.winners),
-            In::at(bufs.params, goff),
-            self.saved.view(),
-            Out::at(bufs.grads, goff),
-            dx.view_mut(),
-            self.scratch.view_mut(),
+        let grads = BnGrads {
+            x: x.view(),
+            gamma_beta: In::at(bufs.params, goff),
+            saved: self.saved.view(),
+            dgamma_beta: Out::at(bufs.grads, goff),
+            dx: dx.view_mut(),
+        };
+        bufs.backend.bn_relu_pool_backward(BnReluPoolBackwardArgs {
+            grads,
+            dy: dy.view(),
+            winners: In::new(&self.winners),
+            scratch: self.scratch.view_mut(),
             g,
-        )
+        })
     }
 }
 

@@ -4,7 +4,10 @@
 //! each core, CUDA by big chunks), in the im2col layout it prefers ([`ColLayout`]). The
 //! layer owns the scratch they need. An optional bias and ReLU are fused into one pass.
 
-use crate::backend::{BResult, Backend, ColLayout, ConvGeom, In, Out};
+use crate::backend::{
+    BResult, Backend, BiasActBackwardArgs, BiasActForwardArgs, ColLayout, ConvBackwardArgs,
+    ConvForwardArgs, ConvGeom, In, Out,
+};
 use crate::error::{config, Result};
 use crate::layer::{Builder, Layer, ModelBuffers, Shape};
 use crate::param::{Init, ParamId};
@@ -144,19 +147,24 @@ impl<B: Backend> Layer<B> for Conv2d<B> {
     ) -> BResult<()> {
         let g = self.geom(n);
         let ohw = g.out_h() * g.out_w();
-        bufs.backend.conv_forward(
-            x.view(),
-            bufs.param(self.w),
-            g,
-            self.cout,
-            y.view_mut(),
-            self.scratch.view_mut(),
-        )?;
+        bufs.backend.conv_forward(ConvForwardArgs {
+            x: x.view(),
+            w: bufs.param(self.w),
+            geom: g,
+            cout: self.cout,
+            y: y.view_mut(),
+            scratch: self.scratch.view_mut(),
+        })?;
         self.scratch_valid = train;
         if self.b.is_some() || self.relu {
             let bias = self.b.map(|b| bufs.param(b));
-            bufs.backend
-                .bias_act_forward(y.view_mut(), bias, self.cout, n * ohw, self.relu)?;
+            bufs.backend.bias_act_forward(BiasActForwardArgs {
+                y: y.view_mut(),
+                bias,
+                rows: self.cout,
+                cols: n * ohw,
+                relu: self.relu,
+            })?;
         }
         Ok(())
     }
@@ -175,23 +183,30 @@ impl<B: Backend> Layer<B> for Conv2d<B> {
         let ohw = g.out_h() * g.out_w();
         if self.b.is_some() || self.relu {
             let db = self.b.map(|id| bufs.grad(id));
-            b.bias_act_backward(y.view(), dy.view_mut(), db, self.cout, n * ohw, self.relu)?;
+            b.bias_act_backward(BiasActBackwardArgs {
+                y: y.view(),
+                dy: dy.view_mut(),
+                dbias: db,
+                rows: self.cout,
+                cols: n * ohw,
+                relu: self.relu,
+            })?;
         }
         let reuse = std::mem::take(&mut self.scratch_valid);
         // Parameters and gradients live in different buffers: the weights are read
         // while their gradient is written.
         let off = bufs.reg.offset(self.w);
-        b.conv_backward(
-            x.view(),
-            In::at(bufs.params, off),
-            dy.view(),
-            g,
-            self.cout,
-            Out::at(bufs.grads, off),
-            dx.map(|d| d.view_mut()),
-            self.scratch.view_mut(),
+        b.conv_backward(ConvBackwardArgs {
+            x: x.view(),
+            w: In::at(bufs.params, off),
+            dy: dy.view(),
+            geom: g,
+            cout: self.cout,
+            dw: Out::at(bufs.grads, off),
+            dx: dx.map(|d| d.view_mut()),
+            scratch: self.scratch.view_mut(),
             reuse,
-        )
+        })
     }
 }
 

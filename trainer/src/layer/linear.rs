@@ -1,7 +1,7 @@
 //! Fully connected layer `y = act(W x + b)` on `[features, n]` activations, with the
 //! bias and optional ReLU fused into one pass after the GEMM.
 
-use crate::backend::{BResult, Backend, Gemm};
+use crate::backend::{BResult, Backend, BiasActBackwardArgs, BiasActForwardArgs, Gemm, GemmArgs};
 use crate::error::{config, Result};
 use crate::layer::{Builder, Layer, ModelBuffers, Shape};
 use crate::param::{Init, ParamId};
@@ -75,16 +75,19 @@ impl<B: Backend> Layer<B> for Linear {
         _train: bool,
     ) -> BResult<()> {
         // y[out, n] = W[out, in] x[in, n]
-        let g = Gemm::dense(false, false, self.out_features, n, self.in_features);
-        bufs.backend
-            .gemm(g, bufs.param(self.w), x.view(), y.view_mut())?;
-        bufs.backend.bias_act_forward(
-            y.view_mut(),
-            Some(bufs.param(self.b)),
-            self.out_features,
-            n,
-            self.relu,
-        )
+        bufs.backend.gemm(GemmArgs {
+            spec: Gemm::dense(false, false, self.out_features, n, self.in_features),
+            a: bufs.param(self.w),
+            b: x.view(),
+            c: y.view_mut(),
+        })?;
+        bufs.backend.bias_act_forward(BiasActForwardArgs {
+            y: y.view_mut(),
+            bias: Some(bufs.param(self.b)),
+            rows: self.out_features,
+            cols: n,
+            relu: self.relu,
+        })
     }
 
     fn backward(
@@ -98,21 +101,29 @@ impl<B: Backend> Layer<B> for Linear {
     ) -> BResult<()> {
         let (b, w, bias) = (bufs.backend, self.w, self.b);
         // dz = dy * relu'(z), in place; db = row sums of dz.
-        b.bias_act_backward(
-            y.view(),
-            dy.view_mut(),
-            Some(bufs.grad(bias)),
-            self.out_features,
-            n,
-            self.relu,
-        )?;
+        b.bias_act_backward(BiasActBackwardArgs {
+            y: y.view(),
+            dy: dy.view_mut(),
+            dbias: Some(bufs.grad(bias)),
+            rows: self.out_features,
+            cols: n,
+            relu: self.relu,
+        })?;
         // dW[out, in] = dz[out, n] x[in, n]^T
-        let g = Gemm::dense(false, true, self.out_features, self.in_features, n);
-        b.gemm(g, dy.view(), x.view(), bufs.grad(w))?;
+        b.gemm(GemmArgs {
+            spec: Gemm::dense(false, true, self.out_features, self.in_features, n),
+            a: dy.view(),
+            b: x.view(),
+            c: bufs.grad(w),
+        })?;
         if let Some(dx) = dx {
             // dx[in, n] = W[out, in]^T dz[out, n]
-            let g = Gemm::dense(true, false, self.in_features, n, self.out_features);
-            b.gemm(g, bufs.param(w), dy.view(), dx.view_mut())?;
+            b.gemm(GemmArgs {
+                spec: Gemm::dense(true, false, self.in_features, n, self.out_features),
+                a: bufs.param(w),
+                b: dy.view(),
+                c: dx.view_mut(),
+            })?;
         }
         Ok(())
     }

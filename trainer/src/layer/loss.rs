@@ -1,7 +1,7 @@
 //! Fused softmax + cross-entropy: one pass gives the loss statistics and the logits'
 //! gradient, which is just `(softmax - onehot) / n`.
 
-use crate::backend::{BResult, Backend, In, Out};
+use crate::backend::{BResult, Backend, In, LossIo, Out, RowLoss, RowLossArgs, SoftmaxXentArgs};
 use crate::tensor::Tensor;
 
 /// The classification loss head over `[classes, n]` logits; no parameters.
@@ -27,14 +27,10 @@ impl SoftmaxCrossEntropy {
         dlogits: Option<&mut Tensor<B>>,
         stats: Out<'_, B>,
     ) -> BResult<()> {
-        b.softmax_xent(
-            logits.view(),
+        b.softmax_xent(SoftmaxXentArgs {
+            io: self.io(logits, n, dlogits, stats),
             labels,
-            self.classes,
-            n,
-            dlogits.map(|d| d.view_mut()),
-            stats,
-        )
+        })
     }
 
     /// As `forward_backward`, against soft targets `[classes, n]`.
@@ -47,21 +43,35 @@ impl SoftmaxCrossEntropy {
         dlogits: Option<&mut Tensor<B>>,
         stats: Out<'_, B>,
     ) -> BResult<()> {
-        b.softmax_xent_soft(
-            logits.view(),
+        b.row_loss(RowLossArgs {
+            loss: RowLoss::SoftmaxXent,
+            io: self.io(logits, n, dlogits, stats),
             targets,
-            self.classes,
+        })
+    }
+
+    /// The loss ops' logits and outputs.
+    fn io<'a, B: Backend>(
+        &self,
+        logits: &'a Tensor<B>,
+        n: usize,
+        dlogits: Option<&'a mut Tensor<B>>,
+        stats: Out<'a, B>,
+    ) -> LossIo<'a, B> {
+        LossIo {
+            logits: logits.view(),
+            classes: self.classes,
             n,
-            dlogits.map(|d| d.view_mut()),
+            dlogits: dlogits.map(|d| d.view_mut()),
             stats,
-        )
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::CpuBackend;
+    use crate::backend::{Buffers, CpuBackend};
     use crate::rng::Rng;
 
     fn loss(z: &[f32], labels: &[u32], classes: usize, n: usize) -> f64 {

@@ -152,7 +152,7 @@ pub(crate) mod gradcheck {
     //! Finite-difference checks shared by the layer tests.
 
     use super::*;
-    use crate::backend::CpuBackend;
+    use crate::backend::{Buffers, CpuBackend};
     use crate::rng::Rng;
 
     /// Central-difference step. The loss is summed in f64 from f32 outputs, so its

@@ -2,7 +2,10 @@
 //! optional fused ReLU) and `DataNorm`, the model's first layer, which turns the
 //! loader's u8 NHWC batch into normalised f32 on the compute device.
 
-use crate::backend::{BResult, Backend, BackendError, BnGeom, DataLayout, In, Out};
+use crate::backend::{
+    BResult, Backend, BackendError, BatchNormBackwardArgs, BatchNormForwardArgs, BnGeom, BnGrads,
+    BnState, DataLayout, DataNormArgs, In, Out,
+};
 use crate::error::{config, Result};
 use crate::layer::{Builder, Layer, ModelBuffers, Shape};
 use crate::param::{Init, ParamId};
@@ -128,15 +131,18 @@ impl<B: Backend> Layer<B> for BatchNorm2d<B> {
             .params
             .offsets(bufs, self.shape.c, "batchnorm", &self.name)?;
         let g = self.geom(n);
-        bufs.backend.batchnorm_forward(
-            x.view(),
-            In::at(bufs.params, goff),
-            Out::at(bufs.state, roff),
-            self.saved.view_mut(),
-            y.view_mut(),
-            g,
+        let state = BnState {
+            x: x.view(),
+            gamma_beta: In::at(bufs.params, goff),
+            running: Out::at(bufs.state, roff),
+            saved: self.saved.view_mut(),
             train,
-        )
+        };
+        bufs.backend.batchnorm_forward(BatchNormForwardArgs {
+            state,
+            y: y.view_mut(),
+            bn: g,
+        })
     }
 
     fn backward(
@@ -156,16 +162,21 @@ impl<B: Backend> Layer<B> for BatchNorm2d<B> {
         let b = bufs.backend;
         let g = self.geom(n);
         match dx {
-            Some(dx) => b.batchnorm_backward(
-                x.view(),
-                y.view(),
-                dy.view(),
-                In::at(bufs.params, goff),
-                self.saved.view(),
-                Out::at(bufs.grads, goff),
-                dx.view_mut(),
-                g,
-            ),
+            Some(dx) => {
+                let grads = BnGrads {
+                    x: x.view(),
+                    gamma_beta: In::at(bufs.params, goff),
+                    saved: self.saved.view(),
+                    dgamma_beta: Out::at(bufs.grads, goff),
+                    dx: dx.view_mut(),
+                };
+                b.batchnorm_backward(BatchNormBackwardArgs {
+                    grads,
+                    y: y.view(),
+                    dy: dy.view(),
+                    bn: g,
+                })
+            }
             None => Err(BackendError::Op {
                 op: "batchnorm_backward",
                 reason: format!("{}: input gradient is required", self.name),
@@ -240,23 +251,23 @@ impl DataNorm {
         n: usize,
         y: &mut Tensor<B>,
     ) -> BResult<()> {
-        b.datanorm(
-            images,
+        b.datanorm(DataNormArgs {
+            x: images,
             n,
-            self.h,
-            self.w,
-            &self.mean,
-            &self.std,
-            self.layout,
-            y.view_mut(),
-        )
+            h: self.h,
+            w: self.w,
+            mean: &self.mean,
+            std: &self.std,
+            layout: self.layout,
+            y: y.view_mut(),
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::CpuBackend;
+    use crate::backend::{Buffers, CpuBackend};
     use crate::layer::gradcheck;
 
     #[test]

@@ -1,7 +1,10 @@
 //! Pooling: max pooling (argmax recorded for backward) and global average pooling,
 //! which turns `[c, n, h, w]` into the `[c, n]` vector a linear head takes.
 
-use crate::backend::{BResult, Backend, In, Out, PoolGeom};
+use crate::backend::{
+    AvgPoolBackwardArgs, AvgPoolForwardArgs, BResult, Backend, In, MaxPoolBackwardArgs,
+    MaxPoolForwardArgs, Out, PoolGeom,
+};
 use crate::error::{config, Result};
 use crate::layer::{Builder, Layer, ModelBuffers, Shape};
 use crate::tensor::Tensor;
@@ -73,9 +76,12 @@ impl<B: Backend> Layer<B> for MaxPool2d<B> {
         n: usize,
         _train: bool,
     ) -> BResult<()> {
-        let g = self.geom(n);
-        bufs.backend
-            .maxpool_forward(x.view(), g, y.view_mut(), Out::new(&mut self.argmax))
+        bufs.backend.maxpool_forward(MaxPoolForwardArgs {
+            x: x.view(),
+            geom: self.geom(n),
+            y: y.view_mut(),
+            argmax: Out::new(&mut self.argmax),
+        })
     }
 
     fn backward(
@@ -88,12 +94,12 @@ impl<B: Backend> Layer<B> for MaxPool2d<B> {
         n: usize,
     ) -> BResult<()> {
         match dx {
-            Some(dx) => bufs.backend.maxpool_backward(
-                dy.view(),
-                In::new(&self.argmax),
-                self.geom(n),
-                dx.view_mut(),
-            ),
+            Some(dx) => bufs.backend.maxpool_backward(MaxPoolBackwardArgs {
+                dy: dy.view(),
+                argmax: In::new(&self.argmax),
+                geom: self.geom(n),
+                dx: dx.view_mut(),
+            }),
             None => Ok(()),
         }
     }
@@ -133,8 +139,12 @@ impl<B: Backend> Layer<B> for GlobalAvgPool {
         _train: bool,
     ) -> BResult<()> {
         // Planes are (channel, image) in order, so the output is `[c, n]` as it stands.
-        bufs.backend
-            .avgpool_forward(x.view(), self.input.c * n, self.input.hw(), y.view_mut())
+        bufs.backend.avgpool_forward(AvgPoolForwardArgs {
+            x: x.view(),
+            planes: self.input.c * n,
+            hw: self.input.hw(),
+            y: y.view_mut(),
+        })
     }
 
     fn backward(
@@ -147,12 +157,12 @@ impl<B: Backend> Layer<B> for GlobalAvgPool {
         n: usize,
     ) -> BResult<()> {
         match dx {
-            Some(dx) => bufs.backend.avgpool_backward(
-                dy.view(),
-                self.input.c * n,
-                self.input.hw(),
-                dx.view_mut(),
-            ),
+            Some(dx) => bufs.backend.avgpool_backward(AvgPoolBackwardArgs {
+                dy: dy.view(),
+                planes: self.input.c * n,
+                hw: self.input.hw(),
+                dx: dx.view_mut(),
+            }),
             None => Ok(()),
         }
     }

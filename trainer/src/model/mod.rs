@@ -16,7 +16,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Instant;
 
-use crate::backend::{Backend, DataLayout, In, Out};
+use crate::backend::{Backend, Buffers, DataLayout, FillArgs, In, MapArgs, Out};
 use crate::error::{config, ModelError, Result};
 use crate::layer::{
     Builder, DataNorm, Layer, ModelBuffers, Shape, SigmoidBce, SoftmaxCrossEntropy,
@@ -184,7 +184,7 @@ impl StepLoss {
 }
 
 /// A batch already on the device: u8 NHWC images and labels.
-type DeviceBatch<'a, B> = (&'a <B as Backend>::Buf<u8>, &'a <B as Backend>::Buf<u32>);
+type DeviceBatch<'a, B> = (&'a <B as Buffers>::Buf<u8>, &'a <B as Buffers>::Buf<u32>);
 
 /// A network over backend `B`.
 pub struct Model<B: Backend + 'static> {
@@ -218,6 +218,15 @@ pub struct Model<B: Backend + 'static> {
     train_samples: u64,
     eval_samples: u64,
     last_n: usize,
+}
+
+/// Zeroes a `[loss sum, correct]` pair of running sums.
+fn zero_sums<B: Backend>(b: &B, sums: &mut Tensor<B>) -> crate::backend::BResult<()> {
+    b.fill(FillArgs {
+        dst: sums.view_mut(),
+        len: 2,
+        value: 0.0,
+    })
 }
 
 impl<B: Backend + Clone + 'static> Model<B> {
@@ -655,7 +664,11 @@ impl<B: Backend + Clone + 'static> Model<B> {
                     loss.forward_backward(&*b, &acts[top], lab, n, None, eval_step.view_mut())?
                 }
             }
-            b.add(eval_step.view(), eval_acc.view_mut(), 2)?;
+            b.add(MapArgs {
+                x: eval_step.view(),
+                y: eval_acc.view_mut(),
+                len: 2,
+            })?;
             self.eval_samples += n as u64;
             return Ok(());
         }
@@ -686,7 +699,11 @@ impl<B: Backend + Clone + 'static> Model<B> {
                 step_stats.view_mut(),
             )?,
         }
-        b.add(step_stats.view(), train_acc.view_mut(), 2)?;
+        b.add(MapArgs {
+            x: step_stats.view(),
+            y: train_acc.view_mut(),
+            len: 2,
+        })?;
         let loss_s = lap(&mut t, on)?;
         let mut bwd = vec![0.0; layers.len()];
         for (i, layer) in layers.iter_mut().enumerate().rev() {
@@ -724,7 +741,7 @@ impl<B: Backend + Clone + 'static> Model<B> {
     /// Mean loss and accuracy over the training steps since the last call; resets them.
     pub fn take_train_stats(&mut self) -> Result<Stats> {
         let s = Stats::from_sums(self.read_sums(&self.train_acc)?, self.train_samples);
-        self.backend.fill(self.train_acc.view_mut(), 2, 0.0)?;
+        zero_sums(&self.backend, &mut self.train_acc)?;
         self.train_samples = 0;
         Ok(s)
     }
@@ -746,7 +763,7 @@ impl<B: Backend + Clone + 'static> Model<B> {
     /// Mean loss and accuracy over the `evaluate` calls since the last call; resets them.
     pub fn take_eval_stats(&mut self) -> Result<Stats> {
         let s = Stats::from_sums(self.read_sums(&self.eval_acc)?, self.eval_samples);
-        self.backend.fill(self.eval_acc.view_mut(), 2, 0.0)?;
+        zero_sums(&self.backend, &mut self.eval_acc)?;
         self.eval_samples = 0;
         Ok(s)
     }

@@ -6,7 +6,7 @@
 //! block, so the model stays a plain sequence and the skip connection's gradient sum is
 //! explicit in the block's backward.
 
-use crate::backend::{BResult, Backend};
+use crate::backend::{AddActArgs, BResult, Backend, MapArgs, ReluBackwardArgs};
 use crate::error::Result;
 use crate::layer::conv::ConvSpec;
 use crate::layer::{
@@ -133,18 +133,21 @@ impl<B: Backend> Layer<B> for BasicBlock<B> {
         self.bn1.forward(bufs, a0, a1, n, train)?;
         self.conv2.forward(bufs, a1, a2, n, train)?;
         self.bn2.forward(bufs, a2, a3, n, train)?;
-        let len = n * self.out.numel();
-        match &mut self.shortcut {
+        let shortcut = match &mut self.shortcut {
             Some((conv, bn)) => {
                 conv.forward(bufs, x, s0, n, train)?;
                 bn.forward(bufs, s0, s1, n, train)?;
-                bufs.backend
-                    .add_act(a3.view(), s1.view(), y.view_mut(), len, true)
+                &*s1
             }
-            None => bufs
-                .backend
-                .add_act(a3.view(), x.view(), y.view_mut(), len, true),
-        }
+            None => x,
+        };
+        bufs.backend.add_act(AddActArgs {
+            a: a3.view(),
+            b: shortcut.view(),
+            y: y.view_mut(),
+            len: n * self.out.numel(),
+            relu: true,
+        })
     }
 
     fn backward(
@@ -159,12 +162,12 @@ impl<B: Backend> Layer<B> for BasicBlock<B> {
         let [a0, a1, a2, a3, s0, s1] = &self.a;
         let [da0, da1, da2] = &mut self.da;
         let b = bufs.backend;
-        b.relu_backward(
-            y.view(),
-            dy.view(),
-            self.dsum.view_mut(),
-            n * self.out.numel(),
-        )?;
+        b.relu_backward(ReluBackwardArgs {
+            y: y.view(),
+            dy: dy.view(),
+            dx: self.dsum.view_mut(),
+            len: n * self.out.numel(),
+        })?;
         // Batch norm reads its dy without writing it, so `dsum` feeds both branches.
         self.bn2
             .backward(bufs, a2, a3, &mut self.dsum, Some(da2), n)?;
@@ -172,8 +175,7 @@ impl<B: Backend> Layer<B> for BasicBlock<B> {
         self.bn1.backward(bufs, a0, a1, da1, Some(da0), n)?;
         self.conv1
             .backward(bufs, x, a0, da0, dx.as_deref_mut(), n)?;
-        let len = n * self.input.numel();
-        match &mut self.shortcut {
+        let shortcut = match &mut self.shortcut {
             Some((conv, bn)) => {
                 bn.backward(bufs, s0, s1, &mut self.dsum, Some(&mut self.ds), n)?;
                 let want_dx = dx.is_some();
@@ -185,17 +187,18 @@ impl<B: Backend> Layer<B> for BasicBlock<B> {
                     want_dx.then_some(&mut self.dxs),
                     n,
                 )?;
-                if let Some(dx) = dx {
-                    b.add(self.dxs.view(), dx.view_mut(), len)?;
-                }
+                &self.dxs
             }
-            None => {
-                if let Some(dx) = dx {
-                    b.add(self.dsum.view(), dx.view_mut(), len)?;
-                }
-            }
+            None => &self.dsum,
+        };
+        match dx {
+            Some(dx) => b.add(MapArgs {
+                x: shortcut.view(),
+                y: dx.view_mut(),
+                len: n * self.input.numel(),
+            }),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 

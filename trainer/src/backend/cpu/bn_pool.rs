@@ -18,7 +18,9 @@ use rayon::prelude::*;
 
 use super::norm::{backward_coeffs, eval_channel, train_channel};
 use super::{read_slice, write_slice, CpuBackend};
-use crate::backend::{BResult, BackendError, BnPoolGeom, In, Out};
+use crate::backend::{
+    BResult, BackendError, BnPoolGeom, BnPoolOps, BnReluPoolBackwardArgs, BnReluPoolForwardArgs,
+};
 
 /// Windows per word of `winners`: a winner (0 top left, 1 top right, 2 bottom left,
 /// 3 bottom right) takes 2 bits.
@@ -113,131 +115,121 @@ fn live_winners(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn forward(
-    x: In<'_, CpuBackend>,
-    gamma_beta: In<'_, CpuBackend>,
-    running: Out<'_, CpuBackend>,
-    saved: Out<'_, CpuBackend>,
-    y: Out<'_, CpuBackend>,
-    winners: Out<'_, CpuBackend, u32>,
-    g: BnPoolGeom,
-    train: bool,
-) -> BResult<()> {
-    const OP: &str = "bn_relu_pool_forward";
-    check(&g, OP)?;
-    let (hw, oh, ow) = (g.h * g.w, g.out_h(), g.out_w());
-    let (m, wpr) = (g.n * hw, words_per_row(ow));
-    let x = read_slice(x, g.c * m, OP)?;
-    let gb = read_slice(gamma_beta, 2 * g.c, OP)?;
-    let running = write_slice(running, 2 * g.c, OP)?;
-    let saved = write_slice(saved, 2 * g.c, OP)?;
-    let y = write_slice(y, g.c * g.n * oh * ow, OP)?;
-    let codes = write_slice(winners, g.c * g.n * oh * wpr, OP)?;
-    if g.n == 0 {
-        return Ok(());
+/// The fused op needs no scratch on the CPU: the forward keeps only the pooled output
+/// and the winners' codes.
+impl BnPoolOps for CpuBackend {
+    fn bn_relu_pool_scratch(&self, _g: BnPoolGeom) -> usize {
+        0
     }
-    let (gamma, beta) = gb.split_at(g.c);
-    let (rmean, rvar) = running.split_at_mut(g.c);
-    let (smean, sinv) = saved.split_at_mut(g.c);
-    let bn = g.bn();
-    y.par_chunks_mut(g.n * oh * ow)
-        .zip(codes.par_chunks_mut(g.n * oh * wpr))
-        .zip(smean.par_iter_mut().zip(sinv.par_iter_mut()))
-        .zip(rmean.par_iter_mut().zip(rvar.par_iter_mut()))
-        .enumerate()
-        .for_each(|(c, (((y, codes), (sm, si)), (rm, rv)))| {
-            let xs = &x[c * m..][..m];
-            let gb = (gamma[c], beta[c]);
-            let ss = if train {
-                train_channel(xs, &bn, gb, (sm, si), (rm, rv))
-            } else {
-                eval_channel(&bn, gb, (*rm, *rv))
-            };
-            for ni in 0..g.n {
-                pool_plane(
-                    &xs[ni * hw..][..hw],
-                    g.w,
-                    (oh, ow),
-                    &mut y[ni * oh * ow..][..oh * ow],
-                    &mut codes[ni * oh * wpr..][..oh * wpr],
-                    ss,
-                );
-            }
-        });
-    Ok(())
-}
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn backward(
-    x: In<'_, CpuBackend>,
-    dy: In<'_, CpuBackend>,
-    winners: In<'_, CpuBackend, u32>,
-    gamma_beta: In<'_, CpuBackend>,
-    saved: In<'_, CpuBackend>,
-    dgamma_beta: Out<'_, CpuBackend>,
-    dx: Out<'_, CpuBackend>,
-    g: BnPoolGeom,
-) -> BResult<()> {
-    const OP: &str = "bn_relu_pool_backward";
-    check(&g, OP)?;
-    let (hw, oh, ow) = (g.h * g.w, g.out_h(), g.out_w());
-    let (m, wpr) = (g.n * hw, words_per_row(ow));
-    let x = read_slice(x, g.c * m, OP)?;
-    let dy = read_slice(dy, g.c * g.n * oh * ow, OP)?;
-    let codes = read_slice(winners, g.c * g.n * oh * wpr, OP)?;
-    let gb = read_slice(gamma_beta, 2 * g.c, OP)?;
-    let saved = read_slice(saved, 2 * g.c, OP)?;
-    let dgb = write_slice(dgamma_beta, 2 * g.c, OP)?;
-    let dx = write_slice(dx, g.c * m, OP)?;
-    if g.n == 0 {
-        return Ok(());
+    fn bn_relu_pool_forward(&self, op: BnReluPoolForwardArgs<'_, Self>) -> BResult<()> {
+        const OP: &str = "bn_relu_pool_forward";
+        let (g, train) = (op.g, op.state.train);
+        check(&g, OP)?;
+        let (hw, oh, ow) = (g.h * g.w, g.out_h(), g.out_w());
+        let (m, wpr) = (g.n * hw, words_per_row(ow));
+        let x = read_slice(op.state.x, g.c * m, OP)?;
+        let gb = read_slice(op.state.gamma_beta, 2 * g.c, OP)?;
+        let running = write_slice(op.state.running, 2 * g.c, OP)?;
+        let saved = write_slice(op.state.saved, 2 * g.c, OP)?;
+        let y = write_slice(op.y, g.c * g.n * oh * ow, OP)?;
+        let codes = write_slice(op.winners, g.c * g.n * oh * wpr, OP)?;
+        if g.n == 0 {
+            return Ok(());
+        }
+        let (gamma, beta) = gb.split_at(g.c);
+        let (rmean, rvar) = running.split_at_mut(g.c);
+        let (smean, sinv) = saved.split_at_mut(g.c);
+        let bn = g.bn();
+        y.par_chunks_mut(g.n * oh * ow)
+            .zip(codes.par_chunks_mut(g.n * oh * wpr))
+            .zip(smean.par_iter_mut().zip(sinv.par_iter_mut()))
+            .zip(rmean.par_iter_mut().zip(rvar.par_iter_mut()))
+            .enumerate()
+            .for_each(|(c, (((y, codes), (sm, si)), (rm, rv)))| {
+                let xs = &x[c * m..][..m];
+                let gb = (gamma[c], beta[c]);
+                let ss = if train {
+                    train_channel(xs, &bn, gb, (sm, si), (rm, rv))
+                } else {
+                    eval_channel(&bn, gb, (*rm, *rv))
+                };
+                for ni in 0..g.n {
+                    pool_plane(
+                        &xs[ni * hw..][..hw],
+                        g.w,
+                        (oh, ow),
+                        &mut y[ni * oh * ow..][..oh * ow],
+                        &mut codes[ni * oh * wpr..][..oh * wpr],
+                        ss,
+                    );
+                }
+            });
+        Ok(())
     }
-    let (dgamma, dbeta) = dgb.split_at_mut(g.c);
-    dx.par_chunks_mut(m)
-        .zip(dgamma.par_iter_mut().zip(dbeta.par_iter_mut()))
-        .enumerate()
-        .for_each(|(c, (dx, (dg, db)))| {
-            let (mean, inv, gamma, beta) = (saved[c], saved[g.c + c], gb[c], gb[g.c + c]);
-            // The forward's scale and shift, from the same f32 values.
-            let scale = gamma * inv;
-            let ss = (scale, beta - mean * scale);
-            let xs = &x[c * m..][..m];
-            let dys = &dy[c * g.n * oh * ow..][..g.n * oh * ow];
-            let cs = &codes[c * g.n * oh * wpr..][..g.n * oh * wpr];
-            // Each plane row in f32 (at most `ow` terms), rows summed in f64.
-            let (mut sd, mut sdc) = (0f64, 0f64);
-            for ni in 0..g.n {
-                let plane = &xs[ni * hw..][..hw];
-                for oy in 0..oh {
-                    let (mut a, mut b) = (0f32, 0f32);
-                    let r = ni * oh + oy;
-                    let (rc, rd) = (&cs[r * wpr..][..wpr], &dys[r * ow..][..ow]);
-                    live_winners(plane, g.w, oy, rc, rd, ss, |_, z, d| {
-                        a += d;
-                        b += d * (z - mean);
-                    });
-                    sd += a as f64;
-                    sdc += b as f64;
+
+    fn bn_relu_pool_backward(&self, op: BnReluPoolBackwardArgs<'_, Self>) -> BResult<()> {
+        const OP: &str = "bn_relu_pool_backward";
+        let g = op.g;
+        check(&g, OP)?;
+        let (hw, oh, ow) = (g.h * g.w, g.out_h(), g.out_w());
+        let (m, wpr) = (g.n * hw, words_per_row(ow));
+        let x = read_slice(op.grads.x, g.c * m, OP)?;
+        let dy = read_slice(op.dy, g.c * g.n * oh * ow, OP)?;
+        let codes = read_slice(op.winners, g.c * g.n * oh * wpr, OP)?;
+        let gb = read_slice(op.grads.gamma_beta, 2 * g.c, OP)?;
+        let saved = read_slice(op.grads.saved, 2 * g.c, OP)?;
+        let dgb = write_slice(op.grads.dgamma_beta, 2 * g.c, OP)?;
+        let dx = write_slice(op.grads.dx, g.c * m, OP)?;
+        if g.n == 0 {
+            return Ok(());
+        }
+        let (dgamma, dbeta) = dgb.split_at_mut(g.c);
+        dx.par_chunks_mut(m)
+            .zip(dgamma.par_iter_mut().zip(dbeta.par_iter_mut()))
+            .enumerate()
+            .for_each(|(c, (dx, (dg, db)))| {
+                let (mean, inv, gamma, beta) = (saved[c], saved[g.c + c], gb[c], gb[g.c + c]);
+                // The forward's scale and shift, from the same f32 values.
+                let scale = gamma * inv;
+                let ss = (scale, beta - mean * scale);
+                let xs = &x[c * m..][..m];
+                let dys = &dy[c * g.n * oh * ow..][..g.n * oh * ow];
+                let cs = &codes[c * g.n * oh * wpr..][..g.n * oh * wpr];
+                // Each plane row in f32 (at most `ow` terms), rows summed in f64.
+                let (mut sd, mut sdc) = (0f64, 0f64);
+                for ni in 0..g.n {
+                    let plane = &xs[ni * hw..][..hw];
+                    for oy in 0..oh {
+                        let (mut a, mut b) = (0f32, 0f32);
+                        let r = ni * oh + oy;
+                        let (rc, rd) = (&cs[r * wpr..][..wpr], &dys[r * ow..][..ow]);
+                        live_winners(plane, g.w, oy, rc, rd, ss, |_, z, d| {
+                            a += d;
+                            b += d * (z - mean);
+                        });
+                        sd += a as f64;
+                        sdc += b as f64;
+                    }
                 }
-            }
-            let (a, bx, c0) = backward_coeffs(sd, sdc, (mean, inv, gamma), m, (dg, db));
-            for ni in 0..g.n {
-                let plane = &xs[ni * hw..][..hw];
-                let out = &mut dx[ni * hw..][..hw];
-                // Every element gets the gradient of the mean and variance; the winners
-                // that passed the ReLU also their own.
-                for (o, &x) in out.iter_mut().zip(plane) {
-                    *o = bx * x + c0;
+                let (a, bx, c0) = backward_coeffs(sd, sdc, (mean, inv, gamma), m, (dg, db));
+                for ni in 0..g.n {
+                    let plane = &xs[ni * hw..][..hw];
+                    let out = &mut dx[ni * hw..][..hw];
+                    // Every element gets the gradient of the mean and variance; the winners
+                    // that passed the ReLU also their own.
+                    for (o, &x) in out.iter_mut().zip(plane) {
+                        *o = bx * x + c0;
+                    }
+                    for oy in 0..oh {
+                        let r = ni * oh + oy;
+                        let (rc, rd) = (&cs[r * wpr..][..wpr], &dys[r * ow..][..ow]);
+                        live_winners(plane, g.w, oy, rc, rd, ss, |i, z, d| {
+                            out[i] = a * d + bx * z + c0;
+                        });
+                    }
                 }
-                for oy in 0..oh {
-                    let r = ni * oh + oy;
-                    let (rc, rd) = (&cs[r * wpr..][..wpr], &dys[r * ow..][..ow]);
-                    live_winners(plane, g.w, oy, rc, rd, ss, |i, z, d| {
-                        out[i] = a * d + bx * z + c0;
-                    });
-                }
-            }
-        });
-    Ok(())
+            });
+        Ok(())
+    }
 }

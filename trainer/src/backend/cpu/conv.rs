@@ -6,7 +6,7 @@
 use rayon::prelude::*;
 
 use super::{read_slice, write_slice, CpuBackend};
-use crate::backend::{BResult, BackendError, ColLayout, ConvGeom, In, Out};
+use crate::backend::{BResult, ColLayout, ConvGeom, Im2colArgs, Im2colOps};
 
 /// Input column of output column `ox` at tap column `kx`, if inside the image.
 #[inline(always)]
@@ -30,35 +30,92 @@ fn valid_cols(ow: usize, w: usize, kx: usize, pad: usize) -> (usize, usize) {
     (lo, hi)
 }
 
-pub(super) fn im2col(
-    x: In<'_, CpuBackend>,
-    geom: ConvGeom,
-    n0: usize,
-    nc: usize,
-    col: Out<'_, CpuBackend>,
-) -> BResult<()> {
-    let (oh, ow) = (geom.out_h(), geom.out_w());
-    let hw = geom.h * geom.w;
-    let row = nc * oh * ow;
-    if n0 + nc > geom.n {
-        return Err(BackendError::Op {
-            op: "im2col",
-            reason: format!("images {n0}..{} of {}", n0 + nc, geom.n),
-        });
+impl Im2colOps for CpuBackend {
+    fn im2col_budget(&self) -> usize {
+        // 16 MiB of f32: GEMM panels stay warm in cache, and a chunk still holds enough
+        // columns for the GEMM's threads to split.
+        4 << 20
     }
-    let x = read_slice(x, geom.c * geom.n * hw, "im2col")?;
-    let col = write_slice(col, geom.col_rows() * row, "im2col")?;
-    if row == 0 {
-        return Ok(());
+
+    fn col_layout(&self) -> ColLayout {
+        ColLayout::PixelMajor
     }
-    if geom.col == ColLayout::PixelMajor {
-        im2col_pixel_major(x, &geom, n0, col);
-        return Ok(());
+
+    fn im2col(&self, op: Im2colArgs<'_, Self>) -> BResult<()> {
+        let (geom, n0, nc) = (op.geom, op.n0, op.nc);
+        let row = nc * geom.out_h() * geom.out_w();
+        geom.check_chunk("im2col", n0, nc)?;
+        let x = read_slice(op.src, geom.input_len(), "im2col")?;
+        let col = write_slice(op.dst, geom.col_rows() * row, "im2col")?;
+        if row == 0 {
+            return Ok(());
+        }
+        if geom.col == ColLayout::PixelMajor {
+            im2col_pixel_major(x, &geom, n0, col);
+            return Ok(());
+        }
+        col.par_chunks_mut(row)
+            .enumerate()
+            .for_each(|(r, dst)| tap_row(x, &geom, n0, nc, r, dst));
+        Ok(())
     }
-    col.par_chunks_mut(row)
-        .enumerate()
-        .for_each(|(r, dst)| tap_row(x, &geom, n0, nc, r, dst));
-    Ok(())
+
+    fn col2im(&self, op: Im2colArgs<'_, Self>) -> BResult<()> {
+        let (geom, n0, nc) = (op.geom, op.n0, op.nc);
+        let (oh, ow) = (geom.out_h(), geom.out_w());
+        let hw = geom.h * geom.w;
+        let row = nc * oh * ow;
+        geom.check_chunk("col2im", n0, nc)?;
+        let col = read_slice(op.src, geom.col_rows() * row, "col2im")?;
+        let dx = write_slice(op.dst, geom.input_len(), "col2im")?;
+        if hw == 0 {
+            return Ok(());
+        }
+        if geom.col == ColLayout::PixelMajor {
+            col2im_pixel_major(col, &geom, n0, nc, dx);
+            return Ok(());
+        }
+        // One task per input channel: it owns its planes, and sums its kernel taps in a
+        // fixed order.
+        dx.par_chunks_mut(geom.n * hw)
+            .enumerate()
+            .for_each(|(ci, planes)| {
+                let region = &mut planes[n0 * hw..(n0 + nc) * hw];
+                region.fill(0.0);
+                for ky in 0..geom.kh {
+                    for kx in 0..geom.kw {
+                        let r = (ci * geom.kh + ky) * geom.kw + kx;
+                        let src = &col[r * row..][..row];
+                        for ni in 0..nc {
+                            let plane = &mut region[ni * hw..][..hw];
+                            let s = &src[ni * oh * ow..][..oh * ow];
+                            for oy in 0..oh {
+                                let iy = (oy * geom.stride + ky) as isize - geom.pad as isize;
+                                if iy < 0 || iy >= geom.h as isize {
+                                    continue;
+                                }
+                                let drow = &mut plane[iy as usize * geom.w..][..geom.w];
+                                if geom.stride == 1 {
+                                    let (lo, hi) = valid_cols(ow, geom.w, kx, geom.pad);
+                                    let d = &mut drow[lo + kx - geom.pad..hi + kx - geom.pad];
+                                    for (d, v) in d.iter_mut().zip(&s[oy * ow + lo..oy * ow + hi]) {
+                                        *d += v;
+                                    }
+                                    continue;
+                                }
+                                for ox in 0..ow {
+                                    let ix = (ox * geom.stride + kx) as isize - geom.pad as isize;
+                                    if ix >= 0 && ix < geom.w as isize {
+                                        drow[ix as usize] += s[oy * ow + ox];
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            });
+        Ok(())
+    }
 }
 
 /// The tap-major columns of images `n0..n0+nc` into `col`, on this thread.
@@ -104,73 +161,6 @@ fn tap_row(x: &[f32], geom: &ConvGeom, n0: usize, nc: usize, r: usize, dst: &mut
             }
         }
     }
-}
-
-pub(super) fn col2im(
-    col: In<'_, CpuBackend>,
-    geom: ConvGeom,
-    n0: usize,
-    nc: usize,
-    dx: Out<'_, CpuBackend>,
-) -> BResult<()> {
-    let (oh, ow) = (geom.out_h(), geom.out_w());
-    let hw = geom.h * geom.w;
-    let row = nc * oh * ow;
-    if n0 + nc > geom.n {
-        return Err(BackendError::Op {
-            op: "col2im",
-            reason: format!("images {n0}..{} of {}", n0 + nc, geom.n),
-        });
-    }
-    let col = read_slice(col, geom.col_rows() * row, "col2im")?;
-    let dx = write_slice(dx, geom.c * geom.n * hw, "col2im")?;
-    if hw == 0 {
-        return Ok(());
-    }
-    if geom.col == ColLayout::PixelMajor {
-        col2im_pixel_major(col, &geom, n0, nc, dx);
-        return Ok(());
-    }
-    // One task per input channel: it owns its planes, and sums its kernel taps in a
-    // fixed order.
-    dx.par_chunks_mut(geom.n * hw)
-        .enumerate()
-        .for_each(|(ci, planes)| {
-            let region = &mut planes[n0 * hw..(n0 + nc) * hw];
-            region.fill(0.0);
-            for ky in 0..geom.kh {
-                for kx in 0..geom.kw {
-                    let r = (ci * geom.kh + ky) * geom.kw + kx;
-                    let src = &col[r * row..][..row];
-                    for ni in 0..nc {
-                        let plane = &mut region[ni * hw..][..hw];
-                        let s = &src[ni * oh * ow..][..oh * ow];
-                        for oy in 0..oh {
-                            let iy = (oy * geom.stride + ky) as isize - geom.pad as isize;
-                            if iy < 0 || iy >= geom.h as isize {
-                                continue;
-                            }
-                            let drow = &mut plane[iy as usize * geom.w..][..geom.w];
-                            if geom.stride == 1 {
-                                let (lo, hi) = valid_cols(ow, geom.w, kx, geom.pad);
-                                let d = &mut drow[lo + kx - geom.pad..hi + kx - geom.pad];
-                                for (d, v) in d.iter_mut().zip(&s[oy * ow + lo..oy * ow + hi]) {
-                                    *d += v;
-                                }
-                                continue;
-                            }
-                            for ox in 0..ow {
-                                let ix = (ox * geom.stride + kx) as isize - geom.pad as isize;
-                                if ix >= 0 && ix < geom.w as isize {
-                                    drow[ix as usize] += s[oy * ow + ox];
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        });
-    Ok(())
 }
 
 /// The output columns `lo..hi` whose whole `kw`-wide window lies inside the input row
@@ -369,28 +359,52 @@ fn col2im_image<const KW: usize>(src: &[f32], geom: &ConvGeom, planes: &mut [&mu
     }
 }
 
+/// The tests' convolutions: `c` channels of `n` images of 7 x 6 pixels, square windows.
+#[cfg(test)]
+pub(super) fn test_geom(
+    (c, n): (usize, usize),
+    (k, stride, pad): (usize, usize, usize),
+    col: ColLayout,
+) -> ConvGeom {
+    ConvGeom {
+        c,
+        n,
+        h: 7,
+        w: 6,
+        kh: k,
+        kw: k,
+        stride,
+        pad,
+        col,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::backend::cpu::CpuBuf;
-    use crate::backend::Backend;
+    use crate::backend::{In, Out};
 
     fn geoms() -> Vec<ConvGeom> {
-        let mut v = Vec::new();
-        for (k, stride, pad) in [(3, 1, 1), (3, 2, 1), (1, 2, 0), (3, 1, 0), (2, 3, 1)] {
-            v.push(ConvGeom {
-                c: 3,
-                n: 5,
-                h: 7,
-                w: 6,
-                kh: k,
-                kw: k,
-                stride,
-                pad,
-                col: ColLayout::TapMajor,
-            });
+        [(3, 1, 1), (3, 2, 1), (1, 2, 0), (3, 1, 0), (2, 3, 1)]
+            .into_iter()
+            .map(|kernel| test_geom((3, 5), kernel, ColLayout::TapMajor))
+            .collect()
+    }
+
+    /// Images 1..4 of `geom`, from `src` to `dst`.
+    fn chunk<'a>(
+        geom: ConvGeom,
+        src: &'a CpuBuf<f32>,
+        dst: &'a mut CpuBuf<f32>,
+    ) -> Im2colArgs<'a, CpuBackend> {
+        Im2colArgs {
+            geom,
+            n0: 1,
+            nc: 3,
+            src: In::new(src),
+            dst: Out::new(dst),
         }
-        v
     }
 
     /// The pixel-major matrix is the tap-major one transposed, and col2im agrees from
@@ -412,10 +426,9 @@ mod tests {
                 col: ColLayout::PixelMajor,
                 ..g
             };
-            b.im2col(In::new(&xb), g, n0, nc, Out::new(&mut tap))
-                .unwrap();
-            b.im2col(In::new(&xb), pg, n0, nc, Out::new(&mut pix))
-                .unwrap();
+            for (geom, col) in [(g, &mut tap), (pg, &mut pix)] {
+                b.im2col(chunk(geom, &xb, col)).unwrap();
+            }
             for r in 0..kdim {
                 for j in 0..p {
                     assert_eq!(
@@ -432,10 +445,9 @@ mod tests {
             let colt: Vec<f32> = (0..kdim * p)
                 .map(|i| cols[(i % kdim) * p + i / kdim])
                 .collect();
-            b.col2im(In::new(&CpuBuf::from(cols)), g, n0, nc, Out::new(&mut dt))
-                .unwrap();
-            b.col2im(In::new(&CpuBuf::from(colt)), pg, n0, nc, Out::new(&mut dp))
-                .unwrap();
+            for (geom, col, dx) in [(g, cols, &mut dt), (pg, colt, &mut dp)] {
+                b.col2im(chunk(geom, &CpuBuf::from(col), dx)).unwrap();
+            }
             assert!(
                 dt.0.iter()
                     .zip(&dp.0)

@@ -18,9 +18,11 @@ use gemm_common::Parallelism;
 use rayon::prelude::*;
 
 use super::conv::{col2im_image_fn, im2col_block, im2col_tap_block, planes_by_image};
-use super::gemm::{sgemm_raw, Strided};
+use super::gemm::{RawGemm, Strided};
 use super::{read_slice, write_slice, CpuBackend};
-use crate::backend::{BResult, BackendError, ColLayout, ConvGeom, In, Out};
+use crate::backend::{
+    BResult, BackendError, ColLayout, ConvBackwardArgs, ConvForwardArgs, ConvGeom, ConvOps,
+};
 
 /// Groups of images the batch is cut into: enough to balance up to 8 threads.
 const GROUPS: usize = 8;
@@ -74,10 +76,6 @@ impl Plan {
     fn images(&self, g: usize, n: usize) -> (usize, usize) {
         (g * n / self.groups, (g + 1) * n / self.groups)
     }
-}
-
-pub(super) fn scratch_len(geom: ConvGeom, cout: usize) -> usize {
-    Plan::new(&geom, cout, BLOCK_FLOATS).scratch()
 }
 
 /// A row-major matrix (`rows` x `ld`) that parallel tasks write in disjoint column
@@ -155,35 +153,34 @@ fn cols(ld: usize) -> Strided {
     }
 }
 
-pub(super) fn forward(
-    x: In<'_, CpuBackend>,
-    w: In<'_, CpuBackend>,
-    geom: ConvGeom,
-    cout: usize,
-    y: Out<'_, CpuBackend>,
-    scratch: Out<'_, CpuBackend>,
-) -> BResult<()> {
-    const OP: &str = "conv_forward";
-    check(&geom, OP)?;
-    forward_with(x, w, geom, cout, y, scratch, BLOCK_FLOATS)
+impl ConvOps for CpuBackend {
+    fn conv_scratch(&self, geom: ConvGeom, cout: usize) -> usize {
+        Plan::new(&geom, cout, BLOCK_FLOATS).scratch()
+    }
+
+    fn conv_forward(&self, op: ConvForwardArgs<'_, Self>) -> BResult<()> {
+        check(&op.geom, "conv_forward")?;
+        forward_with(op, BLOCK_FLOATS)
+    }
+
+    fn conv_backward(&self, op: ConvBackwardArgs<'_, Self>) -> BResult<()> {
+        // `op.reuse` goes unused: the backward unfolds its columns again, pixel-major,
+        // where the forward's were tap-major.
+        check(&op.geom, "conv_backward")?;
+        backward_with(op, BLOCK_FLOATS)
+    }
 }
 
-fn forward_with(
-    x: In<'_, CpuBackend>,
-    w: In<'_, CpuBackend>,
-    geom: ConvGeom,
-    cout: usize,
-    y: Out<'_, CpuBackend>,
-    scratch: Out<'_, CpuBackend>,
-    block_floats: usize,
-) -> BResult<()> {
+/// `conv_forward` by blocks of at most `block_floats` floats of columns.
+fn forward_with(op: ConvForwardArgs<'_, CpuBackend>, block_floats: usize) -> BResult<()> {
     const OP: &str = "conv_forward";
+    let (geom, cout) = (op.geom, op.cout);
     let p = Plan::new(&geom, cout, block_floats);
     let n = geom.n;
-    let x = read_slice(x, geom.c * n * geom.h * geom.w, OP)?;
-    let w = read_slice(w, cout * p.kdim, OP)?;
-    let y = write_slice(y, cout * n * p.ohw, OP)?;
-    let scratch = write_slice(scratch, p.scratch(), OP)?;
+    let x = read_slice(op.x, geom.input_len(), OP)?;
+    let w = read_slice(op.w, cout * p.kdim, OP)?;
+    let y = write_slice(op.y, cout * n * p.ohw, OP)?;
+    let scratch = write_slice(op.scratch, p.scratch(), OP)?;
     if n == 0 || p.ohw == 0 || cout == 0 {
         return Ok(());
     }
@@ -204,18 +201,19 @@ fn forward_with(
                 // yb[cout, nb * ohw] = W[cout, K] x cols[K, nb * ohw]
                 // SAFETY: W, the columns and yb are slices of the sizes addressed.
                 unsafe {
-                    sgemm_raw(
-                        (cout, nb * p.ohw, p.kdim),
-                        1.0,
-                        w.as_ptr(),
-                        rows(p.kdim),
-                        cols_b.as_ptr(),
-                        rows(nb * p.ohw),
-                        0.0,
-                        yb.as_mut_ptr(),
-                        p.ldb,
-                        Parallelism::None,
-                    );
+                    RawGemm {
+                        dims: (cout, nb * p.ohw, p.kdim),
+                        alpha: 1.0,
+                        a: w.as_ptr(),
+                        sa: rows(p.kdim),
+                        b: cols_b.as_ptr(),
+                        sb: rows(nb * p.ohw),
+                        beta: 0.0,
+                        c: yb.as_mut_ptr(),
+                        ldc: p.ldb,
+                        par: Parallelism::None,
+                    }
+                    .run();
                     // SAFETY: this block's columns of y belong to this task alone.
                     ys.write_cols(b0 * p.ohw, nb * p.ohw, yb, p.ldb);
                 }
@@ -224,47 +222,22 @@ fn forward_with(
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn backward(
-    x: In<'_, CpuBackend>,
-    w: In<'_, CpuBackend>,
-    dy: In<'_, CpuBackend>,
-    geom: ConvGeom,
-    cout: usize,
-    dw: Out<'_, CpuBackend>,
-    dx: Option<Out<'_, CpuBackend>>,
-    scratch: Out<'_, CpuBackend>,
-) -> BResult<()> {
+/// `conv_backward` by blocks of at most `block_floats` floats of columns.
+fn backward_with(op: ConvBackwardArgs<'_, CpuBackend>, block_floats: usize) -> BResult<()> {
     const OP: &str = "conv_backward";
-    check(&geom, OP)?;
-    backward_with(x, w, dy, geom, cout, dw, dx, scratch, BLOCK_FLOATS)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn backward_with(
-    x: In<'_, CpuBackend>,
-    w: In<'_, CpuBackend>,
-    dy: In<'_, CpuBackend>,
-    geom: ConvGeom,
-    cout: usize,
-    dw: Out<'_, CpuBackend>,
-    dx: Option<Out<'_, CpuBackend>>,
-    scratch: Out<'_, CpuBackend>,
-    block_floats: usize,
-) -> BResult<()> {
-    const OP: &str = "conv_backward";
+    let (geom, cout) = (op.geom, op.cout);
     let p = Plan::new(&geom, cout, block_floats);
     let n = geom.n;
     let ld = n * p.ohw;
-    let x = read_slice(x, geom.c * n * geom.h * geom.w, OP)?;
-    let w = read_slice(w, cout * p.kdim, OP)?;
-    let dy = read_slice(dy, cout * ld, OP)?;
-    let dw = write_slice(dw, cout * p.kdim, OP)?;
-    let dx = match dx {
-        Some(d) => Some(write_slice(d, geom.c * n * geom.h * geom.w, OP)?),
-        None => None,
-    };
-    let scratch = write_slice(scratch, p.scratch(), OP)?;
+    let x = read_slice(op.x, geom.input_len(), OP)?;
+    let w = read_slice(op.w, cout * p.kdim, OP)?;
+    let dy = read_slice(op.dy, cout * ld, OP)?;
+    let dw = write_slice(op.dw, cout * p.kdim, OP)?;
+    let dx = op
+        .dx
+        .map(|d| write_slice(d, geom.input_len(), OP))
+        .transpose()?;
+    let scratch = write_slice(op.scratch, p.scratch(), OP)?;
     if n == 0 || p.ohw == 0 || cout == 0 {
         dw.fill(0.0);
         if let Some(dx) = dx {
@@ -307,34 +280,36 @@ fn backward_with(
                 // of the sizes addressed, owned or read-only here.
                 unsafe {
                     // dW_g (+)= dy_b[cout, P] x cols[P, K]
-                    sgemm_raw(
-                        (cout, p.kdim, nb * p.ohw),
-                        1.0,
-                        dyb.as_ptr(),
-                        rows(p.ldb),
-                        cols_b.as_ptr(),
-                        rows(p.kdim),
-                        if bi == 0 { 0.0 } else { 1.0 },
-                        dwg.as_mut_ptr(),
-                        p.kdim,
-                        Parallelism::None,
-                    );
+                    RawGemm {
+                        dims: (cout, p.kdim, nb * p.ohw),
+                        alpha: 1.0,
+                        a: dyb.as_ptr(),
+                        sa: rows(p.ldb),
+                        b: cols_b.as_ptr(),
+                        sb: rows(p.kdim),
+                        beta: if bi == 0 { 0.0 } else { 1.0 },
+                        c: dwg.as_mut_ptr(),
+                        ldc: p.kdim,
+                        par: Parallelism::None,
+                    }
+                    .run();
                     if !with_dx {
                         continue;
                     }
                     // dcols[P, K] = dy_b^T[P, cout] x W[cout, K], over the columns.
-                    sgemm_raw(
-                        (nb * p.ohw, p.kdim, cout),
-                        1.0,
-                        dyb.as_ptr(),
-                        cols(p.ldb),
-                        w.as_ptr(),
-                        rows(p.kdim),
-                        0.0,
-                        cols_b.as_mut_ptr(),
-                        p.kdim,
-                        Parallelism::None,
-                    );
+                    RawGemm {
+                        dims: (nb * p.ohw, p.kdim, cout),
+                        alpha: 1.0,
+                        a: dyb.as_ptr(),
+                        sa: cols(p.ldb),
+                        b: w.as_ptr(),
+                        sb: rows(p.kdim),
+                        beta: 0.0,
+                        c: cols_b.as_mut_ptr(),
+                        ldc: p.kdim,
+                        par: Parallelism::None,
+                    }
+                    .run();
                 }
                 for (j, src) in cols_b.chunks_exact(per_image).enumerate() {
                     fold(src, &geom, &mut planes[b0 - i0 + j]);
@@ -354,7 +329,9 @@ fn backward_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::cpu::conv::test_geom;
     use crate::backend::cpu::CpuBuf;
+    use crate::backend::{In, Out};
 
     /// Direct convolution in f64: y, dW, dx for dy.
     fn reference(
@@ -409,17 +386,7 @@ mod tests {
             (4, 3, 1, 1, 0, 20),
             (3, 2, 3, 1, 0, 9),
         ] {
-            let g = ConvGeom {
-                c,
-                n,
-                h: 7,
-                w: 6,
-                kh: k,
-                kw: k,
-                stride,
-                pad,
-                col: ColLayout::PixelMajor,
-            };
+            let g = test_geom((c, n), (k, stride, pad), ColLayout::PixelMajor);
             let ld = n * g.out_h() * g.out_w();
             let x = vals(c * n * 42, 0.37);
             let w = vals(cout * g.col_rows(), 0.91);
@@ -437,28 +404,27 @@ mod tests {
                     CpuBuf::from(w.clone()),
                     CpuBuf::from(dy.clone()),
                 );
-                forward_with(
-                    In::new(&xb),
-                    In::new(&wb),
-                    g,
+                let fwd = ConvForwardArgs {
+                    x: In::new(&xb),
+                    w: In::new(&wb),
+                    geom: g,
                     cout,
-                    Out::new(&mut y),
-                    Out::new(&mut sc),
-                    block_floats,
-                )
-                .unwrap();
-                backward_with(
-                    In::new(&xb),
-                    In::new(&wb),
-                    In::new(&dyb),
-                    g,
+                    y: Out::new(&mut y),
+                    scratch: Out::new(&mut sc),
+                };
+                forward_with(fwd, block_floats).unwrap();
+                let bwd = ConvBackwardArgs {
+                    x: In::new(&xb),
+                    w: In::new(&wb),
+                    dy: In::new(&dyb),
+                    geom: g,
                     cout,
-                    Out::new(&mut dw),
-                    Some(Out::new(&mut dx)),
-                    Out::new(&mut sc),
-                    block_floats,
-                )
-                .unwrap();
+                    dw: Out::new(&mut dw),
+                    dx: Some(Out::new(&mut dx)),
+                    scratch: Out::new(&mut sc),
+                    reuse: false,
+                };
+                backward_with(bwd, block_floats).unwrap();
                 for (what, got, want) in
                     [("y", &y.0, &ry), ("dw", &dw.0, &rdw), ("dx", &dx.0, &rdx)]
                 {
@@ -490,14 +456,14 @@ mod tests {
         let b = CpuBuf::from(vec![0.0; 64]);
         let mut y = CpuBuf::from(vec![0.0; 64]);
         let mut s = CpuBuf::from(vec![0.0; 1024]);
-        let e = forward(
-            In::new(&b),
-            In::new(&b),
-            g,
-            1,
-            Out::new(&mut y),
-            Out::new(&mut s),
-        );
+        let e = CpuBackend::new().conv_forward(ConvForwardArgs {
+            x: In::new(&b),
+            w: In::new(&b),
+            geom: g,
+            cout: 1,
+            y: Out::new(&mut y),
+            scratch: Out::new(&mut s),
+        });
         assert!(
             matches!(
                 e,

@@ -3,13 +3,13 @@
 //! convolution's weight gradient), whose fixed number of slabs keeps the result
 //! independent of the thread count.
 
-use std::sync::{Mutex, TryLockError};
+use std::sync::TryLockError;
 
 use gemm_common::Parallelism;
 use rayon::prelude::*;
 
 use super::{read_slice, write_slice, CpuBackend};
-use crate::backend::{BResult, BackendError, Gemm, In, Out};
+use crate::backend::{BResult, GemmArgs, GemmOps};
 
 /// A split-`k` GEMM computes this many partial products. Fixed, not the thread count:
 /// the sum's order, and so the result, must not depend on the machine.
@@ -33,214 +33,217 @@ pub(super) struct Strided {
 /// it as `C^T = B^T A^T`, whose columns are `C`'s rows (what the `gemm` facade does
 /// too). Its threads split only the output: every element is one sum over `k`, in
 /// blocks whose size depends on the cache, not on the number of threads.
-///
-/// # Safety
-/// The operands must hold every element the shapes and strides address.
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn sgemm_raw(
-    (m, n, k): (usize, usize, usize),
-    alpha: f32,
-    a: *const f32,
-    sa: Strided,
-    b: *const f32,
-    sb: Strided,
-    beta: f32,
-    c: *mut f32,
-    ldc: usize,
-    par: Parallelism,
-) {
-    // gemm's convention: dst = alpha_g dst + beta_g lhs rhs, dst read only if asked.
-    gemm_f32::gemm::f32::get_gemm_fn()(
-        n,
-        m,
-        k,
-        c,
-        ldc as isize,
-        1,
-        beta != 0.0,
-        b,
-        sb.rs,
-        sb.cs,
-        a,
-        sa.rs,
-        sa.cs,
-        beta,
-        alpha,
-        false,
-        false,
-        false,
-        par,
-    );
+pub(super) struct RawGemm {
+    /// `(m, n, k)`: `A` is `m x k`, `B` is `k x n`.
+    pub dims: (usize, usize, usize),
+    pub alpha: f32,
+    /// `A`'s first element and strides.
+    pub a: *const f32,
+    pub sa: Strided,
+    /// `B`'s first element and strides.
+    pub b: *const f32,
+    pub sb: Strided,
+    /// 0: `C` is overwritten, never read.
+    pub beta: f32,
+    pub c: *mut f32,
+    pub ldc: usize,
+    /// The threads gemm-f32 may use (`None` inside a task that is already parallel).
+    pub par: Parallelism,
 }
 
-/// See [`Gemm`]; `slabs` keeps the split-`k` partial products between calls.
-pub(super) fn gemm(
-    slabs: &Mutex<Vec<f32>>,
-    spec: Gemm,
-    a: In<'_, CpuBackend>,
-    b: In<'_, CpuBackend>,
-    c: Out<'_, CpuBackend>,
-) -> BResult<()> {
-    if spec.m == 0 || spec.n == 0 {
-        return Ok(());
-    }
-    // Extent of each operand as stored, so the unsafe call below never reads or
-    // writes outside the slices.
-    let extent = |rows: usize, cols: usize, ld: usize| (rows - 1) * ld + cols;
-    let (ar, ac) = if spec.ta {
-        (spec.k, spec.m)
-    } else {
-        (spec.m, spec.k)
-    };
-    let (br, bc) = if spec.tb {
-        (spec.n, spec.k)
-    } else {
-        (spec.k, spec.n)
-    };
-    if ac > spec.lda || bc > spec.ldb || spec.n > spec.ldc {
-        return Err(BackendError::Op {
-            op: "gemm",
-            reason: format!("leading dimension too small: {spec:?}"),
-        });
-    }
-    let (a, b) = if spec.k == 0 {
-        (&[][..], &[][..])
-    } else {
-        (
-            read_slice(a, extent(ar, ac, spec.lda), "gemm")?,
-            read_slice(b, extent(br, bc, spec.ldb), "gemm")?,
-        )
-    };
-    let c = write_slice(c, extent(spec.m, spec.n, spec.ldc), "gemm")?;
-    if spec.k == 0 {
-        for r in 0..spec.m {
-            for v in &mut c[r * spec.ldc..r * spec.ldc + spec.n] {
-                *v = if spec.beta == 0.0 {
-                    0.0
-                } else {
-                    *v * spec.beta
-                };
-            }
-        }
-        return Ok(());
-    }
-    let (rsa, csa) = if spec.ta {
-        (1, spec.lda)
-    } else {
-        (spec.lda, 1)
-    };
-    let (rsb, csb) = if spec.tb {
-        (1, spec.ldb)
-    } else {
-        (spec.ldb, 1)
-    };
-    let sa = Strided {
-        rs: rsa as isize,
-        cs: csa as isize,
-    };
-    let sb = Strided {
-        rs: rsb as isize,
-        cs: csb as isize,
-    };
-    let out = spec.m * spec.n;
-    if spec.k >= K_SLABS * SPLIT_MIN_SLAB_K && out <= SPLIT_MAX_OUT {
-        // A long sum into a small output (the weight gradient of a convolution: k is
-        // images x pixels): split over the output it would keep one core busy. The
-        // slabs run in parallel, each on one thread, then are added in order into C.
-        // The kept buffer, unless another GEMM holds it (one issued from inside a
-        // rayon task): then a buffer of its own rather than waiting on the lock.
-        let (mut held, mut own);
-        let slabs: &mut Vec<f32> = match slabs.try_lock() {
-            Ok(guard) => {
-                held = guard;
-                &mut held
-            }
-            Err(TryLockError::Poisoned(p)) => {
-                held = p.into_inner();
-                &mut held
-            }
-            Err(TryLockError::WouldBlock) => {
-                own = Vec::new();
-                &mut own
-            }
-        };
-        if slabs.len() < K_SLABS * out {
-            slabs.resize(K_SLABS * out, 0.0);
-        }
-        let per = spec.k.div_ceil(K_SLABS);
-        slabs[..K_SLABS * out]
-            .par_chunks_mut(out)
-            .enumerate()
-            .for_each(|(i, part)| {
-                let k0 = (i * per).min(spec.k);
-                let kc = per.min(spec.k - k0);
-                if kc == 0 {
-                    part.fill(0.0);
-                    return;
-                }
-                // Slab i: columns k0..k0+kc of A, rows k0..k0+kc of B. Both lie inside
-                // the slices checked above: their last elements are the operands' own
-                // (k - 1) * stride + ... at most, and the slices are borrowed, not raw.
-                let (a_at, b_at) = (k0 * csa, k0 * rsb);
-                let (a, b) = (&a[a_at..], &b[b_at..]);
-                // SAFETY: the extents checked above cover rows/columns k0..k0+kc at these
-                // offsets; each task writes only its own `part` (m x n, dense).
-                unsafe {
-                    sgemm_raw(
-                        (spec.m, spec.n, kc),
-                        1.0,
-                        a.as_ptr(),
-                        sa,
-                        b.as_ptr(),
-                        sb,
-                        0.0,
-                        part.as_mut_ptr(),
-                        spec.n,
-                        Parallelism::None,
-                    );
-                }
-            });
-        let parts = &slabs[..K_SLABS * out];
-        for r in 0..spec.m {
-            let row = &mut c[r * spec.ldc..r * spec.ldc + spec.n];
-            for (j, v) in row.iter_mut().enumerate() {
-                let mut sum = 0.0f32;
-                for p in 0..K_SLABS {
-                    sum += parts[p * out + r * spec.n + j];
-                }
-                let prev = if spec.beta == 0.0 {
-                    0.0
-                } else {
-                    spec.beta * *v
-                };
-                *v = prev + spec.alpha * sum;
-            }
-        }
-        return Ok(());
-    }
-    // SAFETY: the extents of a, b and c were checked above for these strides.
-    unsafe {
-        sgemm_raw(
-            (spec.m, spec.n, spec.k),
-            spec.alpha,
-            a.as_ptr(),
+impl RawGemm {
+    /// Runs the product.
+    ///
+    /// # Safety
+    /// The operands must hold every element the shapes and strides address.
+    pub(super) unsafe fn run(self) {
+        let Self {
+            dims: (m, n, k),
+            alpha,
+            a,
             sa,
-            b.as_ptr(),
+            b,
             sb,
-            spec.beta,
-            c.as_mut_ptr(),
-            spec.ldc,
-            Parallelism::Rayon(0),
+            beta,
+            c,
+            ldc,
+            par,
+        } = self;
+        // gemm's convention: dst = alpha_g dst + beta_g lhs rhs, dst read only if asked.
+        gemm_f32::gemm::f32::get_gemm_fn()(
+            n,
+            m,
+            k,
+            c,
+            ldc as isize,
+            1,
+            beta != 0.0,
+            b,
+            sb.rs,
+            sb.cs,
+            a,
+            sa.rs,
+            sa.cs,
+            beta,
+            alpha,
+            false,
+            false,
+            false,
+            par,
         );
     }
-    Ok(())
+}
+
+/// The split-`k` partial products live in the backend's `slabs`, kept between calls.
+impl GemmOps for CpuBackend {
+    fn gemm(&self, op: GemmArgs<'_, Self>) -> BResult<()> {
+        let spec = op.spec;
+        // Extent of each operand as stored, so that nothing below reads or writes
+        // outside the buffers.
+        let Some([a_len, b_len, c_len]) = spec.extents()? else {
+            return Ok(());
+        };
+        let (a, b) = if spec.k == 0 {
+            (&[][..], &[][..])
+        } else {
+            (
+                read_slice(op.a, a_len, "gemm")?,
+                read_slice(op.b, b_len, "gemm")?,
+            )
+        };
+        let c = write_slice(op.c, c_len, "gemm")?;
+        if spec.k == 0 {
+            for r in 0..spec.m {
+                for v in &mut c[r * spec.ldc..r * spec.ldc + spec.n] {
+                    *v = if spec.beta == 0.0 {
+                        0.0
+                    } else {
+                        *v * spec.beta
+                    };
+                }
+            }
+            return Ok(());
+        }
+        let (rsa, csa) = if spec.ta {
+            (1, spec.lda)
+        } else {
+            (spec.lda, 1)
+        };
+        let (rsb, csb) = if spec.tb {
+            (1, spec.ldb)
+        } else {
+            (spec.ldb, 1)
+        };
+        let sa = Strided {
+            rs: rsa as isize,
+            cs: csa as isize,
+        };
+        let sb = Strided {
+            rs: rsb as isize,
+            cs: csb as isize,
+        };
+        let out = spec.m * spec.n;
+        if spec.k >= K_SLABS * SPLIT_MIN_SLAB_K && out <= SPLIT_MAX_OUT {
+            // A long sum into a small output (the weight gradient of a convolution: k is
+            // images x pixels): split over the output it would keep one core busy. The
+            // slabs run in parallel, each on one thread, then are added in order into C.
+            // The kept buffer, unless another GEMM holds it (one issued from inside a
+            // rayon task): then a buffer of its own rather than waiting on the lock.
+            let (mut held, mut own);
+            let slabs: &mut Vec<f32> = match self.slabs.try_lock() {
+                Ok(guard) => {
+                    held = guard;
+                    &mut held
+                }
+                Err(TryLockError::Poisoned(p)) => {
+                    held = p.into_inner();
+                    &mut held
+                }
+                Err(TryLockError::WouldBlock) => {
+                    own = Vec::new();
+                    &mut own
+                }
+            };
+            if slabs.len() < K_SLABS * out {
+                slabs.resize(K_SLABS * out, 0.0);
+            }
+            let per = spec.k.div_ceil(K_SLABS);
+            slabs[..K_SLABS * out]
+                .par_chunks_mut(out)
+                .enumerate()
+                .for_each(|(i, part)| {
+                    let k0 = (i * per).min(spec.k);
+                    let kc = per.min(spec.k - k0);
+                    if kc == 0 {
+                        part.fill(0.0);
+                        return;
+                    }
+                    // Slab i: columns k0..k0+kc of A, rows k0..k0+kc of B. Both lie inside
+                    // the slices checked above: their last elements are the operands' own
+                    // (k - 1) * stride + ... at most, and the slices are borrowed, not raw.
+                    let (a_at, b_at) = (k0 * csa, k0 * rsb);
+                    let (a, b) = (&a[a_at..], &b[b_at..]);
+                    // SAFETY: the extents checked above cover rows/columns k0..k0+kc at these
+                    // offsets; each task writes only its own `part` (m x n, dense).
+                    unsafe {
+                        RawGemm {
+                            dims: (spec.m, spec.n, kc),
+                            alpha: 1.0,
+                            a: a.as_ptr(),
+                            sa,
+                            b: b.as_ptr(),
+                            sb,
+                            beta: 0.0,
+                            c: part.as_mut_ptr(),
+                            ldc: spec.n,
+                            par: Parallelism::None,
+                        }
+                        .run();
+                    }
+                });
+            let parts = &slabs[..K_SLABS * out];
+            for r in 0..spec.m {
+                let row = &mut c[r * spec.ldc..r * spec.ldc + spec.n];
+                for (j, v) in row.iter_mut().enumerate() {
+                    let mut sum = 0.0f32;
+                    for p in 0..K_SLABS {
+                        sum += parts[p * out + r * spec.n + j];
+                    }
+                    let prev = if spec.beta == 0.0 {
+                        0.0
+                    } else {
+                        spec.beta * *v
+                    };
+                    *v = prev + spec.alpha * sum;
+                }
+            }
+            return Ok(());
+        }
+        // SAFETY: the extents of a, b and c were checked above for these strides.
+        unsafe {
+            RawGemm {
+                dims: (spec.m, spec.n, spec.k),
+                alpha: spec.alpha,
+                a: a.as_ptr(),
+                sa,
+                b: b.as_ptr(),
+                sb,
+                beta: spec.beta,
+                c: c.as_mut_ptr(),
+                ldc: spec.ldc,
+                par: Parallelism::Rayon(0),
+            }
+            .run();
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::backend::cpu::CpuBuf;
-    use crate::backend::Backend;
+    use crate::backend::{Gemm, In, Out};
 
     /// Deterministic values in [-1, 1).
     fn values(seed: u64, len: usize) -> Vec<f32> {
@@ -266,8 +269,13 @@ mod tests {
         let bb = CpuBuf::from(values(seed + 1, br * gm.ldb));
         let c0 = values(seed + 2, gm.m * gm.ldc);
         let mut c = CpuBuf::from(c0.clone());
-        b.gemm(gm, In::new(&a), In::new(&bb), Out::new(&mut c))
-            .unwrap();
+        b.gemm(GemmArgs {
+            spec: gm,
+            a: In::new(&a),
+            b: In::new(&bb),
+            c: Out::new(&mut c),
+        })
+        .unwrap();
         let at = |r: usize, k: usize| {
             if gm.ta {
                 a.0[k * gm.lda + r]

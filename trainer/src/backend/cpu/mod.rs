@@ -3,9 +3,10 @@
 //! and backward together: `gemm`, `conv` (im2col, col2im), `conv_blocks` (a whole
 //! convolution, by blocks of images whose columns stay in cache), `norm` (batch norm, data
 //! normalisation), `pool`, `bn_pool` (batch norm + ReLU + max pool, fused),
-//! `elementwise` (fill, add, bias + activation, ReLU), `loss` (softmax cross-entropy, sigmoid BCE),
-//! `optim` (SGD, AdamW). This file holds the buffers and the [`Backend`] impl, which
-//! hands each op to its file.
+//! `elementwise` (fill, add, bias + activation, ReLU), `loss` (softmax cross-entropy,
+//! hard or soft, and sigmoid BCE),
+//! `optim` (SGD, AdamW); each implements its concern's trait of ops. This file holds
+//! the buffers and their [`Buffers`] impl.
 //!
 //! Determinism: work is split into fixed chunks (never by thread count) and every
 //! reduction runs sequentially inside one chunk, so results are bit-identical across runs
@@ -26,10 +27,7 @@ mod pool;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::{
-    AdamWStep, BResult, Backend, BackendError, BnGeom, BnPoolGeom, ColLayout, ConvGeom, DataLayout,
-    Elem, Gemm, In, Out, PoolGeom, SgdStep,
-};
+use super::{BResult, Backend, BackendError, Buffers, Elem, In, Out};
 
 /// Element-wise ops work in chunks of this many elements: big enough to amortise rayon,
 /// small enough to balance two to sixteen cores.
@@ -208,7 +206,7 @@ fn write_slice<'a, T: Elem>(
         .ok_or_else(|| out_of_bounds(op, "output", off + len, have))
 }
 
-impl Backend for CpuBackend {
+impl Buffers for CpuBackend {
     type Buf<T: Elem> = CpuBuf<T>;
 
     fn name(&self) -> String {
@@ -252,306 +250,9 @@ impl Backend for CpuBackend {
     fn synchronize(&self) -> BResult<()> {
         Ok(())
     }
-
-    fn im2col_budget(&self) -> usize {
-        // 16 MiB of f32: GEMM panels stay warm in cache, and a chunk still holds enough
-        // columns for the GEMM's threads to split.
-        4 << 20
-    }
-
-    fn col_layout(&self) -> ColLayout {
-        ColLayout::PixelMajor
-    }
-
-    fn fill(&self, dst: Out<'_, Self>, len: usize, value: f32) -> BResult<()> {
-        elementwise::fill(dst, len, value)
-    }
-
-    fn add(&self, x: In<'_, Self>, y: Out<'_, Self>, len: usize) -> BResult<()> {
-        elementwise::add(x, y, len)
-    }
-
-    fn add_act(
-        &self,
-        a: In<'_, Self>,
-        b: In<'_, Self>,
-        y: Out<'_, Self>,
-        len: usize,
-        relu: bool,
-    ) -> BResult<()> {
-        elementwise::add_act(a, b, y, len, relu)
-    }
-
-    fn gemm(&self, spec: Gemm, a: In<'_, Self>, b: In<'_, Self>, c: Out<'_, Self>) -> BResult<()> {
-        gemm::gemm(&self.slabs, spec, a, b, c)
-    }
-
-    fn im2col(
-        &self,
-        x: In<'_, Self>,
-        geom: ConvGeom,
-        n0: usize,
-        nc: usize,
-        col: Out<'_, Self>,
-    ) -> BResult<()> {
-        conv::im2col(x, geom, n0, nc, col)
-    }
-
-    fn col2im(
-        &self,
-        col: In<'_, Self>,
-        geom: ConvGeom,
-        n0: usize,
-        nc: usize,
-        dx: Out<'_, Self>,
-    ) -> BResult<()> {
-        conv::col2im(col, geom, n0, nc, dx)
-    }
-
-    fn conv_scratch(&self, geom: ConvGeom, cout: usize) -> usize {
-        conv_blocks::scratch_len(geom, cout)
-    }
-
-    fn conv_forward(
-        &self,
-        x: In<'_, Self>,
-        w: In<'_, Self>,
-        geom: ConvGeom,
-        cout: usize,
-        y: Out<'_, Self>,
-        scratch: Out<'_, Self>,
-    ) -> BResult<()> {
-        conv_blocks::forward(x, w, geom, cout, y, scratch)
-    }
-
-    fn conv_backward(
-        &self,
-        x: In<'_, Self>,
-        w: In<'_, Self>,
-        dy: In<'_, Self>,
-        geom: ConvGeom,
-        cout: usize,
-        dw: Out<'_, Self>,
-        dx: Option<Out<'_, Self>>,
-        scratch: Out<'_, Self>,
-        _reuse: bool,
-    ) -> BResult<()> {
-        conv_blocks::backward(x, w, dy, geom, cout, dw, dx, scratch)
-    }
-
-    fn bias_act_forward(
-        &self,
-        y: Out<'_, Self>,
-        bias: Option<In<'_, Self>>,
-        rows: usize,
-        cols: usize,
-        relu: bool,
-    ) -> BResult<()> {
-        elementwise::bias_act_forward(y, bias, rows, cols, relu)
-    }
-
-    fn bias_act_backward(
-        &self,
-        y: In<'_, Self>,
-        dy: Out<'_, Self>,
-        dbias: Option<Out<'_, Self>>,
-        rows: usize,
-        cols: usize,
-        relu: bool,
-    ) -> BResult<()> {
-        elementwise::bias_act_backward(y, dy, dbias, rows, cols, relu)
-    }
-
-    fn relu_forward(&self, x: In<'_, Self>, y: Out<'_, Self>, len: usize) -> BResult<()> {
-        elementwise::relu_forward(x, y, len)
-    }
-
-    fn relu_backward(
-        &self,
-        y: In<'_, Self>,
-        dy: In<'_, Self>,
-        dx: Out<'_, Self>,
-        len: usize,
-    ) -> BResult<()> {
-        elementwise::relu_backward(y, dy, dx, len)
-    }
-
-    fn maxpool_forward(
-        &self,
-        x: In<'_, Self>,
-        geom: PoolGeom,
-        y: Out<'_, Self>,
-        argmax: Out<'_, Self, u32>,
-    ) -> BResult<()> {
-        pool::maxpool_forward(x, geom, y, argmax)
-    }
-
-    fn maxpool_backward(
-        &self,
-        dy: In<'_, Self>,
-        argmax: In<'_, Self, u32>,
-        geom: PoolGeom,
-        dx: Out<'_, Self>,
-    ) -> BResult<()> {
-        pool::maxpool_backward(dy, argmax, geom, dx)
-    }
-
-    fn avgpool_forward(
-        &self,
-        x: In<'_, Self>,
-        planes: usize,
-        hw: usize,
-        y: Out<'_, Self>,
-    ) -> BResult<()> {
-        pool::avgpool_forward(x, planes, hw, y)
-    }
-
-    fn avgpool_backward(
-        &self,
-        dy: In<'_, Self>,
-        planes: usize,
-        hw: usize,
-        dx: Out<'_, Self>,
-    ) -> BResult<()> {
-        pool::avgpool_backward(dy, planes, hw, dx)
-    }
-
-    fn batchnorm_forward(
-        &self,
-        x: In<'_, Self>,
-        gamma_beta: In<'_, Self>,
-        running: Out<'_, Self>,
-        saved: Out<'_, Self>,
-        y: Out<'_, Self>,
-        bn: BnGeom,
-        train: bool,
-    ) -> BResult<()> {
-        norm::batchnorm_forward(x, gamma_beta, running, saved, y, bn, train)
-    }
-
-    fn batchnorm_backward(
-        &self,
-        x: In<'_, Self>,
-        y: In<'_, Self>,
-        dy: In<'_, Self>,
-        gamma_beta: In<'_, Self>,
-        saved: In<'_, Self>,
-        dgamma_beta: Out<'_, Self>,
-        dx: Out<'_, Self>,
-        bn: BnGeom,
-    ) -> BResult<()> {
-        norm::batchnorm_backward(x, y, dy, gamma_beta, saved, dgamma_beta, dx, bn)
-    }
-
-    fn bn_relu_pool_scratch(&self, _g: BnPoolGeom) -> usize {
-        0
-    }
-
-    fn bn_relu_pool_forward(
-        &self,
-        x: In<'_, Self>,
-        gamma_beta: In<'_, Self>,
-        running: Out<'_, Self>,
-        saved: Out<'_, Self>,
-        y: Out<'_, Self>,
-        winners: Out<'_, Self, u32>,
-        _scratch: Out<'_, Self>,
-        g: BnPoolGeom,
-        train: bool,
-    ) -> BResult<()> {
-        bn_pool::forward(x, gamma_beta, running, saved, y, winners, g, train)
-    }
-
-    fn bn_relu_pool_backward(
-        &self,
-        x: In<'_, Self>,
-        dy: In<'_, Self>,
-        winners: In<'_, Self, u32>,
-        gamma_beta: In<'_, Self>,
-        saved: In<'_, Self>,
-        dgamma_beta: Out<'_, Self>,
-        dx: Out<'_, Self>,
-        _scratch: Out<'_, Self>,
-        g: BnPoolGeom,
-    ) -> BResult<()> {
-        bn_pool::backward(x, dy, winners, gamma_beta, saved, dgamma_beta, dx, g)
-    }
-
-    fn datanorm(
-        &self,
-        x: In<'_, Self, u8>,
-        n: usize,
-        h: usize,
-        w: usize,
-        mean: &[f32],
-        std: &[f32],
-        layout: DataLayout,
-        y: Out<'_, Self>,
-    ) -> BResult<()> {
-        norm::datanorm(x, n, h, w, mean, std, layout, y)
-    }
-
-    fn softmax_xent(
-        &self,
-        logits: In<'_, Self>,
-        labels: In<'_, Self, u32>,
-        classes: usize,
-        n: usize,
-        dlogits: Option<Out<'_, Self>>,
-        stats: Out<'_, Self>,
-    ) -> BResult<()> {
-        loss::softmax_xent(logits, labels, classes, n, dlogits, stats)
-    }
-
-    fn softmax_xent_soft(
-        &self,
-        logits: In<'_, Self>,
-        targets: In<'_, Self>,
-        classes: usize,
-        n: usize,
-        dlogits: Option<Out<'_, Self>>,
-        stats: Out<'_, Self>,
-    ) -> BResult<()> {
-        loss::softmax_xent_soft(logits, targets, classes, n, dlogits, stats)
-    }
-
-    fn sigmoid_bce(
-        &self,
-        logits: In<'_, Self>,
-        targets: In<'_, Self>,
-        classes: usize,
-        n: usize,
-        dlogits: Option<Out<'_, Self>>,
-        stats: Out<'_, Self>,
-    ) -> BResult<()> {
-        loss::sigmoid_bce(logits, targets, classes, n, dlogits, stats)
-    }
-
-    fn sgd_step(
-        &self,
-        params: Out<'_, Self>,
-        grads: In<'_, Self>,
-        momentum: Out<'_, Self>,
-        len: usize,
-        decay_len: usize,
-        h: SgdStep,
-    ) -> BResult<()> {
-        optim::sgd_step(params, grads, momentum, len, decay_len, h)
-    }
-
-    fn adamw_step(
-        &self,
-        params: Out<'_, Self>,
-        grads: In<'_, Self>,
-        m: Out<'_, Self>,
-        v: Out<'_, Self>,
-        len: usize,
-        decay_len: usize,
-        h: AdamWStep,
-    ) -> BResult<()> {
-        optim::adamw_step(params, grads, m, v, len, decay_len, h)
-    }
 }
+
+impl Backend for CpuBackend {}
 
 #[cfg(test)]
 mod tests {

@@ -5,7 +5,9 @@
 use rayon::prelude::*;
 
 use super::{read_slice, write_slice, CpuBackend};
-use crate::backend::{BResult, BackendError, BnGeom, DataLayout, In, Out};
+use crate::backend::{
+    BResult, BatchNormBackwardArgs, BatchNormForwardArgs, BnGeom, DataLayout, DataNormArgs, NormOps,
+};
 
 /// Lanes of the blocked sums below: wide enough for the compiler to vectorise, and a
 /// fixed order, so results do not depend on threads.
@@ -99,51 +101,6 @@ pub(super) fn eval_channel(
     (scale, beta - rm * scale)
 }
 
-pub(super) fn batchnorm_forward(
-    x: In<'_, CpuBackend>,
-    gamma_beta: In<'_, CpuBackend>,
-    running: Out<'_, CpuBackend>,
-    saved: Out<'_, CpuBackend>,
-    y: Out<'_, CpuBackend>,
-    bn: BnGeom,
-    train: bool,
-) -> BResult<()> {
-    let m = bn.n * bn.hw;
-    let x = read_slice(x, bn.c * m, "batchnorm_forward")?;
-    let gb = read_slice(gamma_beta, 2 * bn.c, "batchnorm_forward")?;
-    let y = write_slice(y, bn.c * m, "batchnorm_forward")?;
-    let running = write_slice(running, 2 * bn.c, "batchnorm_forward")?;
-    if m == 0 {
-        return Ok(());
-    }
-    let (gamma, beta) = gb.split_at(bn.c);
-    let (rmean, rvar) = running.split_at_mut(bn.c);
-    let act = |v: f32| if bn.relu { v.max(0.0) } else { v };
-    if !train {
-        y.par_chunks_mut(m).enumerate().for_each(|(c, y)| {
-            let (scale, shift) = eval_channel(&bn, (gamma[c], beta[c]), (rmean[c], rvar[c]));
-            for (y, x) in y.iter_mut().zip(&x[c * m..][..m]) {
-                *y = act(x * scale + shift);
-            }
-        });
-        return Ok(());
-    }
-    let saved = write_slice(saved, 2 * bn.c, "batchnorm_forward")?;
-    let (smean, sinv) = saved.split_at_mut(bn.c);
-    y.par_chunks_mut(m)
-        .zip(smean.par_iter_mut().zip(sinv.par_iter_mut()))
-        .zip(rmean.par_iter_mut().zip(rvar.par_iter_mut()))
-        .enumerate()
-        .for_each(|(c, ((y, (sm, si)), (rm, rv)))| {
-            let xs = &x[c * m..][..m];
-            let (scale, shift) = train_channel(xs, &bn, (gamma[c], beta[c]), (sm, si), (rm, rv));
-            for (y, x) in y.iter_mut().zip(xs) {
-                *y = act(x * scale + shift);
-            }
-        });
-    Ok(())
-}
-
 /// From one channel's sums `sd = sum(d)` and `sdc = sum(d (x - mean))` of its output
 /// gradient `d` (after the ReLU mask), over `m` elements: writes `dgamma` and `dbeta`
 /// and returns `(a, b, c)` with `dx = a d + b x + c`, the expansion of
@@ -163,112 +120,130 @@ pub(super) fn backward_coeffs(
     (k * m as f32, -k * inv * sdx, k * (inv * sdx * mean - sd))
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn batchnorm_backward(
-    x: In<'_, CpuBackend>,
-    y: In<'_, CpuBackend>,
-    dy: In<'_, CpuBackend>,
-    gamma_beta: In<'_, CpuBackend>,
-    saved: In<'_, CpuBackend>,
-    dgamma_beta: Out<'_, CpuBackend>,
-    dx: Out<'_, CpuBackend>,
-    bn: BnGeom,
-) -> BResult<()> {
-    let m = bn.n * bn.hw;
-    let x = read_slice(x, bn.c * m, "batchnorm_backward")?;
-    let y = if bn.relu {
-        read_slice(y, bn.c * m, "batchnorm_backward")?
-    } else {
-        &[][..]
-    };
-    let dy = read_slice(dy, bn.c * m, "batchnorm_backward")?;
-    let gb = read_slice(gamma_beta, 2 * bn.c, "batchnorm_backward")?;
-    let saved = read_slice(saved, 2 * bn.c, "batchnorm_backward")?;
-    let dgb = write_slice(dgamma_beta, 2 * bn.c, "batchnorm_backward")?;
-    let dx = write_slice(dx, bn.c * m, "batchnorm_backward")?;
-    if m == 0 {
-        return Ok(());
+impl NormOps for CpuBackend {
+    fn batchnorm_forward(&self, op: BatchNormForwardArgs<'_, Self>) -> BResult<()> {
+        const OP: &str = "batchnorm_forward";
+        let bn = op.bn;
+        let m = bn.n * bn.hw;
+        let x = read_slice(op.state.x, bn.c * m, OP)?;
+        let gb = read_slice(op.state.gamma_beta, 2 * bn.c, OP)?;
+        let y = write_slice(op.y, bn.c * m, OP)?;
+        let running = write_slice(op.state.running, 2 * bn.c, OP)?;
+        if m == 0 {
+            return Ok(());
+        }
+        let (gamma, beta) = gb.split_at(bn.c);
+        let (rmean, rvar) = running.split_at_mut(bn.c);
+        let act = |v: f32| if bn.relu { v.max(0.0) } else { v };
+        if !op.state.train {
+            y.par_chunks_mut(m).enumerate().for_each(|(c, y)| {
+                let (scale, shift) = eval_channel(&bn, (gamma[c], beta[c]), (rmean[c], rvar[c]));
+                for (y, x) in y.iter_mut().zip(&x[c * m..][..m]) {
+                    *y = act(x * scale + shift);
+                }
+            });
+            return Ok(());
+        }
+        let saved = write_slice(op.state.saved, 2 * bn.c, OP)?;
+        let (smean, sinv) = saved.split_at_mut(bn.c);
+        y.par_chunks_mut(m)
+            .zip(smean.par_iter_mut().zip(sinv.par_iter_mut()))
+            .zip(rmean.par_iter_mut().zip(rvar.par_iter_mut()))
+            .enumerate()
+            .for_each(|(c, ((y, (sm, si)), (rm, rv)))| {
+                let xs = &x[c * m..][..m];
+                let (scale, shift) =
+                    train_channel(xs, &bn, (gamma[c], beta[c]), (sm, si), (rm, rv));
+                for (y, x) in y.iter_mut().zip(xs) {
+                    *y = act(x * scale + shift);
+                }
+            });
+        Ok(())
     }
-    let (dgamma, dbeta) = dgb.split_at_mut(bn.c);
-    let relu = bn.relu;
-    dx.par_chunks_mut(m)
-        .zip(dgamma.par_iter_mut().zip(dbeta.par_iter_mut()))
-        .enumerate()
-        .for_each(|(c, (dx, (dg, db)))| {
-            let (mean, inv, gamma) = (saved[c], saved[bn.c + c], gb[c]);
-            let xs = &x[c * m..][..m];
-            let dys = &dy[c * m..][..m];
-            let ys = if relu { &y[c * m..][..m] } else { &[][..] };
-            let (sd, sdc) = if relu {
-                blocked_sums(xs, dys, ys, |x, dy, y| {
-                    let di = if y <= 0.0 { 0.0 } else { dy };
-                    (di, di * (x - mean))
-                })
-            } else {
-                blocked_sums(xs, dys, xs, |x, dy, _| (dy, dy * (x - mean)))
-            };
-            let (a, bx, c0) = backward_coeffs(sd, sdc, (mean, inv, gamma), m, (dg, db));
-            if relu {
-                for ((o, &x), (&dy, &y)) in dx.iter_mut().zip(xs).zip(dys.iter().zip(ys)) {
-                    let di = if y <= 0.0 { 0.0 } else { dy };
-                    *o = a * di + bx * x + c0;
-                }
-            } else {
-                for ((o, &x), &dy) in dx.iter_mut().zip(xs).zip(dys) {
-                    *o = a * dy + bx * x + c0;
-                }
-            }
-        });
-    Ok(())
-}
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn datanorm(
-    x: In<'_, CpuBackend, u8>,
-    n: usize,
-    h: usize,
-    w: usize,
-    mean: &[f32],
-    std: &[f32],
-    layout: DataLayout,
-    y: Out<'_, CpuBackend>,
-) -> BResult<()> {
-    let c = mean.len();
-    if std.len() != c || c == 0 {
-        return Err(BackendError::Op {
-            op: "datanorm",
-            reason: format!("{} means and {} stds", c, std.len()),
-        });
-    }
-    let hw = h * w;
-    let x = read_slice(x, n * hw * c, "datanorm")?;
-    let y = write_slice(y, n * hw * c, "datanorm")?;
-    if n == 0 || hw == 0 {
-        return Ok(());
-    }
-    let scale = |ch: usize| 1.0 / (255.0 * std[ch]);
-    let shift = |ch: usize| -mean[ch] / std[ch];
-    match layout {
-        DataLayout::ChannelMajor => {
-            y.par_chunks_mut(hw).enumerate().for_each(|(row, y)| {
-                let (ch, ni) = (row / n, row % n);
-                let (a, b) = (scale(ch), shift(ch));
-                let img = &x[ni * hw * c..][..hw * c];
-                for (p, y) in y.iter_mut().enumerate() {
-                    *y = img[p * c + ch] as f32 * a + b;
+    fn batchnorm_backward(&self, op: BatchNormBackwardArgs<'_, Self>) -> BResult<()> {
+        const OP: &str = "batchnorm_backward";
+        let bn = op.bn;
+        let m = bn.n * bn.hw;
+        let x = read_slice(op.grads.x, bn.c * m, OP)?;
+        let y = if bn.relu {
+            read_slice(op.y, bn.c * m, OP)?
+        } else {
+            &[][..]
+        };
+        let dy = read_slice(op.dy, bn.c * m, OP)?;
+        let gb = read_slice(op.grads.gamma_beta, 2 * bn.c, OP)?;
+        let saved = read_slice(op.grads.saved, 2 * bn.c, OP)?;
+        let dgb = write_slice(op.grads.dgamma_beta, 2 * bn.c, OP)?;
+        let dx = write_slice(op.grads.dx, bn.c * m, OP)?;
+        if m == 0 {
+            return Ok(());
+        }
+        let (dgamma, dbeta) = dgb.split_at_mut(bn.c);
+        let relu = bn.relu;
+        dx.par_chunks_mut(m)
+            .zip(dgamma.par_iter_mut().zip(dbeta.par_iter_mut()))
+            .enumerate()
+            .for_each(|(c, (dx, (dg, db)))| {
+                let (mean, inv, gamma) = (saved[c], saved[bn.c + c], gb[c]);
+                let xs = &x[c * m..][..m];
+                let dys = &dy[c * m..][..m];
+                let ys = if relu { &y[c * m..][..m] } else { &[][..] };
+                let (sd, sdc) = if relu {
+                    blocked_sums(xs, dys, ys, |x, dy, y| {
+                        let di = if y <= 0.0 { 0.0 } else { dy };
+                        (di, di * (x - mean))
+                    })
+                } else {
+                    blocked_sums(xs, dys, xs, |x, dy, _| (dy, dy * (x - mean)))
+                };
+                let (a, bx, c0) = backward_coeffs(sd, sdc, (mean, inv, gamma), m, (dg, db));
+                if relu {
+                    for ((o, &x), (&dy, &y)) in dx.iter_mut().zip(xs).zip(dys.iter().zip(ys)) {
+                        let di = if y <= 0.0 { 0.0 } else { dy };
+                        *o = a * di + bx * x + c0;
+                    }
+                } else {
+                    for ((o, &x), &dy) in dx.iter_mut().zip(xs).zip(dys) {
+                        *o = a * dy + bx * x + c0;
+                    }
                 }
             });
-        }
-        DataLayout::FeatureMajor => {
-            let f = hw * c;
-            y.par_chunks_mut(n).enumerate().for_each(|(fi, y)| {
-                let ch = fi % c;
-                let (a, b) = (scale(ch), shift(ch));
-                for (ni, y) in y.iter_mut().enumerate() {
-                    *y = x[ni * f + fi] as f32 * a + b;
-                }
-            });
-        }
+        Ok(())
     }
-    Ok(())
+
+    fn datanorm(&self, op: DataNormArgs<'_, Self>) -> BResult<()> {
+        let c = op.channels()?;
+        let (n, hw, mean, std) = (op.n, op.h * op.w, op.mean, op.std);
+        let x = read_slice(op.x, n * hw * c, "datanorm")?;
+        let y = write_slice(op.y, n * hw * c, "datanorm")?;
+        if n == 0 || hw == 0 {
+            return Ok(());
+        }
+        let scale = |ch: usize| 1.0 / (255.0 * std[ch]);
+        let shift = |ch: usize| -mean[ch] / std[ch];
+        match op.layout {
+            DataLayout::ChannelMajor => {
+                y.par_chunks_mut(hw).enumerate().for_each(|(row, y)| {
+                    let (ch, ni) = (row / n, row % n);
+                    let (a, b) = (scale(ch), shift(ch));
+                    let img = &x[ni * hw * c..][..hw * c];
+                    for (p, y) in y.iter_mut().enumerate() {
+                        *y = img[p * c + ch] as f32 * a + b;
+                    }
+                });
+            }
+            DataLayout::FeatureMajor => {
+                let f = hw * c;
+                y.par_chunks_mut(n).enumerate().for_each(|(fi, y)| {
+                    let ch = fi % c;
+                    let (a, b) = (scale(ch), shift(ch));
+                    for (ni, y) in y.iter_mut().enumerate() {
+                        *y = x[ni * f + fi] as f32 * a + b;
+                    }
+                });
+            }
+        }
+        Ok(())
+    }
 }

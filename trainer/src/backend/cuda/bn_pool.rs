@@ -4,63 +4,48 @@
 //! Same results as the separate layers; the CPU backend is where the fusion saves time.
 
 use super::CudaBackend;
-use crate::backend::{BResult, Backend, BnPoolGeom, In, Out};
+use crate::backend::{
+    BResult, BatchNormBackwardArgs, BatchNormForwardArgs, BnPoolGeom, BnPoolOps,
+    BnReluPoolBackwardArgs, BnReluPoolForwardArgs, In, MaxPoolBackwardArgs, MaxPoolForwardArgs,
+    NormOps, Out, PoolOps,
+};
 
-/// Scratch: the batch norm's output, then the gradient routed back through the pool.
-pub(super) fn scratch_len(g: BnPoolGeom) -> usize {
-    2 * g.c * g.n * g.h * g.w
-}
+impl BnPoolOps for CudaBackend {
+    /// Scratch: the batch norm's output, then the gradient routed back through the pool.
+    fn bn_relu_pool_scratch(&self, g: BnPoolGeom) -> usize {
+        2 * g.c * g.n * g.h * g.w
+    }
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn forward(
-    b: &CudaBackend,
-    x: In<'_, CudaBackend>,
-    gamma_beta: In<'_, CudaBackend>,
-    running: Out<'_, CudaBackend>,
-    saved: Out<'_, CudaBackend>,
-    y: Out<'_, CudaBackend>,
-    winners: Out<'_, CudaBackend, u32>,
-    scratch: Out<'_, CudaBackend>,
-    g: BnPoolGeom,
-    train: bool,
-) -> BResult<()> {
-    let Out { buf, off } = scratch;
-    b.batchnorm_forward(
-        x,
-        gamma_beta,
-        running,
-        saved,
-        Out::at(&mut *buf, off),
-        g.bn(),
-        train,
-    )?;
-    b.maxpool_forward(In::at(&*buf, off), g.pool(), y, winners)
-}
+    fn bn_relu_pool_forward(&self, op: BnReluPoolForwardArgs<'_, Self>) -> BResult<()> {
+        let Out { buf, off } = op.scratch;
+        self.batchnorm_forward(BatchNormForwardArgs {
+            state: op.state,
+            y: Out::at(&mut *buf, off),
+            bn: op.g.bn(),
+        })?;
+        self.maxpool_forward(MaxPoolForwardArgs {
+            x: In::at(&*buf, off),
+            geom: op.g.pool(),
+            y: op.y,
+            argmax: op.winners,
+        })
+    }
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn backward(
-    b: &CudaBackend,
-    x: In<'_, CudaBackend>,
-    dy: In<'_, CudaBackend>,
-    winners: In<'_, CudaBackend, u32>,
-    gamma_beta: In<'_, CudaBackend>,
-    saved: In<'_, CudaBackend>,
-    dgamma_beta: Out<'_, CudaBackend>,
-    dx: Out<'_, CudaBackend>,
-    scratch: Out<'_, CudaBackend>,
-    g: BnPoolGeom,
-) -> BResult<()> {
-    let full = g.c * g.n * g.h * g.w;
-    let Out { buf, off } = scratch;
-    b.maxpool_backward(dy, winners, g.pool(), Out::at(&mut *buf, off + full))?;
-    b.batchnorm_backward(
-        x,
-        In::at(&*buf, off),
-        In::at(&*buf, off + full),
-        gamma_beta,
-        saved,
-        dgamma_beta,
-        dx,
-        g.bn(),
-    )
+    fn bn_relu_pool_backward(&self, op: BnReluPoolBackwardArgs<'_, Self>) -> BResult<()> {
+        let g = op.g;
+        let full = g.c * g.n * g.h * g.w;
+        let Out { buf, off } = op.scratch;
+        self.maxpool_backward(MaxPoolBackwardArgs {
+            dy: op.dy,
+            argmax: op.winners,
+            geom: g.pool(),
+            dx: Out::at(&mut *buf, off + full),
+        })?;
+        self.batchnorm_backward(BatchNormBackwardArgs {
+            grads: op.grads,
+            y: In::at(&*buf, off),
+            dy: In::at(&*buf, off + full),
+            bn: g.bn(),
+        })
+    }
 }

@@ -4,9 +4,13 @@
 //! and a cuBLAS GEMM written straight into the output's columns (the GEMM's `ldc` skips
 //! the other images); a chunk's columns fill the scratch, sized by `im2col_budget`.
 
-use super::buffer::{device_addr, op_err};
-use super::{cuda_err, CudaBackend};
-use crate::backend::{BResult, Backend, ColLayout, ConvGeom, Gemm, In, Out};
+use super::buffer::{op_err, DevPtr};
+use super::kernels::Im2col;
+use super::CudaBackend;
+use crate::backend::{
+    BResult, ColLayout, ConvBackwardArgs, ConvForwardArgs, ConvGeom, ConvOps, Gemm, GemmArgs,
+    GemmOps, Im2colArgs, Im2colOps, In, Out,
+};
 
 /// The kernels write and read the tap-major layout only.
 fn check_layout(geom: &ConvGeom, op: &'static str) -> BResult<()> {
@@ -19,111 +23,91 @@ fn check_layout(geom: &ConvGeom, op: &'static str) -> BResult<()> {
     }
 }
 
-pub(super) fn im2col(
-    backend: &CudaBackend,
-    x: In<'_, CudaBackend>,
-    geom: ConvGeom,
-    n0: usize,
-    nc: usize,
-    col: Out<'_, CudaBackend>,
-) -> BResult<()> {
-    check_layout(&geom, "im2col")?;
-    if n0 + nc > geom.n {
-        return Err(op_err(
-            "im2col",
-            format!("images {n0}..{} of {}", n0 + nc, geom.n),
-        ));
+/// The parameters of `im2col` and `col2im`, from `src` to `dst`, for images
+/// `n0..n0+nc` of `geom`.
+fn im2col_params(src: DevPtr, dst: DevPtr, geom: &ConvGeom, n0: usize, nc: usize) -> Im2col {
+    Im2col {
+        src,
+        dst,
+        c: geom.c as i32,
+        n: geom.n as u64,
+        h: geom.h as i32,
+        w: geom.w as i32,
+        kh: geom.kh as i32,
+        kw: geom.kw as i32,
+        stride: geom.stride as i32,
+        pad: geom.pad as i32,
+        oh: geom.out_h() as i32,
+        ow: geom.out_w() as i32,
+        n0: n0 as u64,
+        nc: nc as u64,
     }
-    let (oh, ow) = (geom.out_h(), geom.out_w());
-    let total = geom.col_rows() * nc * oh * ow;
-    let s = backend.stream();
-    let xp = device_addr(
-        s,
-        x.buf,
-        x.off,
-        geom.c * geom.n * geom.h * geom.w,
-        "im2col",
-        "input",
-    )?;
-    let cp = device_addr(s, col.buf, col.off, total, "im2col", "output")?;
-    if total == 0 {
-        return Ok(());
-    }
-    backend
-        .kernels()
-        .im2col(
-            s,
-            backend.grid(total),
-            xp,
-            cp,
-            geom.c as i32,
-            geom.n as u64,
-            geom.h as i32,
-            geom.w as i32,
-            geom.kh as i32,
-            geom.kw as i32,
-            geom.stride as i32,
-            geom.pad as i32,
-            oh as i32,
-            ow as i32,
-            n0 as u64,
-            nc as u64,
-        )
-        .map_err(cuda_err("im2col"))
 }
 
-pub(super) fn col2im(
-    backend: &CudaBackend,
-    col: In<'_, CudaBackend>,
-    geom: ConvGeom,
-    n0: usize,
-    nc: usize,
-    dx: Out<'_, CudaBackend>,
-) -> BResult<()> {
-    check_layout(&geom, "col2im")?;
-    if n0 + nc > geom.n {
-        return Err(op_err(
-            "col2im",
-            format!("images {n0}..{} of {}", n0 + nc, geom.n),
-        ));
+impl Im2colOps for CudaBackend {
+    fn im2col_budget(&self) -> usize {
+        // 64 MiB of f32 per conv layer: big enough that a chunk's GEMM fills the GPU,
+        // small enough that a deep model's scratch stays under a GiB.
+        16 << 20
     }
-    let (oh, ow) = (geom.out_h(), geom.out_w());
-    let s = backend.stream();
-    let cols = geom.col_rows() * nc * oh * ow;
-    let cp = device_addr(s, col.buf, col.off, cols, "col2im", "input")?;
-    let dp = device_addr(
-        s,
-        dx.buf,
-        dx.off,
-        geom.c * geom.n * geom.h * geom.w,
-        "col2im",
-        "output",
-    )?;
-    let total = geom.c * nc * geom.h * geom.w;
-    if total == 0 {
-        return Ok(());
+
+    fn col_layout(&self) -> ColLayout {
+        // cuBLAS runs the tap-major products at full speed; the kernels know only it.
+        ColLayout::TapMajor
     }
-    backend
-        .kernels()
-        .col2im(
-            s,
-            backend.grid(total),
-            cp,
-            dp,
-            geom.c as i32,
-            geom.n as u64,
-            geom.h as i32,
-            geom.w as i32,
-            geom.kh as i32,
-            geom.kw as i32,
-            geom.stride as i32,
-            geom.pad as i32,
-            oh as i32,
-            ow as i32,
-            n0 as u64,
-            nc as u64,
+
+    fn im2col(&self, op: Im2colArgs<'_, Self>) -> BResult<()> {
+        self.im2col_kernel(op, true)
+    }
+
+    fn col2im(&self, op: Im2colArgs<'_, Self>) -> BResult<()> {
+        self.im2col_kernel(op, false)
+    }
+}
+
+impl CudaBackend {
+    /// `im2col` (`unfold`) or `col2im`: checks the layout, the chunk and both views, and
+    /// launches one thread per element written (per column entry, or per image pixel).
+    fn im2col_kernel(&self, op: Im2colArgs<'_, Self>, unfold: bool) -> BResult<()> {
+        let cx = self.op(if unfold { "im2col" } else { "col2im" });
+        let (geom, n0, nc) = (op.geom, op.n0, op.nc);
+        check_layout(&geom, cx.name)?;
+        geom.check_chunk(cx.name, n0, nc)?;
+        let cols = geom.col_rows() * nc * geom.out_h() * geom.out_w();
+        let (src_len, dst_len, total, kernel) = if unfold {
+            (geom.input_len(), cols, cols, &self.kernels().im2col)
+        } else {
+            let pixels = geom.c * nc * geom.h * geom.w;
+            (cols, geom.input_len(), pixels, &self.kernels().col2im)
+        };
+        let src = cx.read(op.src, src_len, "input")?;
+        let dst = cx.write(&op.dst, dst_len, "output")?;
+        if total == 0 {
+            return Ok(());
+        }
+        cx.launch(
+            kernel,
+            cx.grid(total),
+            im2col_params(src, dst, &geom, n0, nc),
         )
-        .map_err(cuda_err("col2im"))
+    }
+
+    /// Unfolds images `n0..n0+nc` of `x` into `scratch`.
+    fn unfold_chunk(
+        &self,
+        x: In<'_, Self>,
+        geom: ConvGeom,
+        (n0, nc): (usize, usize),
+        scratch: Out<'_, Self>,
+    ) -> BResult<()> {
+        self.im2col(Im2colArgs {
+            geom,
+            n0,
+            nc,
+            src: x,
+            dst: scratch,
+        })
+    }
 }
 
 /// Images per chunk: as many as the im2col budget holds, at least one.
@@ -132,75 +116,76 @@ fn chunk(backend: &CudaBackend, geom: &ConvGeom) -> usize {
     (backend.im2col_budget() / per_image.max(1)).clamp(1, geom.n.max(1))
 }
 
-pub(super) fn scratch_len(backend: &CudaBackend, geom: ConvGeom, _cout: usize) -> usize {
-    geom.col_rows() * geom.out_h() * geom.out_w() * chunk(backend, &geom)
-}
-
-pub(super) fn forward(
-    backend: &CudaBackend,
-    x: In<'_, CudaBackend>,
-    w: In<'_, CudaBackend>,
-    geom: ConvGeom,
-    cout: usize,
-    y: Out<'_, CudaBackend>,
-    scratch: Out<'_, CudaBackend>,
-) -> BResult<()> {
-    check_layout(&geom, "conv_forward")?;
-    let (ohw, kdim, n) = (geom.out_h() * geom.out_w(), geom.col_rows(), geom.n);
-    let chunk = chunk(backend, &geom);
-    let (Out { buf: yb, off: yo }, Out { buf: sb, off: so }) = (y, scratch);
-    for n0 in (0..n).step_by(chunk) {
-        let nc = chunk.min(n - n0);
-        backend.im2col(x, geom, n0, nc, Out::at(&mut *sb, so))?;
-        let mut gm = Gemm::dense(false, false, cout, nc * ohw, kdim);
-        gm.ldc = n * ohw;
-        backend.gemm(gm, w, In::at(&*sb, so), Out::at(&mut *yb, yo + n0 * ohw))?;
+impl ConvOps for CudaBackend {
+    fn conv_scratch(&self, geom: ConvGeom, _cout: usize) -> usize {
+        geom.col_rows() * geom.out_h() * geom.out_w() * chunk(self, &geom)
     }
-    Ok(())
-}
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn backward(
-    backend: &CudaBackend,
-    x: In<'_, CudaBackend>,
-    w: In<'_, CudaBackend>,
-    dy: In<'_, CudaBackend>,
-    geom: ConvGeom,
-    cout: usize,
-    dw: Out<'_, CudaBackend>,
-    mut dx: Option<Out<'_, CudaBackend>>,
-    scratch: Out<'_, CudaBackend>,
-    reuse: bool,
-) -> BResult<()> {
-    check_layout(&geom, "conv_backward")?;
-    let (ohw, kdim, n) = (geom.out_h() * geom.out_w(), geom.col_rows(), geom.n);
-    let chunk = chunk(backend, &geom);
-    // The forward's columns are still in the scratch only if it took one chunk.
-    let mut cols_valid = reuse && n <= chunk;
-    let (Out { buf: wb, off: wo }, Out { buf: sb, off: so }) = (dw, scratch);
-    for (i, n0) in (0..n).step_by(chunk).enumerate() {
-        let nc = chunk.min(n - n0);
-        if !cols_valid {
-            backend.im2col(x, geom, n0, nc, Out::at(&mut *sb, so))?;
+    fn conv_forward(&self, op: ConvForwardArgs<'_, Self>) -> BResult<()> {
+        let (geom, cout, x) = (op.geom, op.cout, op.x);
+        check_layout(&geom, "conv_forward")?;
+        let (ohw, kdim, n) = (geom.out_h() * geom.out_w(), geom.col_rows(), geom.n);
+        let chunk = chunk(self, &geom);
+        let (Out { buf: yb, off: yo }, Out { buf: sb, off: so }) = (op.y, op.scratch);
+        for n0 in (0..n).step_by(chunk) {
+            let nc = chunk.min(n - n0);
+            self.unfold_chunk(x, geom, (n0, nc), Out::at(&mut *sb, so))?;
+            let mut spec = Gemm::dense(false, false, cout, nc * ohw, kdim);
+            spec.ldc = n * ohw;
+            self.gemm(GemmArgs {
+                spec,
+                a: op.w,
+                b: In::at(&*sb, so),
+                c: Out::at(&mut *yb, yo + n0 * ohw),
+            })?;
         }
-        // dW[cout, K] (+)= dy[cout, nc*ohw] col[K, nc*ohw]^T
-        let mut gw = Gemm::dense(false, true, cout, kdim, nc * ohw);
-        gw.lda = n * ohw;
-        gw.beta = if i == 0 { 0.0 } else { 1.0 };
-        backend.gemm(
-            gw,
-            dy.skip(n0 * ohw),
-            In::at(&*sb, so),
-            Out::at(&mut *wb, wo),
-        )?;
-        if let Some(Out { buf: db, off: dof }) = dx.as_mut() {
-            // dcol[K, nc*ohw] = W[cout, K]^T dy[cout, nc*ohw], into the same scratch.
-            let mut gc = Gemm::dense(true, false, kdim, nc * ohw, cout);
-            gc.ldb = n * ohw;
-            backend.gemm(gc, w, dy.skip(n0 * ohw), Out::at(&mut *sb, so))?;
-            backend.col2im(In::at(&*sb, so), geom, n0, nc, Out::at(&mut **db, *dof))?;
-            cols_valid = false;
-        }
+        Ok(())
     }
-    Ok(())
+
+    fn conv_backward(&self, op: ConvBackwardArgs<'_, Self>) -> BResult<()> {
+        let (geom, cout, dy) = (op.geom, op.cout, op.dy);
+        check_layout(&geom, "conv_backward")?;
+        let (ohw, kdim, n) = (geom.out_h() * geom.out_w(), geom.col_rows(), geom.n);
+        let chunk = chunk(self, &geom);
+        // The forward's columns are still in the scratch only if it took one chunk.
+        let mut cols_valid = op.reuse && n <= chunk;
+        let (Out { buf: wb, off: wo }, Out { buf: sb, off: so }) = (op.dw, op.scratch);
+        let mut dx = op.dx;
+        for (i, n0) in (0..n).step_by(chunk).enumerate() {
+            let nc = chunk.min(n - n0);
+            if !cols_valid {
+                self.unfold_chunk(op.x, geom, (n0, nc), Out::at(&mut *sb, so))?;
+            }
+            // dW[cout, K] (+)= dy[cout, nc*ohw] col[K, nc*ohw]^T
+            let mut gw = Gemm::dense(false, true, cout, kdim, nc * ohw);
+            gw.lda = n * ohw;
+            gw.beta = if i == 0 { 0.0 } else { 1.0 };
+            self.gemm(GemmArgs {
+                spec: gw,
+                a: dy.skip(n0 * ohw),
+                b: In::at(&*sb, so),
+                c: Out::at(&mut *wb, wo),
+            })?;
+            if let Some(Out { buf: db, off: dof }) = dx.as_mut() {
+                // dcol[K, nc*ohw] = W[cout, K]^T dy[cout, nc*ohw], into the same scratch.
+                let mut gc = Gemm::dense(true, false, kdim, nc * ohw, cout);
+                gc.ldb = n * ohw;
+                self.gemm(GemmArgs {
+                    spec: gc,
+                    a: op.w,
+                    b: dy.skip(n0 * ohw),
+                    c: Out::at(&mut *sb, so),
+                })?;
+                self.col2im(Im2colArgs {
+                    geom,
+                    n0,
+                    nc,
+                    src: In::at(&*sb, so),
+                    dst: Out::at(&mut **db, *dof),
+                })?;
+                cols_valid = false;
+            }
+        }
+        Ok(())
+    }
 }

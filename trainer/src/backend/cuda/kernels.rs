@@ -1,21 +1,26 @@
 //! The kernel table: every kernel of `kernels/*.cu`, declared once with its source file
-//! and its parameters. The declaration makes the kernel's field in `Kernels`, loads it
-//! from the compiled program, and gives it a typed launcher method of the same name;
-//! a unit test checks every declaration against the kernel's C signature.
+//! and its parameters. A declaration names the kernel (or several kernels with the same
+//! parameters) and the struct of its parameters; it makes the kernel's field in
+//! `Kernels`, a `Kernel` that launches it with that struct, and loads it from the
+//! compiled program. A unit test checks every declaration against the kernel's C
+//! signature.
 //!
 //! Adding a kernel: write it in a `.cu` file (`extern "C" __global__`), add one line
-//! below under that file, and call `self.kernels().NAME(stream, cfg, args...)`. A new
-//! `.cu` file is one more `"file.cu" { ... }` group.
+//! below under that file, and launch it as `cx.launch(&self.kernels().NAME, cfg,
+//! Params { .. })` (see `launch`). A new `.cu` file is one more `"file.cu" { ... }`
+//! group. Parameters that several kernels pass alike can be one field, a group
+//! declared with `params!` (as `PoolDims`).
 //!
 //! The program (`common.cuh`, then every file in table order, with `#line` markers so
 //! that NVRTC's errors name the file and line) is compiled by NVRTC for the device's
 //! architecture, or read back from the PTX cache (see `ptx_cache`).
 
+use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg,
+    CudaContext, CudaFunction, CudaModule, CudaStream, LaunchArgs, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
 
@@ -31,118 +36,194 @@ pub const DATANORM_MAX_CHANNELS: usize = 16;
 /// `kernels/datanorm.cu`).
 pub(super) type Affine = [f32; 2 * DATANORM_MAX_CHANNELS];
 
-/// Declares the kernels: `"file.cu" { name(arg: Type, ...); ... }`. Types: `DevPtr` for
-/// a pointer, `u64`, `i32` (`int`), `f32` (`float`), `Affine`.
+/// A kernel parameter, or a struct of them passed one after the other.
+pub(super) trait Param {
+    /// Appends the types of the C parameters this stands for, by their names here
+    /// (`DevPtr`, `u64`, `i32`, `f32`, `Affine`), for the signature test.
+    #[cfg(test)]
+    fn types(out: &mut Vec<&'static str>);
+    /// Adds this to a launch's arguments.
+    fn push<'a>(&'a self, launch: &mut LaunchArgs<'a>);
+}
+
+/// The parameters passed as they are: `DevPtr` for a pointer, `u64`, `i32` (`int`),
+/// `f32` (`float`), `Affine`.
+macro_rules! scalars {
+    ($($t:ident),*) => {$(
+        impl Param for $t {
+            #[cfg(test)]
+            fn types(out: &mut Vec<&'static str>) {
+                out.push(stringify!($t));
+            }
+            fn push<'a>(&'a self, launch: &mut LaunchArgs<'a>) {
+                launch.arg(self);
+            }
+        }
+    )*};
+}
+
+scalars!(DevPtr, u64, i32, f32, Affine);
+
+/// Declares structs of parameters, passed in field order: `Name { field: Type, ... }`,
+/// each type a scalar or another such struct.
+macro_rules! params {
+    ($( $(#[$doc:meta])* $name:ident { $( $arg:ident : $ty:ty ),* $(,)? } )*) => {$(
+        $(#[$doc])*
+        #[derive(Clone, Copy)]
+        pub(super) struct $name {
+            $( pub(super) $arg: $ty, )*
+        }
+
+        impl Param for $name {
+            #[cfg(test)]
+            fn types(out: &mut Vec<&'static str>) {
+                $( <$ty as Param>::types(out); )*
+            }
+            fn push<'a>(&'a self, launch: &mut LaunchArgs<'a>) {
+                $( self.$arg.push(launch); )*
+            }
+        }
+    )*};
+}
+
+params! {
+    /// The shape parameters of both max-pooling kernels.
+    PoolDims { planes: u64, h: i32, w: i32, k: i32, stride: i32, oh: i32, ow: i32 }
+    /// The parameters the row kernels of the losses share: the logits `[classes, n]`, a
+    /// sample's target(s), and the gradient to write if `has_dz`.
+    LossRows { z: DevPtr, t: DevPtr, classes: u64, n: u64, dz: DevPtr, has_dz: i32 }
+}
+
+/// A loaded kernel that takes a `P`.
+pub(super) struct Kernel<P> {
+    function: CudaFunction,
+    name: &'static str,
+    _params: PhantomData<fn(P)>,
+}
+
+impl<P: Param> Kernel<P> {
+    fn load(module: &Arc<CudaModule>, name: &'static str) -> Result<Self, CudaError> {
+        Ok(Self {
+            function: load_function(module, name)?,
+            name,
+            _params: PhantomData,
+        })
+    }
+
+    /// Enqueues the kernel on `stream`.
+    pub(super) fn launch(
+        &self,
+        stream: &CudaStream,
+        cfg: LaunchConfig,
+        params: P,
+    ) -> Result<(), CudaError> {
+        let mut launch = stream.launch_builder(&self.function);
+        params.push(&mut launch);
+        // SAFETY: `P` passes the kernel's C parameters in order, type by type (the
+        // `declarations_match_the_sources` test checks it), and every `DevPtr` comes
+        // from `device_addr`, which checked it against its buffer for the extent the
+        // caller's sizes make the kernel touch.
+        unsafe { launch.launch(cfg) }
+            .map(|_| ())
+            .map_err(|source| CudaError::Kernel {
+                kernel: self.name,
+                source,
+            })
+    }
+}
+
+/// Declares the kernels: `"file.cu" { kernel, ...: Params(arg: Type, ...); ... }`, the
+/// types as in `params!`.
 macro_rules! kernels {
-    ($( $file:literal { $( $name:ident ( $( $arg:ident : $ty:ty ),* $(,)? ); )* } )*) => {
+    ($( $file:literal { $( $( $kernel:ident ),+ : $params:ident ( $( $arg:ident : $ty:ty ),* $(,)? ); )* } )*) => {
         /// The kernel sources, in the order they are concatenated into one program.
         pub(super) const SOURCES: &[(&str, &str)] = &[
             ("common.cuh", include_str!("../../kernels/common.cuh")),
             $( ($file, include_str!(concat!("../../kernels/", $file))), )*
         ];
 
+        params! {
+            $( $(
+                #[doc = concat!("Parameters of a kernel of `", $file, "`, in C order.")]
+                $params { $( $arg: $ty ),* }
+            )* )*
+        }
+
         /// Every kernel of the program, loaded once.
         pub(super) struct Kernels {
-            $( $( $name: CudaFunction, )* )*
+            $( $( $( pub(super) $kernel: Kernel<$params>, )+ )* )*
         }
 
         impl Kernels {
             fn load(module: &Arc<CudaModule>) -> Result<Self, CudaError> {
                 Ok(Self {
-                    $( $( $name: load_function(module, stringify!($name))?, )* )*
+                    $( $( $( $kernel: Kernel::load(module, stringify!($kernel))?, )+ )* )*
                 })
             }
-
-            $( $(
-                /// Enqueues the kernel of the same name on `stream`.
-                #[allow(clippy::too_many_arguments)]
-                pub(super) fn $name(
-                    &self,
-                    stream: &CudaStream,
-                    cfg: LaunchConfig,
-                    $( $arg: $ty, )*
-                ) -> Result<(), CudaError> {
-                    let mut launch = stream.launch_builder(&self.$name);
-                    $( launch.arg(&$arg); )*
-                    // SAFETY: the parameter list above matches the kernel's C signature
-                    // in its file, type by type (the `declarations_match_the_sources`
-                    // test checks it), and every `DevPtr` comes from `device_addr`,
-                    // which checked it against its buffer for the extent the caller's
-                    // sizes make the kernel touch.
-                    unsafe { launch.launch(cfg) }
-                        .map(|_| ())
-                        .map_err(|source| CudaError::Kernel { kernel: stringify!($name), source })
-                }
-            )* )*
         }
 
-        /// (file, kernel, parameter types) of every declaration, for the signature test.
+        /// (file, kernel, its parameters' types) of every declaration, for the
+        /// signature test.
         #[cfg(test)]
-        const DECLARED: &[(&str, &str, &[&str])] = &[
-            $( $( ($file, stringify!($name), &[ $( stringify!($ty) ),* ]), )* )*
+        const DECLARED: &[(&str, &str, fn(&mut Vec<&'static str>))] = &[
+            $( $( $( ($file, stringify!($kernel), <$params as Param>::types), )+ )* )*
         ];
     };
 }
 
 kernels! {
     "elementwise.cu" {
-        fill_f32(y: DevPtr, n: u64, value: f32);
-        add_f32(x: DevPtr, y: DevPtr, n: u64);
-        add_act(a: DevPtr, b: DevPtr, y: DevPtr, n: u64, relu: i32);
-        relu_forward(x: DevPtr, y: DevPtr, n: u64);
-        relu_backward(y: DevPtr, dy: DevPtr, dx: DevPtr, n: u64);
+        fill_f32: Fill(y: DevPtr, n: u64, value: f32);
+        add_f32, relu_forward: Unary(x: DevPtr, y: DevPtr, n: u64);
+        add_act: AddAct(a: DevPtr, b: DevPtr, y: DevPtr, n: u64, relu: i32);
+        relu_backward: ReluBackward(y: DevPtr, dy: DevPtr, dx: DevPtr, n: u64);
     }
     "bias_act.cu" {
-        bias_act_forward(y: DevPtr, bias: DevPtr, has_bias: i32, rows: u64, cols: u64, relu: i32);
-        relu_mask(y: DevPtr, dy: DevPtr, n: u64);
-        bias_act_backward_rows(y: DevPtr, dy: DevPtr, dbias: DevPtr, cols: u64, relu: i32);
+        bias_act_forward: BiasAct(y: DevPtr, bias: DevPtr, has_bias: i32, rows: u64, cols: u64,
+            relu: i32);
+        relu_mask: ReluMask(y: DevPtr, dy: DevPtr, n: u64);
+        bias_act_backward_rows: BiasRows(y: DevPtr, dy: DevPtr, dbias: DevPtr, cols: u64,
+            relu: i32);
     }
     "pool.cu" {
-        maxpool_forward(x: DevPtr, y: DevPtr, argmax: DevPtr, planes: u64, h: i32, w: i32,
-            k: i32, stride: i32, oh: i32, ow: i32);
-        maxpool_backward(dy: DevPtr, argmax: DevPtr, dx: DevPtr, planes: u64, h: i32, w: i32,
-            k: i32, stride: i32, oh: i32, ow: i32);
-        avgpool_forward(x: DevPtr, y: DevPtr, planes: u64, hw: u64, inv: f32);
-        avgpool_backward(dy: DevPtr, dx: DevPtr, planes: u64, hw: u64, inv: f32);
+        maxpool_forward: MaxPoolForward(x: DevPtr, y: DevPtr, argmax: DevPtr, dims: PoolDims);
+        maxpool_backward: MaxPoolBackward(dy: DevPtr, argmax: DevPtr, dx: DevPtr, dims: PoolDims);
+        avgpool_forward, avgpool_backward: AvgPool(src: DevPtr, dst: DevPtr, planes: u64, hw: u64,
+            inv: f32);
     }
     "im2col.cu" {
-        im2col(x: DevPtr, col: DevPtr, c: i32, n: u64, h: i32, w: i32, kh: i32, kw: i32,
-            stride: i32, pad: i32, oh: i32, ow: i32, n0: u64, nc: u64);
-        col2im(col: DevPtr, dx: DevPtr, c: i32, n: u64, h: i32, w: i32, kh: i32, kw: i32,
-            stride: i32, pad: i32, oh: i32, ow: i32, n0: u64, nc: u64);
+        im2col, col2im: Im2col(src: DevPtr, dst: DevPtr, c: i32, n: u64, h: i32, w: i32, kh: i32,
+            kw: i32, stride: i32, pad: i32, oh: i32, ow: i32, n0: u64, nc: u64);
     }
     "batchnorm.cu" {
-        bn_partial_stats(x: DevPtr, partial: DevPtr, m: u64, chunk: u64);
-        bn_finalize_stats(x: DevPtr, partial: DevPtr, nchunks: u64, c: u64, m: u64, eps: f32,
-            momentum: f32, saved: DevPtr, running: DevPtr);
-        bn_apply(x: DevPtr, gamma_beta: DevPtr, saved: DevPtr, running: DevPtr, y: DevPtr,
-            c: u64, m: u64, eps: f32, train: i32, relu: i32);
-        bn_partial_grads(x: DevPtr, y: DevPtr, dy: DevPtr, saved: DevPtr, partial: DevPtr,
-            m: u64, chunk: u64, relu: i32);
-        bn_finalize_grads(partial: DevPtr, nchunks: u64, c: u64, saved: DevPtr,
+        bn_partial_stats: BnPartialStats(x: DevPtr, partial: DevPtr, m: u64, chunk: u64);
+        bn_finalize_stats: BnFinalizeStats(x: DevPtr, partial: DevPtr, nchunks: u64, c: u64,
+            m: u64, eps: f32, momentum: f32, saved: DevPtr, running: DevPtr);
+        bn_apply: BnApply(x: DevPtr, gamma_beta: DevPtr, saved: DevPtr, running: DevPtr,
+            y: DevPtr, c: u64, m: u64, eps: f32, train: i32, relu: i32);
+        bn_partial_grads: BnPartialGrads(x: DevPtr, y: DevPtr, dy: DevPtr, saved: DevPtr,
+            partial: DevPtr, m: u64, chunk: u64, relu: i32);
+        bn_finalize_grads: BnFinalizeGrads(partial: DevPtr, nchunks: u64, c: u64, saved: DevPtr,
             dgamma_beta: DevPtr);
-        bn_apply_grads(x: DevPtr, y: DevPtr, dy: DevPtr, gamma_beta: DevPtr, saved: DevPtr,
-            dgamma_beta: DevPtr, dx: DevPtr, c: u64, m: u64, relu: i32);
+        bn_apply_grads: BnApplyGrads(x: DevPtr, y: DevPtr, dy: DevPtr, gamma_beta: DevPtr,
+            saved: DevPtr, dgamma_beta: DevPtr, dx: DevPtr, c: u64, m: u64, relu: i32);
     }
     "datanorm.cu" {
-        datanorm_cm(x: DevPtr, y: DevPtr, n: u64, hw: u64, c: i32, t: Affine);
-        datanorm_fm(x: DevPtr, y: DevPtr, n: u64, hw: u64, c: i32, t: Affine);
+        datanorm_cm, datanorm_fm: DataNorm(x: DevPtr, y: DevPtr, n: u64, hw: u64, c: i32,
+            t: Affine);
     }
     "softmax_xent.cu" {
-        xent_rows(z: DevPtr, labels: DevPtr, classes: u64, n: u64, dz: DevPtr, has_dz: i32,
-            inv_n: f32, rows: DevPtr, bad: DevPtr);
-        xent_sum(rows: DevPtr, n: u64, stats: DevPtr);
-        xent_soft_rows(z: DevPtr, t: DevPtr, classes: u64, n: u64, dz: DevPtr, has_dz: i32,
-            inv_n: f32, rows: DevPtr);
-        bce_rows(z: DevPtr, t: DevPtr, classes: u64, n: u64, dz: DevPtr, has_dz: i32,
-            inv_k: f32, inv_nk: f32, rows: DevPtr);
+        xent_rows: XentRows(io: LossRows, inv_n: f32, rows: DevPtr, bad: DevPtr);
+        xent_sum: XentSum(rows: DevPtr, n: u64, stats: DevPtr);
+        xent_soft_rows: XentSoftRows(io: LossRows, inv_n: f32, rows: DevPtr);
+        bce_rows: BceRows(io: LossRows, inv_k: f32, inv_nk: f32, rows: DevPtr);
     }
     "optim.cu" {
-        sgd_step(p: DevPtr, g: DevPtr, buf: DevPtr, n: u64, decay_len: u64, lr: f32,
+        sgd_step: SgdStep(p: DevPtr, g: DevPtr, buf: DevPtr, n: u64, decay_len: u64, lr: f32,
             momentum: f32, weight_decay: f32, nesterov: i32);
-        adamw_step(p: DevPtr, g: DevPtr, m: DevPtr, v: DevPtr, n: u64, decay_len: u64, lr: f32,
-            beta1: f32, beta2: f32, one_minus_beta1: f32, one_minus_beta2: f32, eps: f32,
-            weight_decay: f32, c1: f32, c2: f32);
+        adamw_step: AdamWStep(p: DevPtr, g: DevPtr, m: DevPtr, v: DevPtr, n: u64, decay_len: u64,
+            lr: f32, beta1: f32, beta2: f32, one_minus_beta1: f32, one_minus_beta2: f32,
+            eps: f32, weight_decay: f32, c1: f32, c2: f32);
     }
 }
 
@@ -272,7 +353,9 @@ mod tests {
 
     #[test]
     fn declarations_match_the_sources() {
-        for (file, name, types) in DECLARED {
+        for (file, name, types_of) in DECLARED {
+            let mut types = Vec::new();
+            types_of(&mut types);
             let text = SOURCES
                 .iter()
                 .find(|(f, _)| f == file)
@@ -285,7 +368,7 @@ mod tests {
                 types.len(),
                 "{name}: {file} has {params:?}, the table {types:?}"
             );
-            for (c, rust) in params.iter().zip(*types) {
+            for (c, rust) in params.iter().zip(&types) {
                 assert!(
                     same_type(c, rust),
                     "{name}: `{c}` in {file}, `{rust}` in the table"

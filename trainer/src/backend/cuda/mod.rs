@@ -15,13 +15,15 @@
 //! the next `download` or `synchronize`, not by the call itself.
 //!
 //! Files: `probe` (is CUDA usable, what device), `buffer` (device buffers and checked
-//! addresses), `kernels` (the kernel table: one declaration per kernel; compiling
-//! the program, or reading it from the PTX cache, `ptx_cache`), `error` (the typed
-//! [`CudaError`]), this file (the backend: context, stream, cuBLAS, scratch), and one
-//! file per concern of ops, as on the CPU: `gemm`, `conv` (im2col, col2im, and a whole
-//! convolution as chunks of im2col + cuBLAS + col2im), `norm`, `pool`, `bn_pool`
-//! (batch norm + ReLU + max pool, as a sequence of the `norm` and `pool` kernels),
-//! `elementwise`, `loss`, `optim`.
+//! addresses), `kernels` (the kernel table: one declaration per kernel, with the struct
+//! of its parameters; compiling the program, or reading it from the PTX cache,
+//! `ptx_cache`), `launch` (an op's context: its views checked into addresses, its
+//! kernels launched, its name in every error), `error` (the typed [`CudaError`]), this
+//! file (the backend: context, stream, cuBLAS, scratch, and its [`Buffers`] impl), and
+//! one file per concern of ops, as on the CPU, each implementing its concern's trait:
+//! `gemm`, `conv` (im2col, col2im, and a whole convolution as chunks of im2col +
+//! cuBLAS + col2im), `norm`, `pool`, `bn_pool` (batch norm + ReLU + max pool, as a
+//! sequence of the `norm` and `pool` kernels), `elementwise`, `loss`, `optim`.
 
 mod bn_pool;
 mod buffer;
@@ -30,6 +32,7 @@ mod elementwise;
 pub mod error;
 mod gemm;
 pub mod kernels;
+mod launch;
 mod loss;
 mod norm;
 mod optim;
@@ -52,10 +55,7 @@ pub use error::CudaError;
 pub use kernels::{compile_kernels, kernel_source, DATANORM_MAX_CHANNELS};
 pub use probe::{probe, probe_ordinal, DeviceInfo};
 
-use super::{
-    AdamWStep, BResult, Backend, BackendError, BnGeom, BnPoolGeom, ColLayout, ConvGeom, DataLayout,
-    Elem, Gemm, In, Out, PoolGeom, SgdStep,
-};
+use super::{BResult, Backend, BackendError, Buffers, Elem, In, Out};
 use buffer::{as_bytes, as_bytes_mut, device_addr, op_err, DevPtr};
 use kernels::Kernels;
 
@@ -289,7 +289,7 @@ impl CudaBackend {
     }
 }
 
-impl Backend for CudaBackend {
+impl Buffers for CudaBackend {
     type Buf<T: Elem> = CudaBuf<T>;
 
     fn name(&self) -> String {
@@ -363,317 +363,6 @@ impl Backend for CudaBackend {
             .map_err(driver_err("synchronize", "cuStreamSynchronize"))?;
         self.check_labels()
     }
-
-    fn im2col_budget(&self) -> usize {
-        // 64 MiB of f32 per conv layer: big enough that a chunk's GEMM fills the GPU,
-        // small enough that a deep model's scratch stays under a GiB.
-        16 << 20
-    }
-
-    fn col_layout(&self) -> ColLayout {
-        // cuBLAS runs the tap-major products at full speed; the kernels know only it.
-        ColLayout::TapMajor
-    }
-
-    fn fill(&self, dst: Out<'_, Self>, len: usize, value: f32) -> BResult<()> {
-        elementwise::fill(self, dst, len, value)
-    }
-
-    fn add(&self, x: In<'_, Self>, y: Out<'_, Self>, len: usize) -> BResult<()> {
-        elementwise::add(self, x, y, len)
-    }
-
-    fn add_act(
-        &self,
-        a: In<'_, Self>,
-        b: In<'_, Self>,
-        y: Out<'_, Self>,
-        len: usize,
-        relu: bool,
-    ) -> BResult<()> {
-        elementwise::add_act(self, a, b, y, len, relu)
-    }
-
-    fn gemm(&self, spec: Gemm, a: In<'_, Self>, b: In<'_, Self>, c: Out<'_, Self>) -> BResult<()> {
-        gemm::gemm(self, spec, a, b, c)
-    }
-
-    fn im2col(
-        &self,
-        x: In<'_, Self>,
-        geom: ConvGeom,
-        n0: usize,
-        nc: usize,
-        col: Out<'_, Self>,
-    ) -> BResult<()> {
-        conv::im2col(self, x, geom, n0, nc, col)
-    }
-
-    fn col2im(
-        &self,
-        col: In<'_, Self>,
-        geom: ConvGeom,
-        n0: usize,
-        nc: usize,
-        dx: Out<'_, Self>,
-    ) -> BResult<()> {
-        conv::col2im(self, col, geom, n0, nc, dx)
-    }
-
-    fn conv_scratch(&self, geom: ConvGeom, cout: usize) -> usize {
-        conv::scratch_len(self, geom, cout)
-    }
-
-    fn conv_forward(
-        &self,
-        x: In<'_, Self>,
-        w: In<'_, Self>,
-        geom: ConvGeom,
-        cout: usize,
-        y: Out<'_, Self>,
-        scratch: Out<'_, Self>,
-    ) -> BResult<()> {
-        conv::forward(self, x, w, geom, cout, y, scratch)
-    }
-
-    fn conv_backward(
-        &self,
-        x: In<'_, Self>,
-        w: In<'_, Self>,
-        dy: In<'_, Self>,
-        geom: ConvGeom,
-        cout: usize,
-        dw: Out<'_, Self>,
-        dx: Option<Out<'_, Self>>,
-        scratch: Out<'_, Self>,
-        reuse: bool,
-    ) -> BResult<()> {
-        conv::backward(self, x, w, dy, geom, cout, dw, dx, scratch, reuse)
-    }
-
-    fn bias_act_forward(
-        &self,
-        y: Out<'_, Self>,
-        bias: Option<In<'_, Self>>,
-        rows: usize,
-        cols: usize,
-        relu: bool,
-    ) -> BResult<()> {
-        elementwise::bias_act_forward(self, y, bias, rows, cols, relu)
-    }
-
-    fn bias_act_backward(
-        &self,
-        y: In<'_, Self>,
-        dy: Out<'_, Self>,
-        dbias: Option<Out<'_, Self>>,
-        rows: usize,
-        cols: usize,
-        relu: bool,
-    ) -> BResult<()> {
-        elementwise::bias_act_backward(self, y, dy, dbias, rows, cols, relu)
-    }
-
-    fn relu_forward(&self, x: In<'_, Self>, y: Out<'_, Self>, len: usize) -> BResult<()> {
-        elementwise::relu_forward(self, x, y, len)
-    }
-
-    fn relu_backward(
-        &self,
-        y: In<'_, Self>,
-        dy: In<'_, Self>,
-        dx: Out<'_, Self>,
-        len: usize,
-    ) -> BResult<()> {
-        elementwise::relu_backward(self, y, dy, dx, len)
-    }
-
-    fn maxpool_forward(
-        &self,
-        x: In<'_, Self>,
-        geom: PoolGeom,
-        y: Out<'_, Self>,
-        argmax: Out<'_, Self, u32>,
-    ) -> BResult<()> {
-        pool::maxpool_forward(self, x, geom, y, argmax)
-    }
-
-    fn maxpool_backward(
-        &self,
-        dy: In<'_, Self>,
-        argmax: In<'_, Self, u32>,
-        geom: PoolGeom,
-        dx: Out<'_, Self>,
-    ) -> BResult<()> {
-        pool::maxpool_backward(self, dy, argmax, geom, dx)
-    }
-
-    fn avgpool_forward(
-        &self,
-        x: In<'_, Self>,
-        planes: usize,
-        hw: usize,
-        y: Out<'_, Self>,
-    ) -> BResult<()> {
-        pool::avgpool_forward(self, x, planes, hw, y)
-    }
-
-    fn avgpool_backward(
-        &self,
-        dy: In<'_, Self>,
-        planes: usize,
-        hw: usize,
-        dx: Out<'_, Self>,
-    ) -> BResult<()> {
-        pool::avgpool_backward(self, dy, planes, hw, dx)
-    }
-
-    fn batchnorm_forward(
-        &self,
-        x: In<'_, Self>,
-        gamma_beta: In<'_, Self>,
-        running: Out<'_, Self>,
-        saved: Out<'_, Self>,
-        y: Out<'_, Self>,
-        bn: BnGeom,
-        train: bool,
-    ) -> BResult<()> {
-        norm::batchnorm_forward(self, x, gamma_beta, running, saved, y, bn, train)
-    }
-
-    fn batchnorm_backward(
-        &self,
-        x: In<'_, Self>,
-        y: In<'_, Self>,
-        dy: In<'_, Self>,
-        gamma_beta: In<'_, Self>,
-        saved: In<'_, Self>,
-        dgamma_beta: Out<'_, Self>,
-        dx: Out<'_, Self>,
-        bn: BnGeom,
-    ) -> BResult<()> {
-        norm::batchnorm_backward(self, x, y, dy, gamma_beta, saved, dgamma_beta, dx, bn)
-    }
-
-    fn bn_relu_pool_scratch(&self, g: BnPoolGeom) -> usize {
-        bn_pool::scratch_len(g)
-    }
-
-    fn bn_relu_pool_forward(
-        &self,
-        x: In<'_, Self>,
-        gamma_beta: In<'_, Self>,
-        running: Out<'_, Self>,
-        saved: Out<'_, Self>,
-        y: Out<'_, Self>,
-        winners: Out<'_, Self, u32>,
-        scratch: Out<'_, Self>,
-        g: BnPoolGeom,
-        train: bool,
-    ) -> BResult<()> {
-        bn_pool::forward(
-            self, x, gamma_beta, running, saved, y, winners, scratch, g, train,
-        )
-    }
-
-    fn bn_relu_pool_backward(
-        &self,
-        x: In<'_, Self>,
-        dy: In<'_, Self>,
-        winners: In<'_, Self, u32>,
-        gamma_beta: In<'_, Self>,
-        saved: In<'_, Self>,
-        dgamma_beta: Out<'_, Self>,
-        dx: Out<'_, Self>,
-        scratch: Out<'_, Self>,
-        g: BnPoolGeom,
-    ) -> BResult<()> {
-        bn_pool::backward(
-            self,
-            x,
-            dy,
-            winners,
-            gamma_beta,
-            saved,
-            dgamma_beta,
-            dx,
-            scratch,
-            g,
-        )
-    }
-
-    fn datanorm(
-        &self,
-        x: In<'_, Self, u8>,
-        n: usize,
-        h: usize,
-        w: usize,
-        mean: &[f32],
-        std: &[f32],
-        layout: DataLayout,
-        y: Out<'_, Self>,
-    ) -> BResult<()> {
-        norm::datanorm(self, x, n, h, w, mean, std, layout, y)
-    }
-
-    fn softmax_xent(
-        &self,
-        logits: In<'_, Self>,
-        labels: In<'_, Self, u32>,
-        classes: usize,
-        n: usize,
-        dlogits: Option<Out<'_, Self>>,
-        stats: Out<'_, Self>,
-    ) -> BResult<()> {
-        loss::softmax_xent(self, logits, labels, classes, n, dlogits, stats)
-    }
-
-    fn softmax_xent_soft(
-        &self,
-        logits: In<'_, Self>,
-        targets: In<'_, Self>,
-        classes: usize,
-        n: usize,
-        dlogits: Option<Out<'_, Self>>,
-        stats: Out<'_, Self>,
-    ) -> BResult<()> {
-        loss::softmax_xent_soft(self, logits, targets, classes, n, dlogits, stats)
-    }
-
-    fn sigmoid_bce(
-        &self,
-        logits: In<'_, Self>,
-        targets: In<'_, Self>,
-        classes: usize,
-        n: usize,
-        dlogits: Option<Out<'_, Self>>,
-        stats: Out<'_, Self>,
-    ) -> BResult<()> {
-        loss::sigmoid_bce(self, logits, targets, classes, n, dlogits, stats)
-    }
-
-    fn sgd_step(
-        &self,
-        params: Out<'_, Self>,
-        grads: In<'_, Self>,
-        momentum: Out<'_, Self>,
-        len: usize,
-        decay_len: usize,
-        h: SgdStep,
-    ) -> BResult<()> {
-        optim::sgd_step(self, params, grads, momentum, len, decay_len, h)
-    }
-
-    fn adamw_step(
-        &self,
-        params: Out<'_, Self>,
-        grads: In<'_, Self>,
-        m: Out<'_, Self>,
-        v: Out<'_, Self>,
-        len: usize,
-        decay_len: usize,
-        h: AdamWStep,
-    ) -> BResult<()> {
-        optim::adamw_step(self, params, grads, m, v, len, decay_len, h)
-    }
 }
+
+impl Backend for CudaBackend {}

@@ -1,183 +1,104 @@
 //! Pooling on CUDA (`kernels/pool.cu`): max pooling with its argmax, and global average
 //! pooling, forward and backward.
 
-use super::buffer::device_addr;
-use super::{cuda_err, CudaBackend};
-use crate::backend::{BResult, In, Out, PoolGeom};
+use super::buffer::DevPtr;
+use super::kernels::{AvgPool, MaxPoolBackward, MaxPoolForward, PoolDims};
+use super::CudaBackend;
+use crate::backend::{
+    AvgPoolBackwardArgs, AvgPoolForwardArgs, BResult, MaxPoolBackwardArgs, MaxPoolForwardArgs,
+    PoolGeom, PoolOps,
+};
 
-pub(super) fn maxpool_forward(
-    backend: &CudaBackend,
-    x: In<'_, CudaBackend>,
-    geom: PoolGeom,
-    y: Out<'_, CudaBackend>,
-    argmax: Out<'_, CudaBackend, u32>,
-) -> BResult<()> {
-    let (oh, ow) = (geom.out_h(), geom.out_w());
-    let (hw, ohw) = (geom.h * geom.w, oh * ow);
-    let s = backend.stream();
-    let xp = device_addr(
-        s,
-        x.buf,
-        x.off,
-        geom.planes * hw,
-        "maxpool_forward",
-        "input",
-    )?;
-    let yp = device_addr(
-        s,
-        y.buf,
-        y.off,
-        geom.planes * ohw,
-        "maxpool_forward",
-        "output",
-    )?;
-    let ap = device_addr(
-        s,
-        argmax.buf,
-        argmax.off,
-        geom.planes * ohw,
-        "maxpool_forward",
-        "argmax",
-    )?;
-    let total = geom.planes * ohw;
-    if total == 0 {
-        return Ok(());
+/// The max-pooling kernels' shape parameters.
+fn dims(g: &PoolGeom) -> PoolDims {
+    PoolDims {
+        planes: g.planes as u64,
+        h: g.h as i32,
+        w: g.w as i32,
+        k: g.k as i32,
+        stride: g.stride as i32,
+        oh: g.out_h() as i32,
+        ow: g.out_w() as i32,
     }
-    backend
-        .kernels()
-        .maxpool_forward(
-            s,
-            backend.grid(total),
-            xp,
-            yp,
-            ap,
-            geom.planes as u64,
-            geom.h as i32,
-            geom.w as i32,
-            geom.k as i32,
-            geom.stride as i32,
-            oh as i32,
-            ow as i32,
-        )
-        .map_err(cuda_err("maxpool_forward"))
 }
 
-pub(super) fn maxpool_backward(
-    backend: &CudaBackend,
-    dy: In<'_, CudaBackend>,
-    argmax: In<'_, CudaBackend, u32>,
-    geom: PoolGeom,
-    dx: Out<'_, CudaBackend>,
-) -> BResult<()> {
-    let (oh, ow) = (geom.out_h(), geom.out_w());
-    let (hw, ohw) = (geom.h * geom.w, oh * ow);
-    let s = backend.stream();
-    let dyp = device_addr(
-        s,
-        dy.buf,
-        dy.off,
-        geom.planes * ohw,
-        "maxpool_backward",
-        "gradient",
-    )?;
-    let ap = device_addr(
-        s,
-        argmax.buf,
-        argmax.off,
-        geom.planes * ohw,
-        "maxpool_backward",
-        "argmax",
-    )?;
-    let dxp = device_addr(
-        s,
-        dx.buf,
-        dx.off,
-        geom.planes * hw,
-        "maxpool_backward",
-        "input gradient",
-    )?;
-    let total = geom.planes * hw;
-    if total == 0 || ohw == 0 {
-        return Ok(());
+/// The average-pooling kernels' parameters, for `planes` planes of `hw` elements.
+fn avg(src: DevPtr, dst: DevPtr, planes: usize, hw: usize) -> AvgPool {
+    AvgPool {
+        src,
+        dst,
+        planes: planes as u64,
+        hw: hw as u64,
+        inv: 1.0 / hw as f32,
     }
-    backend
-        .kernels()
-        .maxpool_backward(
-            s,
-            backend.grid(total),
-            dyp,
-            ap,
-            dxp,
-            geom.planes as u64,
-            geom.h as i32,
-            geom.w as i32,
-            geom.k as i32,
-            geom.stride as i32,
-            oh as i32,
-            ow as i32,
-        )
-        .map_err(cuda_err("maxpool_backward"))
 }
 
-pub(super) fn avgpool_forward(
-    backend: &CudaBackend,
-    x: In<'_, CudaBackend>,
-    planes: usize,
-    hw: usize,
-    y: Out<'_, CudaBackend>,
-) -> BResult<()> {
-    let s = backend.stream();
-    let xp = device_addr(s, x.buf, x.off, planes * hw, "avgpool_forward", "input")?;
-    let yp = device_addr(s, y.buf, y.off, planes, "avgpool_forward", "output")?;
-    if hw == 0 || planes == 0 {
-        return Ok(());
-    }
-    let inv = 1.0 / hw as f32;
-    backend
-        .kernels()
-        .avgpool_forward(
-            s,
-            backend.grid(planes),
-            xp,
-            yp,
-            planes as u64,
-            hw as u64,
-            inv,
+impl PoolOps for CudaBackend {
+    fn maxpool_forward(&self, op: MaxPoolForwardArgs<'_, Self>) -> BResult<()> {
+        let cx = self.op("maxpool_forward");
+        let g = op.geom;
+        let params = MaxPoolForward {
+            x: cx.read(op.x, g.in_len(), "input")?,
+            y: cx.write(&op.y, g.out_len(), "output")?,
+            argmax: cx.write(&op.argmax, g.out_len(), "argmax")?,
+            dims: dims(&g),
+        };
+        // One thread per output.
+        if g.out_len() == 0 {
+            return Ok(());
+        }
+        cx.launch(
+            &self.kernels().maxpool_forward,
+            cx.grid(g.out_len()),
+            params,
         )
-        .map_err(cuda_err("avgpool_forward"))
-}
+    }
 
-pub(super) fn avgpool_backward(
-    backend: &CudaBackend,
-    dy: In<'_, CudaBackend>,
-    planes: usize,
-    hw: usize,
-    dx: Out<'_, CudaBackend>,
-) -> BResult<()> {
-    let s = backend.stream();
-    let dyp = device_addr(s, dy.buf, dy.off, planes, "avgpool_backward", "gradient")?;
-    let dxp = device_addr(
-        s,
-        dx.buf,
-        dx.off,
-        planes * hw,
-        "avgpool_backward",
-        "input gradient",
-    )?;
-    if hw == 0 || planes == 0 {
-        return Ok(());
-    }
-    let inv = 1.0 / hw as f32;
-    backend
-        .kernels()
-        .avgpool_backward(
-            s,
-            backend.grid(planes * hw),
-            dyp,
-            dxp,
-            planes as u64,
-            hw as u64,
-            inv,
+    fn maxpool_backward(&self, op: MaxPoolBackwardArgs<'_, Self>) -> BResult<()> {
+        let cx = self.op("maxpool_backward");
+        let g = op.geom;
+        let params = MaxPoolBackward {
+            dy: cx.read(op.dy, g.out_len(), "gradient")?,
+            argmax: cx.read(op.argmax, g.out_len(), "argmax")?,
+            dx: cx.write(&op.dx, g.in_len(), "input gradient")?,
+            dims: dims(&g),
+        };
+        // One thread per input, gathering the outputs it won.
+        if g.in_len() == 0 || g.out_len() == 0 {
+            return Ok(());
+        }
+        cx.launch(
+            &self.kernels().maxpool_backward,
+            cx.grid(g.in_len()),
+            params,
         )
-        .map_err(cuda_err("avgpool_backward"))
+    }
+
+    fn avgpool_forward(&self, op: AvgPoolForwardArgs<'_, Self>) -> BResult<()> {
+        let cx = self.op("avgpool_forward");
+        let (planes, hw) = (op.planes, op.hw);
+        let x = cx.read(op.x, planes * hw, "input")?;
+        let y = cx.write(&op.y, planes, "output")?;
+        if hw == 0 || planes == 0 {
+            return Ok(());
+        }
+        let params = avg(x, y, planes, hw);
+        cx.launch(&self.kernels().avgpool_forward, cx.grid(planes), params)
+    }
+
+    fn avgpool_backward(&self, op: AvgPoolBackwardArgs<'_, Self>) -> BResult<()> {
+        let cx = self.op("avgpool_backward");
+        let (planes, hw) = (op.planes, op.hw);
+        let dy = cx.read(op.dy, planes, "gradient")?;
+        let dx = cx.write(&op.dx, planes * hw, "input gradient")?;
+        if hw == 0 || planes == 0 {
+            return Ok(());
+        }
+        let params = avg(dy, dx, planes, hw);
+        cx.launch(
+            &self.kernels().avgpool_backward,
+            cx.grid(planes * hw),
+            params,
+        )
+    }
 }

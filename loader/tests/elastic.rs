@@ -160,6 +160,23 @@ fn exactly_once(got: Vec<Vec<usize>>, all: &[usize], pad: usize) -> Result<(), S
     Ok(())
 }
 
+/// `got` with the layouts that continue the first one unchanged (same ranks, same
+/// batch: not an elastic resume, the epoch's own deal goes on) joined to it, since the
+/// repeats of that deal (a rank whose shards hold fewer samples repeats its own) are
+/// the epoch's, not the resume's.
+fn first_layout_joined(
+    mut got: Vec<Vec<usize>>,
+    plan: &[(usize, usize, Option<usize>)],
+) -> Vec<Vec<usize>> {
+    let same = plan
+        .iter()
+        .take_while(|l| (l.0, l.1) == (plan[0].0, plan[0].1))
+        .count();
+    let first: Vec<usize> = got.drain(..same).flatten().collect();
+    got.insert(0, first);
+    got
+}
+
 fn plain(n: usize) -> Arc<dyn Source> {
     Arc::new(RawSource::new(n, 1))
 }
@@ -217,6 +234,25 @@ fn the_same_layout_resumes_at_the_same_batch() {
     assert!(state.elastic.is_none());
 }
 
+#[test]
+fn a_layout_resumed_unchanged_after_no_batches_repeats_only_its_own_deal() {
+    // Shards of 6, 5 and 9 on two ranks: one rank's shards hold 5 of its 10 samples,
+    // so its own deal repeats 5, and a resume at the same layout keeps that deal.
+    let src: Arc<dyn Source> = Arc::new(Sharded::new(&[6, 5, 9]));
+    let plan = [(2, 3, Some(0)), (2, 3, None)];
+    let got = delivered(&src, 3, &plan);
+    assert!(got[0].is_empty());
+    let own: Vec<usize> = (0..2)
+        .flat_map(|rank| {
+            let mut l = Loader::new(src.clone(), cfg(rank, 2, 3)).unwrap();
+            l.start_epoch(3).indices().to_vec()
+        })
+        .collect();
+    assert_eq!(got[1], own, "the epoch's own deal, not an elastic one");
+    let all = epoch_samples(&src, 3, plan[0]);
+    exactly_once(first_layout_joined(got, &plan), &all, 1).unwrap();
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
     #[test]
@@ -235,7 +271,7 @@ proptest! {
             layouts.iter().map(|&(w, b, t)| (w, b, Some(t))).collect();
         plan.push((last.0, last.1, None));
         let pad = plan.iter().map(|l| l.0 - 1).max().unwrap_or(0);
-        let got = delivered(&src, 3, &plan);
+        let got = first_layout_joined(delivered(&src, 3, &plan), &plan);
         let all = epoch_samples(&src, 3, plan[0]);
         let r = exactly_once(got, &all, pad);
         prop_assert!(r.is_ok(), "{:?}: {:?}", plan, r);

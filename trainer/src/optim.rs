@@ -129,7 +129,9 @@ impl<B: Backend + Clone + 'static> Optimizer<B> {
         }
         let decay_len = model.reg.decay_len();
         let b = model.backend().clone();
-        self.steps += 1;
+        // Counted once the update is done: a step that fails leaves the count (and
+        // AdamW's bias correction) where it was.
+        let step = self.steps + 1;
         let flat = FlatParams {
             params: model.params.view_mut(),
             grads: model.grads.view(),
@@ -172,7 +174,7 @@ impl<B: Backend + Clone + 'static> Optimizer<B> {
                     beta2,
                     eps,
                     weight_decay,
-                    step: self.steps,
+                    step,
                 },
             })?,
             _ => {
@@ -182,6 +184,7 @@ impl<B: Backend + Clone + 'static> Optimizer<B> {
                 ))
             }
         }
+        self.steps = step;
         Ok(())
     }
 }

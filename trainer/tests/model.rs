@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
+use stoker_trainer::backend::{Buffers, Out};
 use stoker_trainer::checkpoint::{self, CheckpointError};
+use stoker_trainer::model::Target;
 use stoker_trainer::rng::Rng;
 use stoker_trainer::{
     CpuBackend, Model, ModelConfig, ModelError, ModelKind, Optimizer, OptimizerKind,
@@ -452,4 +454,23 @@ fn soft_labels_and_label_smoothing_reach_the_gradient() {
         .is_err());
     assert!(Model::new(&b, cfg().label_smoothing(1.0)).is_err());
     assert!(Model::new(&b, cfg().label_smoothing(f32::NAN)).is_err());
+    let tags = cfg().label_smoothing(0.1).target(Target::Labels);
+    assert!(
+        Model::new(&b, tags).is_err(),
+        "multi-label tags have no smoothing"
+    );
+    // A batch already on the device: smoothing needs the host labels, so the hard-label
+    // call refuses rather than train unsmoothed, and the call with them smooths.
+    let mut dx = b.alloc::<u8>(x.len()).unwrap();
+    let mut dy = b.alloc::<u32>(n).unwrap();
+    b.upload(&x, Out::new(&mut dx)).unwrap();
+    b.upload(&y, Out::new(&mut dy)).unwrap();
+    let mut m = Model::new(&b, cfg().label_smoothing(0.1)).unwrap();
+    let err = m.forward_backward_on(&dx, &dy, n).unwrap_err();
+    assert!(
+        err.to_string().contains("forward_backward_on_mixed"),
+        "{err}"
+    );
+    m.forward_backward_on_mixed(&dx, &dy, &y, None, n).unwrap();
+    assert_eq!(m.grads_to_host().unwrap(), smooth);
 }

@@ -157,8 +157,9 @@ impl<B: Backend> Layer<B> for BatchNorm2d<B> {
         let (goff, _) = self
             .params
             .offsets(bufs, self.shape.c, "batchnorm", &self.name)?;
-        // The parameter gradients need the same pass as dx; with no dx wanted, the
-        // input gradient goes to dy (no longer needed) instead of a scratch buffer.
+        // The parameter gradients come from the same pass as dx, so the pass needs
+        // somewhere to write dx; a batch norm always follows a layer that wants it (no
+        // model starts with one), so no dx is a wiring mistake, not a case to serve.
         let b = bufs.backend;
         let g = self.geom(n);
         match dx {

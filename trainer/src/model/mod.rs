@@ -256,6 +256,13 @@ impl<B: Backend + Clone + 'static> Model<B> {
                 ),
             ));
         }
+        if cfg.label_smoothing != 0.0 && cfg.target == Target::Labels {
+            // The k-hot BCE loss has no class distribution to smooth.
+            return Err(config(
+                what,
+                "label smoothing applies to class targets, not multi-label tags",
+            ));
+        }
         let layout = match cfg.kind {
             ModelKind::Mlp => DataLayout::FeatureMajor,
             ModelKind::Convnet | ModelKind::Resnet => DataLayout::ChannelMajor,
@@ -540,7 +547,9 @@ impl<B: Backend + Clone + 'static> Model<B> {
     }
 
     /// As `forward_backward`, for a batch already on the device (e.g. uploaded by the
-    /// loader). Labels out of range are reported by the backend.
+    /// loader). Labels out of range are reported by the backend. A model with label
+    /// smoothing needs the host labels to build its targets: it refuses this call and
+    /// takes `forward_backward_on_mixed`, rather than train on unsmoothed labels.
     pub fn forward_backward_on(
         &mut self,
         images: &B::Buf<u8>,
@@ -548,6 +557,13 @@ impl<B: Backend + Clone + 'static> Model<B> {
         n: usize,
     ) -> Result<()> {
         self.check_batch(n)?;
+        if self.cfg.label_smoothing != 0.0 {
+            return Err(config(
+                "training step",
+                "label smoothing builds its targets from the host labels: call \
+                 forward_backward_on_mixed with them",
+            ));
+        }
         self.run(Some((images, labels)), n, true, None, StepLoss::Hard)
     }
 
@@ -580,8 +596,9 @@ impl<B: Backend + Clone + 'static> Model<B> {
         n: usize,
     ) -> Result<Vec<(String, f64, f64)>> {
         self.upload_batch(images, labels, n)?;
+        let soft = self.stage_targets(labels, None, n)?;
         let mut prof = Vec::new();
-        self.run(None, n, true, Some(&mut prof), StepLoss::Hard)?;
+        self.run(None, n, true, Some(&mut prof), StepLoss::hard_or_soft(soft))?;
         Ok(prof)
     }
 

@@ -1,6 +1,6 @@
 //! Decoding JPEG and PNG end to end, and refusing bad bytes without panicking.
 
-mod common;
+use crate::common;
 
 use common::*;
 use image::ExtendedColorType;

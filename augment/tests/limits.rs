@@ -1,7 +1,7 @@
 //! Images larger than the decode limit are refused from their header, before any
 //! pixel buffer is allocated, through every entry point.
 
-mod common;
+use crate::common;
 
 use common::*;
 use stoker_augment::decode;

@@ -1,6 +1,6 @@
 //! Pipelines end to end: shapes, determinism, and the invariants of each transform.
 
-mod common;
+use crate::common;
 
 use common::*;
 use proptest::prelude::*;

@@ -2,7 +2,7 @@
 //! zune-jpeg full-decode path (tolerance, determinism, fallbacks, bad input).
 #![cfg(stoker_turbo)]
 
-mod common;
+use crate::common;
 
 use common::{max_diff, mean_diff};
 use image::ExtendedColorType;

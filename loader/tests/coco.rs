@@ -7,7 +7,7 @@
 //! of opening, and the same set read from S3 (moto).
 
 #[cfg(feature = "remote")]
-mod s3_support;
+use crate::s3_support;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

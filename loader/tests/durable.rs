@@ -42,7 +42,7 @@ fn a_killed_writer_leaves_the_previous_file() {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "a_killed_writer_leaves_the_previous_file",
+            "durable::a_killed_writer_leaves_the_previous_file",
             "--nocapture",
         ])
         .env(CHILD, &target)

@@ -3,7 +3,7 @@
 //! a mixture; every sample of the epoch is delivered once, the only repeats being the
 //! padding of the last layout's final step.
 
-mod engine_support;
+use crate::engine_support;
 
 use std::ops::Range;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! End-to-end tests of the pipeline engine on in-memory sources: determinism across
 //! modes and worker counts, resume, bounded memory, error policy, panics, shutdown.
 
-mod engine_support;
+use crate::engine_support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

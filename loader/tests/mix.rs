@@ -2,7 +2,7 @@
 //! and worker count, an exact resume, soft labels that say what each image holds, and
 //! untouched batches when mixing is off.
 
-mod engine_support;
+use crate::engine_support;
 
 use std::sync::Arc;
 

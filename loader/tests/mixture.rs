@@ -2,7 +2,7 @@
 //! exact resume under each stop rule, weights changed at a resume, classes combined
 //! by name, and the inputs that are refused before anything is read.
 
-mod engine_support;
+use crate::engine_support;
 
 use std::sync::Arc;
 

@@ -5,7 +5,7 @@
 //! resume works in the middle of a row group, and bad files are errors naming them.
 
 #[cfg(feature = "remote")]
-mod s3_support;
+use crate::s3_support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //! wrong credentials, a missing bucket and a truncated shard are clear errors; resume
 //! in the middle of a remote shard; the cache serves later epochs.
 
-mod s3_support;
+use crate::s3_support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

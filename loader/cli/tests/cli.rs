@@ -3,14 +3,8 @@
 //! clear errors for bad input.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
-fn stoker_load(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_stoker-load"))
-        .args(args)
-        .output()
-        .expect("run stoker-load")
-}
+use crate::util::{failing, path, stoker_load};
 
 fn ok(args: &[&str]) -> String {
     let out = stoker_load(args);
@@ -22,23 +16,8 @@ fn ok(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn failing(args: &[&str]) -> String {
-    let out = stoker_load(args);
-    assert!(!out.status.success(), "stoker-load {args:?} should fail");
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(
-        !err.contains("panicked"),
-        "a panic is not an error message: {err}"
-    );
-    err
-}
-
 fn json(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&ok(args)).expect("bench --json prints one JSON object")
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().expect("utf-8 temp path")
 }
 
 #[test]

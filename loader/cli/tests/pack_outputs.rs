@@ -5,25 +5,16 @@
 //! read with a warning.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn stoker_load(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_stoker-load"))
-        .args(args)
-        .output()
-        .expect("run stoker-load")
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 temp path")
-}
+use crate::util::{failing, path, stoker_load};
 
 fn shapes(dir: &Path, count: usize) -> PathBuf {
     let data = dir.join("shapes");
     let out = stoker_load(&[
         "gen",
         "shapes",
-        s(&data),
+        path(&data),
         "--count",
         &count.to_string(),
         "--size",
@@ -35,14 +26,6 @@ fn shapes(dir: &Path, count: usize) -> PathBuf {
         String::from_utf8_lossy(&out.stderr)
     );
     data
-}
-
-fn failing(args: &[&str]) -> String {
-    let out = stoker_load(args);
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!out.status.success(), "stoker-load {args:?} should fail");
-    assert!(!err.contains("panicked"), "{err}");
-    err
 }
 
 fn names(dir: &Path) -> Vec<String> {
@@ -66,7 +49,7 @@ fn pack_refuses_a_fifo_and_a_symlink_and_leaves_them_be() {
     let fifo = out.join("set.pack");
     let made = Command::new("mkfifo").arg(&fifo).status();
     if made.is_ok_and(|st| st.success()) {
-        let err = failing(&["pack", s(&data), s(&fifo)]);
+        let err = failing(&["pack", path(&data), path(&fifo)]);
         assert!(
             err.contains("a FIFO (named pipe), not a regular file"),
             "{err}"
@@ -76,7 +59,7 @@ fn pack_refuses_a_fifo_and_a_symlink_and_leaves_them_be() {
             .file_type()
             .is_fifo());
         // As the folder of a tar pack too.
-        let err = failing(&["pack", s(&data), s(&fifo), "--format", "tar"]);
+        let err = failing(&["pack", path(&data), path(&fifo), "--format", "tar"]);
         assert!(
             err.contains("FIFO") && err.contains("not a folder"),
             "{err}"
@@ -91,7 +74,7 @@ fn pack_refuses_a_fifo_and_a_symlink_and_leaves_them_be() {
     std::fs::write(&target, b"precious").unwrap();
     let link = out.join("link.pack");
     std::os::unix::fs::symlink(&target, &link).unwrap();
-    let err = failing(&["pack", s(&data), s(&link)]);
+    let err = failing(&["pack", path(&data), path(&link)]);
     assert!(err.contains("a symbolic link, not a regular file"), "{err}");
     assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
     assert_eq!(std::fs::read(&target).unwrap(), b"precious");
@@ -99,7 +82,7 @@ fn pack_refuses_a_fifo_and_a_symlink_and_leaves_them_be() {
     // A regular file is still replaced, whole.
     let file = out.join("ok.pack");
     std::fs::write(&file, b"old").unwrap();
-    assert!(stoker_load(&["pack", s(&data), s(&file)]).status.success());
+    assert!(stoker_load(&["pack", path(&data), path(&file)]).status.success());
     assert_eq!(std::fs::read(&file).unwrap()[..8], *b"STKPACK1");
 }
 
@@ -122,7 +105,7 @@ fn a_pack_removes_the_temporaries_of_dead_packs_but_not_of_live_ones() {
         std::fs::write(out.join(name), vec![0u8; 1000]).unwrap();
     }
     let pack = out.join("set.pack");
-    assert!(stoker_load(&["pack", s(&data), s(&pack)]).status.success());
+    assert!(stoker_load(&["pack", path(&data), path(&pack)]).status.success());
     assert_eq!(
         names(&out),
         [
@@ -138,7 +121,7 @@ fn a_pack_removes_the_temporaries_of_dead_packs_but_not_of_live_ones() {
     std::fs::create_dir(&shards).unwrap();
     std::fs::write(shards.join(format!("shard-000000.tar.tmp-{dead}-0")), b"x").unwrap();
     std::fs::write(shards.join(format!("shards.json.tmp-{dead}-3")), b"x").unwrap();
-    let st = stoker_load(&["pack", s(&data), s(&shards), "--format", "tar"]);
+    let st = stoker_load(&["pack", path(&data), path(&shards), "--format", "tar"]);
     assert!(
         st.status.success(),
         "{}",
@@ -158,8 +141,8 @@ fn a_tar_pack_without_its_manifest_reads_with_a_warning() {
     let shards = dir.path().join("shards");
     let st = stoker_load(&[
         "pack",
-        s(&data),
-        s(&shards),
+        path(&data),
+        path(&shards),
         "--format",
         "tar",
         "--shard-size",
@@ -171,7 +154,7 @@ fn a_tar_pack_without_its_manifest_reads_with_a_warning() {
         String::from_utf8_lossy(&st.stderr)
     );
     assert!(shards.join("shards.json").is_file());
-    let inspect = stoker_load(&["inspect", s(&shards)]);
+    let inspect = stoker_load(&["inspect", path(&shards)]);
     assert!(inspect.status.success());
     assert!(
         !String::from_utf8_lossy(&inspect.stderr).contains("warning"),
@@ -179,7 +162,7 @@ fn a_tar_pack_without_its_manifest_reads_with_a_warning() {
     );
     // As a pack killed before its manifest leaves it: whole shards, no manifest.
     std::fs::remove_file(shards.join("shards.json")).unwrap();
-    let inspect = stoker_load(&["inspect", s(&shards)]);
+    let inspect = stoker_load(&["inspect", path(&shards)]);
     let err = String::from_utf8_lossy(&inspect.stderr);
     assert!(inspect.status.success(), "{err}");
     assert!(
@@ -199,7 +182,7 @@ fn a_full_disk_leaves_no_temporary_and_the_next_pack_cleans_up() {
     let data = shapes(dir.path(), 40);
     // The pack's size, on a disk with room, sets the sizes of the small disks.
     let whole = dir.path().join("whole.pack");
-    assert!(stoker_load(&["pack", s(&data), s(&whole)]).status.success());
+    assert!(stoker_load(&["pack", path(&data), path(&whole)]).status.success());
     let size = std::fs::metadata(&whole).unwrap().len();
     let (small, roomy) = (size / 2, size + (64 << 10));
     // Left by a dead pack: without it the second disk fits the pack, with it not.
@@ -224,7 +207,7 @@ fn a_full_disk_leaves_no_temporary_and_the_next_pack_cleans_up() {
     child.wait().unwrap();
     let out = Command::new("unshare")
         .args(["--mount", "--propagation", "private", "sh", "-c", script])
-        .args([env!("CARGO_BIN_EXE_stoker-load"), s(&data), s(&mnt)])
+        .args([env!("CARGO_BIN_EXE_stoker-load"), path(&data), path(&mnt)])
         .args([dead, small as u32, roomy as u32, stale as u32].map(|n| n.to_string()))
         .output();
     let out = match out {

@@ -3,8 +3,7 @@
 //! tar shards), bench and inspect from S3 with the digests of the local copies, and
 //! clear failures.
 
-#[path = "../../tests/s3_support/mod.rs"]
-mod s3_support;
+use crate::s3_support;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -21,9 +21,10 @@
 //! - training steps: per-step loss rtol 1e-3; weights after the steps rtol 1e-3 and
 //!   atol 1e-4: GEMM rounding differences grow through the layers and the updates.
 
-use std::sync::OnceLock;
+mod util;
 
 use stoker_trainer::backend::cuda::{self, CudaBackend};
+use util::gpu;
 // Every op trait and argument struct, and the geometry types.
 use stoker_trainer::backend::*;
 use stoker_trainer::layer::conv::ConvSpec;
@@ -36,22 +37,6 @@ use stoker_trainer::tensor::Tensor;
 use stoker_trainer::{
     BackendError, CpuBackend, Model, ModelConfig, ModelKind, Optimizer, OptimizerKind,
 };
-
-/// The shared device backend, or `None` (with the reason printed) without a GPU.
-fn gpu(test: &str) -> Option<CudaBackend> {
-    static B: OnceLock<Result<CudaBackend, String>> = OnceLock::new();
-    let b = B.get_or_init(|| match cuda::probe() {
-        Ok(_) => CudaBackend::new(0).map_err(|e| e.to_string()),
-        Err(why) => Err(why.to_string()),
-    });
-    match b {
-        Ok(b) => Some(b.clone()),
-        Err(why) => {
-            stoker_loader::gpu_test::skip(format!("no usable CUDA device ({why}) [{test}]"));
-            None
-        }
-    }
-}
 
 #[test]
 fn cuda_tests_skipped_without_gpu() {

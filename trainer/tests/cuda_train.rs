@@ -15,43 +15,21 @@
 //! - CUDA vs CPU, every later step and the validation loss: rtol 2e-2, atol 1e-3: the
 //!   rounding differences compound through the updates.
 
-use std::path::{Path, PathBuf};
+mod util;
+
+use std::path::Path;
 
 use stoker_augment::Pipeline;
-use stoker_loader::synthetic::{self, ShapesOptions};
 use stoker_loader::{source, Loader, LoaderConfig, Mode};
-use stoker_trainer::backend::cuda::{self, CudaBackend};
+use stoker_trainer::backend::cuda::CudaBackend;
 use stoker_trainer::feed::{BatchFeed, DeviceFeed, HostFeed};
 use stoker_trainer::model::Stats;
 use stoker_trainer::train::{History, TrainConfig, Trainer};
+use util::{gpu, shapes};
+
 use stoker_trainer::{
     Backend, CpuBackend, Model, ModelConfig, ModelKind, Optimizer, OptimizerKind, Schedule,
 };
-
-/// A CUDA backend on device 0, or `None` with `SKIPPED: ...` printed.
-fn gpu(test: &str) -> Option<CudaBackend> {
-    let why = match cuda::probe() {
-        Ok(_) => match CudaBackend::new(0) {
-            Ok(b) => return Some(b),
-            Err(e) => e.to_string(),
-        },
-        Err(why) => why.to_string(),
-    };
-    stoker_loader::gpu_test::skip(format!("no usable CUDA device ({why}) [{test}]"));
-    None
-}
-
-fn shapes(dir: &Path, count: usize, seed: u64) -> PathBuf {
-    let opts = ShapesOptions {
-        count,
-        size: 16,
-        classes: 4,
-        seed,
-    };
-    synthetic::shapes(dir, &opts, |_, _| {}).expect("generate shapes");
-    dir.to_path_buf()
-}
-
 const BATCH: usize = 8;
 
 /// Two epochs of the convnet over `train` (evaluated on `val`), logging every step,

@@ -4,25 +4,13 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::util::shapes;
 use stoker_augment::Pipeline;
-use stoker_loader::synthetic::{self, ShapesOptions};
 use stoker_loader::{source, Loader, LoaderConfig, LoaderError, Mode};
 use stoker_trainer::train::{History, Stop, TrainConfig, TrainError, Trainer};
 use stoker_trainer::{
     CpuBackend, Model, ModelConfig, ModelKind, Optimizer, OptimizerKind, Schedule,
 };
-
-fn shapes(dir: &Path, count: usize, seed: u64) -> PathBuf {
-    let opts = ShapesOptions {
-        count,
-        size: 16,
-        classes: 4,
-        seed,
-    };
-    synthetic::shapes(dir, &opts, |_, _| {}).expect("generate shapes");
-    dir.to_path_buf()
-}
-
 /// A trainer over `train` (and `val`), built from scratch as a new process would.
 fn trainer(
     train: &Path,

@@ -82,7 +82,9 @@ fn pack_refuses_a_fifo_and_a_symlink_and_leaves_them_be() {
     // A regular file is still replaced, whole.
     let file = out.join("ok.pack");
     std::fs::write(&file, b"old").unwrap();
-    assert!(stoker_load(&["pack", path(&data), path(&file)]).status.success());
+    assert!(stoker_load(&["pack", path(&data), path(&file)])
+        .status
+        .success());
     assert_eq!(std::fs::read(&file).unwrap()[..8], *b"STKPACK1");
 }
 
@@ -105,7 +107,9 @@ fn a_pack_removes_the_temporaries_of_dead_packs_but_not_of_live_ones() {
         std::fs::write(out.join(name), vec![0u8; 1000]).unwrap();
     }
     let pack = out.join("set.pack");
-    assert!(stoker_load(&["pack", path(&data), path(&pack)]).status.success());
+    assert!(stoker_load(&["pack", path(&data), path(&pack)])
+        .status
+        .success());
     assert_eq!(
         names(&out),
         [
@@ -182,7 +186,9 @@ fn a_full_disk_leaves_no_temporary_and_the_next_pack_cleans_up() {
     let data = shapes(dir.path(), 40);
     // The pack's size, on a disk with room, sets the sizes of the small disks.
     let whole = dir.path().join("whole.pack");
-    assert!(stoker_load(&["pack", path(&data), path(&whole)]).status.success());
+    assert!(stoker_load(&["pack", path(&data), path(&whole)])
+        .status
+        .success());
     let size = std::fs::metadata(&whole).unwrap().len();
     let (small, roomy) = (size / 2, size + (64 << 10));
     // Left by a dead pack: without it the second disk fits the pack, with it not.

@@ -5,20 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use stoker_loader::synthetic::{self, ShapesOptions};
+use crate::util::shapes;
 use stoker_trainer::backend::cuda;
-
-fn shapes(dir: &Path, count: usize, seed: u64) -> PathBuf {
-    let opts = ShapesOptions {
-        count,
-        size: 16,
-        classes: 4,
-        seed,
-    };
-    synthetic::shapes(dir, &opts, |_, _| {}).expect("generate shapes");
-    dir.to_path_buf()
-}
-
 fn stoker_train(args: &[&str], cache: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_stoker-train"))
         .args(args)

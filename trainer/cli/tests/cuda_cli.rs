@@ -2,36 +2,13 @@
 //! `SKIPPED: no usable CUDA device (<reason>)` to stderr and passes (run with
 //! `--nocapture` to see it).
 
-use std::path::{Path, PathBuf};
+#[path = "../../tests/util/mod.rs"]
+mod util;
+
+use std::path::PathBuf;
 use std::process::Command;
 
-use stoker_loader::synthetic::{self, ShapesOptions};
-use stoker_trainer::backend::cuda::{self, CudaBackend};
-
-/// A CUDA backend on device 0, or `None` with `SKIPPED: ...` printed.
-fn gpu(test: &str) -> Option<CudaBackend> {
-    let why = match cuda::probe() {
-        Ok(_) => match CudaBackend::new(0) {
-            Ok(b) => return Some(b),
-            Err(e) => e.to_string(),
-        },
-        Err(why) => why.to_string(),
-    };
-    stoker_loader::gpu_test::skip(format!("no usable CUDA device ({why}) [{test}]"));
-    None
-}
-
-fn shapes(dir: &Path, count: usize, seed: u64) -> PathBuf {
-    let opts = ShapesOptions {
-        count,
-        size: 16,
-        classes: 4,
-        seed,
-    };
-    synthetic::shapes(dir, &opts, |_, _| {}).expect("generate shapes");
-    dir.to_path_buf()
-}
-
+use util::{gpu, shapes};
 /// `stoker-train --device cuda --compare-readers` on a tiny set: the device in the
 /// JSON, both readers trained identically. The binary is `$STOKER_TRAIN_BIN` when set
 /// (the GPU bundle runs this test away from the build's target folder).

@@ -2,8 +2,7 @@
 //! loader/tests/s3_support): training and validation data read from a bucket,
 //! configured through the AWS_* variables.
 
-#[path = "../../../loader/tests/s3_support/mod.rs"]
-mod s3_support;
+use crate::s3_support;
 
 use std::process::Command;
 

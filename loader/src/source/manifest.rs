@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::place::{read_file, Base, Place};
-use super::{OpenOptions, RecordKind, Source, SourceError};
+use super::{OpenOptions, RecordKind, Source, SourceError, Why};
 use crate::sample::{Annotation, Field, Fields, KeypointSchema, MaskData};
 
 /// One parsed line.
@@ -222,8 +222,9 @@ fn parse_fields(
 pub(crate) fn parse_fields_json(
     bytes: &[u8],
     k: &mut Option<usize>,
-) -> Result<(Option<u32>, Annotation), String> {
-    let v: Value = serde_json::from_slice(bytes).map_err(|e| format!("json: {e}"))?;
+) -> Result<(Option<u32>, Annotation), Why> {
+    let v: Value =
+        serde_json::from_slice(bytes).map_err(|e| Why::because(format!("json: {e}"), e))?;
     let mut obj = v
         .as_object()
         .ok_or_else(|| "json: not a JSON object".to_string())?
@@ -263,11 +264,7 @@ pub(crate) fn parse_fields_json(
 /// The JSON object [`parse_fields_json`] reads back: `label` (when given), `labels`,
 /// `text`, `boxes` with `box_labels`, `keypoints` and `meta` (the raw bytes, which must
 /// be JSON), each only when the annotation has it.
-pub(crate) fn fields_json(
-    label: Option<u32>,
-    ann: &Annotation,
-    k: usize,
-) -> Result<Vec<u8>, String> {
+pub(crate) fn fields_json(label: Option<u32>, ann: &Annotation, k: usize) -> Result<Vec<u8>, Why> {
     use serde_json::json;
     let mut obj = serde_json::Map::new();
     if let Some(l) = label {
@@ -292,11 +289,15 @@ pub(crate) fn fields_json(
         obj.insert("keypoints".into(), json!(instances));
     }
     if let Some(raw) = &ann.raw {
-        let meta: Value = serde_json::from_slice(raw)
-            .map_err(|e| format!("its raw bytes are not JSON ({e}), which a json member needs"))?;
+        let meta: Value = serde_json::from_slice(raw).map_err(|e| {
+            Why::because(
+                format!("its raw bytes are not JSON ({e}), which a json member needs"),
+                e,
+            )
+        })?;
         obj.insert("meta".into(), meta);
     }
-    serde_json::to_vec(&Value::Object(obj)).map_err(|e| format!("json: {e}"))
+    serde_json::to_vec(&Value::Object(obj)).map_err(|e| Why::because(format!("json: {e}"), e))
 }
 
 /// The class list: the header's, else the names used (sorted), else the numbers used.

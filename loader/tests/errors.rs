@@ -1,5 +1,7 @@
 //! Errors keep their causes: a caller matches on the stage that failed and on the error
 //! under it (through `std::error::Error::source`), and the messages read as they did.
+//! Sources keep the parser's or reader's error under the ones they make of it (a tar
+//! index, manifest or member, a Parquet row group, a manifest line).
 
 use std::error::Error as _;
 use std::path::{Path, PathBuf};
@@ -208,4 +210,174 @@ fn an_unusable_trace_file_is_a_configuration_error_with_the_io_error_under_it() 
             trace.display()
         )
     );
+}
+
+/// The error under `err`, as a `T`.
+fn cause<T: std::error::Error + 'static>(err: &SourceError) -> &T {
+    err.source()
+        .and_then(|c| c.downcast_ref::<T>())
+        .unwrap_or_else(|| panic!("no {} under {err:?}", std::any::type_name::<T>()))
+}
+
+/// `err`'s message ends with the words of the error under it, as it always did.
+fn ends_with_its_cause(err: &SourceError, cause: &dyn std::error::Error) {
+    let msg = err.to_string();
+    assert!(msg.ends_with(&cause.to_string()), "{msg}");
+}
+
+/// A one-member-per-name tar archive.
+fn tar_of(members: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut b = ::tar::Builder::new(Vec::new());
+    for (name, data) in members {
+        let mut h = ::tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        b.append_data(&mut h, name, *data).unwrap();
+    }
+    b.into_inner().unwrap()
+}
+
+#[test]
+fn a_tar_manifest_or_member_that_is_not_json_keeps_the_parsers_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = shapes(&dir.path().join("data"));
+    let shards = dir.path().join("shards");
+    source::tar::pack_tar(src.as_ref(), &shards, 1 << 20, |_, _| {}).unwrap();
+    let manifest = shards.join(source::tar::MANIFEST_NAME);
+    std::fs::write(&manifest, b"{ not json").unwrap();
+    let err = source::open(&shards, Split::Train).err().expect("an error");
+    assert_eq!(err.path(), Some(manifest.as_path()));
+    let parse = cause::<serde_json::Error>(&err);
+    assert!(parse.is_syntax());
+    assert!(
+        err.to_string().contains(": not a shard manifest: "),
+        "{err}"
+    );
+    ends_with_its_cause(&err, parse);
+
+    // A shard from another writer whose json member is not JSON.
+    let png = std::fs::read(src.describe(0)).unwrap();
+    let shard = dir.path().join("other.tar");
+    std::fs::write(
+        &shard,
+        tar_of(&[("a.png", &png), ("a.json", b"{ not json")]),
+    )
+    .unwrap();
+    let err = source::open(&shard, Split::Train).err().expect("an error");
+    assert_eq!(err.path(), Some(shard.as_path()));
+    let parse = cause::<serde_json::Error>(&err);
+    assert!(
+        err.to_string().starts_with(&format!(
+            "{}: member a.json: json member: ",
+            shard.display()
+        )),
+        "{err}"
+    );
+    ends_with_its_cause(&err, parse);
+}
+
+/// A remote shard's sidecar index is read, not rebuilt: one that is not JSON is an
+/// error about it (through a file:// URL, no network).
+#[cfg(feature = "remote")]
+#[test]
+fn a_remote_shards_index_that_is_not_json_keeps_the_parsers_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = shapes(&dir.path().join("data"));
+    let png = std::fs::read(src.describe(0)).unwrap();
+    let shard = dir.path().join("s.tar");
+    std::fs::write(&shard, tar_of(&[("k.png", &png), ("k.cls", b"0")])).unwrap();
+    std::fs::write(dir.path().join("s.tar.idx"), b"{ not json").unwrap();
+    let url = format!("file://{}", shard.display());
+    let err = source::open(Path::new(&url), Split::Train)
+        .err()
+        .expect("an error");
+    assert!(
+        err.url().is_some_and(|u| u.ends_with("s.tar.idx")),
+        "{err:?}"
+    );
+    let parse = cause::<serde_json::Error>(&err);
+    assert!(err.to_string().contains(": not a shard index: "), "{err}");
+    ends_with_its_cause(&err, parse);
+}
+
+#[test]
+fn a_manifest_line_that_is_not_json_keeps_the_parsers_error_at_every_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let src = shapes(&data);
+    let first = PathBuf::from(src.describe(0));
+    let rel = first.strip_prefix(&data).unwrap().display().to_string();
+    let path = data.join("m.jsonl");
+    let good = serde_json::json!({"image": rel, "label": 0}).to_string();
+    std::fs::write(&path, format!("{good}\n{{ not json\n")).unwrap();
+    let manifest = source::open(&path, Split::Train).unwrap();
+    let mut buf = Vec::new();
+    manifest.read(0, &mut buf).unwrap();
+    // The line is reported at each read of its sample, each time with the error.
+    for _ in 0..2 {
+        let err = manifest.read(1, &mut buf).unwrap_err();
+        assert_eq!(
+            err.record_name(),
+            Some(format!("{} line 2", path.display()).as_str())
+        );
+        let parse = cause::<serde_json::Error>(&err);
+        assert!(parse.is_syntax());
+        assert_eq!(
+            err.to_string(),
+            format!("{} line 2: {parse}", path.display())
+        );
+    }
+}
+
+#[test]
+fn a_damaged_parquet_row_group_keeps_the_readers_error() {
+    use arrow_array::{ArrayRef, BinaryArray, RecordBatch};
+    use arrow_schema::{DataType, Field, Schema};
+    use parquet::arrow::ArrowWriter;
+    use parquet::basic::{Compression, ZstdLevel};
+    use parquet::file::properties::WriterProperties;
+
+    let dir = tempfile::tempdir().unwrap();
+    let src = shapes(&dir.path().join("data"));
+    let mut images = Vec::new();
+    for i in 0..4 {
+        images.push(std::fs::read(src.describe(i)).unwrap());
+    }
+    let column: ArrayRef = Arc::new(BinaryArray::from_iter_values(images.iter()));
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "image",
+        DataType::Binary,
+        false,
+    )]));
+    let batch = RecordBatch::try_new(schema.clone(), vec![column]).unwrap();
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .build();
+    let mut bytes = Vec::new();
+    let mut w = ArrowWriter::try_new(&mut bytes, schema, Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    // The footer stays whole (the file opens); the first compressed page loses its
+    // zstd frame's magic number, so decoding the row group fails.
+    let magic = [0x28, 0xb5, 0x2f, 0xfd];
+    let at = bytes
+        .windows(4)
+        .position(|w| w == magic)
+        .expect("a zstd frame");
+    bytes[at..at + 4].fill(0);
+    let path = dir.path().join("damaged.parquet");
+    std::fs::write(&path, &bytes).unwrap();
+
+    let pq = source::open(&path, Split::Train).unwrap();
+    let err = pq.read(0, &mut Vec::new()).unwrap_err();
+    assert!(
+        err.to_string().starts_with(&format!(
+            "{} row group 0 row 0: reading the row group: ",
+            path.display()
+        )),
+        "{err}"
+    );
+    let arrow = cause::<arrow_schema::ArrowError>(&err);
+    ends_with_its_cause(&err, arrow);
 }

@@ -7,6 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
+use super::Why;
+
 /// True when `s` has a glob character (`*`, `?` or `[`) in its last part.
 pub fn is_glob(s: &str) -> bool {
     let last = s.rsplit('/').next().unwrap_or(s);
@@ -94,25 +96,31 @@ fn class_match(p: &[char], c: char) -> Option<(bool, usize)> {
 /// The files a local glob names (its last part matched against the names in its
 /// folder), sorted. A glob in a folder part is an error.
 pub fn glob_local(pattern: &str) -> Result<Vec<PathBuf>, String> {
+    glob_local_why(pattern).map_err(String::from)
+}
+
+/// [`glob_local`], keeping the I/O error when listing the folder fails.
+pub(crate) fn glob_local_why(pattern: &str) -> Result<Vec<PathBuf>, Why> {
     let path = Path::new(pattern);
     let (dir, last) = match (path.parent(), path.file_name()) {
         (Some(d), Some(l)) => (d, l.to_string_lossy().into_owned()),
-        _ => return Err(format!("'{pattern}': no file name to match")),
+        _ => return Err(format!("'{pattern}': no file name to match").into()),
     };
     if dir.to_string_lossy().contains(['*', '?', '[']) {
-        return Err(format!(
-            "'{pattern}': a glob may only stand in the last part of the path"
-        ));
+        return Err(
+            format!("'{pattern}': a glob may only stand in the last part of the path").into(),
+        );
     }
     let dir = if dir.as_os_str().is_empty() {
         Path::new(".")
     } else {
         dir
     };
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let listing = |e: std::io::Error| Why::because(format!("{}: {e}", dir.display()), e);
+    let entries = std::fs::read_dir(dir).map_err(listing)?;
     let mut out = Vec::new();
     for e in entries {
-        let e = e.map_err(|e| format!("{}: {e}", dir.display()))?;
+        let e = e.map_err(listing)?;
         let name = e.file_name().to_string_lossy().into_owned();
         if glob_match(&last, &name) && e.path().is_file() {
             out.push(dir.join(name));
@@ -120,7 +128,7 @@ pub fn glob_local(pattern: &str) -> Result<Vec<PathBuf>, String> {
     }
     out.sort();
     if out.is_empty() {
-        return Err(format!("'{pattern}': no file matches"));
+        return Err(format!("'{pattern}': no file matches").into());
     }
     Ok(out)
 }

@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::place::{read_file, Base, Place};
-use super::{OpenOptions, RecordKind, Source, SourceError};
+use super::{OpenOptions, RecordKind, Source, SourceError, Why};
 use crate::sample::{Annotation, Field, Fields, KeypointSchema, MaskData};
 
 /// One parsed line.
@@ -37,12 +37,39 @@ pub struct Manifest {
     what: String,
     base: Base,
     /// Each line's sample, or why it is unusable.
-    entries: Vec<Result<Entry, String>>,
+    entries: Vec<Result<Entry, Unusable>>,
     /// Line number (from 1) of each sample.
     lines: Vec<usize>,
     classes: Vec<String>,
     fields: Fields,
     schema: KeypointSchema,
+}
+
+/// Why a line's sample is unusable, told each time the sample is read.
+#[derive(Debug)]
+enum Unusable {
+    /// What is wrong with the line.
+    Reason(String),
+    /// The line is not JSON: the parser's words and the line. The parser's error, the
+    /// source of each error about the sample, cannot be cloned: parsing the line again
+    /// makes it anew.
+    NotJson { reason: String, line: String },
+}
+
+impl Unusable {
+    /// The error about the sample, which the describer names `what`.
+    fn error(&self, what: String) -> SourceError {
+        match self {
+            Unusable::Reason(reason) => SourceError::record(what, reason.clone()),
+            Unusable::NotJson { reason, line } => {
+                let e = SourceError::record(what, reason.clone());
+                match serde_json::from_str::<Value>(line) {
+                    Err(cause) => e.caused_by(cause),
+                    Ok(_) => e,
+                }
+            }
+        }
+    }
 }
 
 /// A class given as a number or a name, before the class list is known.
@@ -222,8 +249,9 @@ fn parse_fields(
 pub(crate) fn parse_fields_json(
     bytes: &[u8],
     k: &mut Option<usize>,
-) -> Result<(Option<u32>, Annotation), String> {
-    let v: Value = serde_json::from_slice(bytes).map_err(|e| format!("json: {e}"))?;
+) -> Result<(Option<u32>, Annotation), Why> {
+    let v: Value =
+        serde_json::from_slice(bytes).map_err(|e| Why::because(format!("json: {e}"), e))?;
     let mut obj = v
         .as_object()
         .ok_or_else(|| "json: not a JSON object".to_string())?
@@ -263,11 +291,7 @@ pub(crate) fn parse_fields_json(
 /// The JSON object [`parse_fields_json`] reads back: `label` (when given), `labels`,
 /// `text`, `boxes` with `box_labels`, `keypoints` and `meta` (the raw bytes, which must
 /// be JSON), each only when the annotation has it.
-pub(crate) fn fields_json(
-    label: Option<u32>,
-    ann: &Annotation,
-    k: usize,
-) -> Result<Vec<u8>, String> {
+pub(crate) fn fields_json(label: Option<u32>, ann: &Annotation, k: usize) -> Result<Vec<u8>, Why> {
     use serde_json::json;
     let mut obj = serde_json::Map::new();
     if let Some(l) = label {
@@ -292,17 +316,21 @@ pub(crate) fn fields_json(
         obj.insert("keypoints".into(), json!(instances));
     }
     if let Some(raw) = &ann.raw {
-        let meta: Value = serde_json::from_slice(raw)
-            .map_err(|e| format!("its raw bytes are not JSON ({e}), which a json member needs"))?;
+        let meta: Value = serde_json::from_slice(raw).map_err(|e| {
+            Why::because(
+                format!("its raw bytes are not JSON ({e}), which a json member needs"),
+                e,
+            )
+        })?;
         obj.insert("meta".into(), meta);
     }
-    serde_json::to_vec(&Value::Object(obj)).map_err(|e| format!("json: {e}"))
+    serde_json::to_vec(&Value::Object(obj)).map_err(|e| Why::because(format!("json: {e}"), e))
 }
 
 /// The class list: the header's, else the names used (sorted), else the numbers used.
 fn class_list(
     header: Option<&[String]>,
-    raws: &[Result<Raw, String>],
+    raws: &[Result<Raw, Unusable>],
 ) -> Result<Vec<String>, String> {
     if let Some(h) = header {
         return Ok(h.to_vec());
@@ -372,7 +400,7 @@ impl Manifest {
             if line.trim().is_empty() {
                 continue;
             }
-            let parsed = serde_json::from_str::<Value>(line).map_err(|e| format!("{e}"));
+            let parsed = serde_json::from_str::<Value>(line);
             if raws.is_empty() {
                 if let Ok(Value::Object(o)) = &parsed {
                     if !o.contains_key("image") {
@@ -394,7 +422,13 @@ impl Manifest {
                     }
                 }
             }
-            raws.push(parsed.and_then(|v| parse_line(&v, &mut k)));
+            raws.push(match parsed {
+                Ok(v) => parse_line(&v, &mut k).map_err(Unusable::Reason),
+                Err(e) => Err(Unusable::NotJson {
+                    reason: format!("{e}"),
+                    line: line.to_string(),
+                }),
+            });
             lines.push(n + 1);
         }
         if raws.is_empty() {
@@ -424,37 +458,37 @@ impl Manifest {
                 }
             }
         }
-        let mut entries = Vec::with_capacity(raws.len());
-        for raw in raws {
-            let entry = raw.and_then(|r| {
-                let label = match &r.label {
-                    Some(c) => resolve_class(c, &classes)?,
-                    None if fields.contains(Field::Class) => {
-                        return Err("no \"label\" (other lines have one)".into())
-                    }
-                    None => 0,
-                };
-                let mut ann = r.ann;
-                ann.labels = r
-                    .labels
-                    .iter()
-                    .map(|c| resolve_class(c, &classes))
-                    .collect::<Result<_, _>>()?;
-                ann.box_labels = r
-                    .box_labels
-                    .iter()
-                    .map(|c| resolve_class(c, &classes))
-                    .collect::<Result<_, _>>()?;
-                ann.check(None, classes.len(), k.unwrap_or(0))?;
-                Ok(Entry {
-                    image: base.resolve(&r.image)?,
-                    label,
-                    ann,
-                    mask: r.mask.as_deref().map(|m| base.resolve(m)).transpose()?,
-                })
-            });
-            entries.push(entry);
-        }
+        let entry_of = |r: Raw| -> Result<Entry, String> {
+            let label = match &r.label {
+                Some(c) => resolve_class(c, &classes)?,
+                None if fields.contains(Field::Class) => {
+                    return Err("no \"label\" (other lines have one)".into())
+                }
+                None => 0,
+            };
+            let mut ann = r.ann;
+            ann.labels = r
+                .labels
+                .iter()
+                .map(|c| resolve_class(c, &classes))
+                .collect::<Result<_, _>>()?;
+            ann.box_labels = r
+                .box_labels
+                .iter()
+                .map(|c| resolve_class(c, &classes))
+                .collect::<Result<_, _>>()?;
+            ann.check(None, classes.len(), k.unwrap_or(0))?;
+            Ok(Entry {
+                image: base.resolve(&r.image)?,
+                label,
+                ann,
+                mask: r.mask.as_deref().map(|m| base.resolve(m)).transpose()?,
+            })
+        };
+        let entries = raws
+            .into_iter()
+            .map(|raw| raw.and_then(|r| entry_of(r).map_err(Unusable::Reason)))
+            .collect();
         let names =
             keypoint_names.unwrap_or_else(|| (0..k.unwrap_or(0)).map(|i| i.to_string()).collect());
         Ok(Manifest {
@@ -471,7 +505,7 @@ impl Manifest {
     fn entry(&self, index: usize) -> Result<&Entry, SourceError> {
         match self.entries.get(index) {
             Some(Ok(e)) => Ok(e),
-            Some(Err(reason)) => Err(SourceError::record(self.describe(index), reason.clone())),
+            Some(Err(why)) => Err(why.error(self.describe(index))),
             None => Err(SourceError::record(
                 format!("{} sample {index}", self.what),
                 format!(

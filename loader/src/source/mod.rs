@@ -19,6 +19,7 @@ pub mod place;
 pub mod remote_folder;
 pub mod segpairs;
 pub mod tar;
+mod why;
 
 use std::future::Future;
 use std::ops::Range;
@@ -27,6 +28,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::sample::{Annotation, Fields, KeypointSchema};
+pub(crate) use why::Why;
 
 pub use cifar::Cifar10;
 pub use coco::Coco;
@@ -235,7 +237,7 @@ pub(crate) use crate::positioned::read_at;
 
 /// The error under a [`SourceError`] (a parser's, a decoder's, the storage client's),
 /// kept as its [`source`](std::error::Error::source).
-type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+pub(crate) type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// An error opening or reading a source. Messages name the file or record; the error
 /// that caused one, where there was one, is its

@@ -159,9 +159,7 @@ fn open_path(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Source>, Sour
             let mut paths = Vec::new();
             for name in tar::expand(text).map_err(|r| SourceError::format(path, r))? {
                 if files::is_glob(&name) {
-                    paths.extend(
-                        files::glob_local(&name).map_err(|r| SourceError::format(path, r))?,
-                    );
+                    paths.extend(files::glob_local_why(&name).map_err(|w| w.format(path))?);
                 } else {
                     paths.push(PathBuf::from(name));
                 }

@@ -236,7 +236,7 @@ impl PackedReader {
             for name in &t.fields {
                 let f = name
                     .parse::<Field>()
-                    .map_err(|e| bad(format!("field table: {e}")))?;
+                    .map_err(|e| bad(format!("field table: {e}")).caused_by(e))?;
                 fields = fields.with(f);
             }
             if header.num_classes == 0 && fields.contains(Field::Class) {
@@ -469,7 +469,7 @@ impl Source for PackedReader {
         let rec = SampleRecord::decode(buf).map_err(|r| self.record_error(index, r))?;
         let mut k = None;
         let (_, a) = crate::source::manifest::parse_fields_json(rec.json, &mut k)
-            .map_err(|r| self.record_error(index, r))?;
+            .map_err(|w| w.record(self.describe(index)))?;
         let want = |x: Field| wanted.contains(x) && f.fields.contains(x);
         ann.take_wanted(a, wanted.intersect(f.fields));
         if want(Field::Text) && ann.text.is_none() {

@@ -392,9 +392,11 @@ fn pack_fields(
                 width,
                 height,
                 data,
-            }) => crate::source::tar::grey_png(width, height, &data).map_err(record)?,
+            }) => crate::source::tar::grey_png(width, height, &data)
+                .map_err(|w| w.record(src.describe(i)))?,
         };
-        let json = crate::source::manifest::fields_json(None, &ann, k).map_err(record)?;
+        let json = crate::source::manifest::fields_json(None, &ann, k)
+            .map_err(|w| w.record(src.describe(i)))?;
         let label = if fields.contains(Field::Class) {
             src.label(i)
         } else {

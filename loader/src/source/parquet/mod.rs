@@ -28,7 +28,7 @@ use parquet::arrow::arrow_reader::{
 use parquet::arrow::ProjectionMask;
 use parquet::file::reader::{ChunkReader, Length};
 
-use super::{RecordKind, Source, SourceError};
+use super::{RecordKind, Source, SourceError, Why};
 use crate::sample::{Annotation, Field, Fields, MaskData, MAX_CLASSES};
 
 mod fields;
@@ -179,17 +179,18 @@ impl Backing {
     }
 
     /// An error about the whole file.
-    fn error(&self, reason: String) -> SourceError {
+    fn error(&self, why: impl Into<Why>) -> SourceError {
+        let why = why.into();
         match self {
-            Backing::Local(p, _) => SourceError::format(p, reason),
+            Backing::Local(p, _) => why.format(p),
             #[cfg(feature = "remote")]
-            Backing::Remote(c) => SourceError::remote(c.url(), reason),
+            Backing::Remote(c) => why.remote(c.url()),
         }
     }
 
     /// Reads the file at `rel` (relative to this file's folder, or an absolute local
     /// path beside a local file) into `buf`.
-    fn read_beside(&self, rel: &str, buf: &mut Vec<u8>) -> Result<(), String> {
+    fn read_beside(&self, rel: &str, buf: &mut Vec<u8>) -> Result<(), Why> {
         match self {
             Backing::Local(path, _) => {
                 let full = match path.parent() {
@@ -198,10 +199,10 @@ impl Backing {
                 };
                 use std::io::Read;
                 super::open_regular(&full)
-                    .map_err(|e| e.to_string())?
+                    .map_err(Why::of)?
                     .read_to_end(buf)
                     .map(|_| ())
-                    .map_err(|e| format!("{}: {e}", full.display()))
+                    .map_err(|e| Why::because(format!("{}: {e}", full.display()), e))
             }
             #[cfg(feature = "remote")]
             Backing::Remote(c) => {
@@ -215,7 +216,7 @@ impl Backing {
     /// A reader of the file that has `ranges` (byte ranges of column chunks) at hand:
     /// a remote file fetches them first, all at once, so that decoding a row group
     /// costs one round of GETs and not one per page.
-    fn with_ranges(&self, ranges: &[Range<u64>]) -> Result<Backing, String> {
+    fn with_ranges(&self, ranges: &[Range<u64>]) -> Result<Backing, Why> {
         match self {
             Backing::Local(..) => {
                 let _ = ranges;
@@ -278,6 +279,8 @@ struct Group {
     bytes: usize,
 }
 
+/// A row group's decode, once: the group, or the reason it failed (the error under
+/// the reason goes to the reader that decoded, see [`ParquetSource::group`]).
 type Slot = Arc<OnceLock<Result<Arc<Group>, String>>>;
 
 /// Row groups decoded recently, least recently used first out past the bound.
@@ -437,16 +440,16 @@ fn read_column(
     file: &Backing,
     meta: &ArrowReaderMetadata,
     root: usize,
-) -> Result<Vec<RecordBatch>, String> {
+) -> Result<Vec<RecordBatch>, Why> {
     let md = meta.metadata();
     let at_hand = file.with_ranges(&chunk_ranges(md, &[root], 0..md.num_row_groups()))?;
     let mask = ProjectionMask::roots(md.file_metadata().schema_descr(), [root]);
     ParquetRecordBatchReaderBuilder::new_with_metadata(at_hand, meta.clone())
         .with_projection(mask)
         .build()
-        .map_err(|e| e.to_string())?
+        .map_err(Why::of)?
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())
+        .map_err(Why::of)
 }
 
 /// Whether `t` can hold images: binary, a string path, or a struct with binary
@@ -530,7 +533,7 @@ impl ParquetSource {
                 .with_ranges(std::slice::from_ref(
                     &(size.saturating_sub(FOOTER_GUESS)..size),
                 ))
-                .map_err(|r| bad(format!("reading the footer: {r}")))?;
+                .map_err(|w| file.error(w.reword(|r| format!("reading the footer: {r}"))))?;
             let meta = ArrowReaderMetadata::load(&tail, ArrowReaderOptions::new())
                 .map_err(|e| bad(format!("not a readable Parquet file: {e}")).caused_by(e))?;
             let schema = meta.schema().clone();
@@ -586,9 +589,9 @@ impl ParquetSource {
                     Some(n) if field_names.is_none() => field_names = Some(n),
                     Some(_) => {}
                     None => {
-                        for b in read_column(&file, &meta, c.root)
-                            .map_err(|r| bad(format!("reading column '{}': {r}", c.text)))?
-                        {
+                        for b in read_column(&file, &meta, c.root).map_err(|w| {
+                            file.error(w.reword(|r| format!("reading column '{}': {r}", c.text)))
+                        })? {
                             let col = c.pick(&b).map_err(&bad)?;
                             for row in 0..col.len() {
                                 let v = fields::classes(&col, row)
@@ -621,9 +624,9 @@ impl ParquetSource {
                 None => None,
                 Some((name, i)) => {
                     let mut v = Vec::new();
-                    for b in read_column(&file, &meta, i)
-                        .map_err(|r| bad(format!("reading column '{name}': {r}")))?
-                    {
+                    for b in read_column(&file, &meta, i).map_err(|w| {
+                        file.error(w.reword(|r| format!("reading column '{name}': {r}")))
+                    })? {
                         v.extend(
                             int_values(b.column(0).as_ref())
                                 .map_err(|r| bad(format!("column '{name}' {r}")))?,
@@ -741,15 +744,19 @@ impl ParquetSource {
         buf.clear();
         let (f, g, r) = self.locate(index)?;
         let err = |reason: String| SourceError::record(self.describe(index), reason);
-        let group = self
-            .group(f, g)
-            .map_err(|r| err(format!("reading the row group: {r}")))?;
+        let group = self.group(f, g).map_err(|w| {
+            w.reword(|r| format!("reading the row group: {r}"))
+                .record(self.describe(index))
+        })?;
         match image_cell(&group.images, r as usize).map_err(err)? {
             ImageCell::Bytes(bytes) => buf.extend_from_slice(bytes),
             ImageCell::Path(p) => self.files[f as usize]
                 .file
                 .read_beside(p, buf)
-                .map_err(|r| err(format!("the image file '{p}': {r}")))?,
+                .map_err(|w| {
+                    w.reword(|r| format!("the image file '{p}': {r}"))
+                        .record(self.describe(index))
+                })?,
         }
         if buf.is_empty() {
             return Err(err("the image's bytes are empty".into()));
@@ -767,7 +774,7 @@ impl ParquetSource {
     }
 
     /// Row group `g` of file `f`, decoded (once, whoever asks first).
-    fn group(&self, f: u32, g: u32) -> Result<Arc<Group>, String> {
+    fn group(&self, f: u32, g: u32) -> Result<Arc<Group>, Why> {
         let slot = {
             let mut c = self
                 .cache
@@ -779,10 +786,16 @@ impl ParquetSource {
             slot
         };
         let mut fresh = false;
+        // The error under a failed decode cannot be cloned for readers waiting on the
+        // same slot: they get its words, the reader that decoded gets it too.
+        let mut cause = None;
         let out = slot
             .get_or_init(|| {
                 fresh = true;
-                self.decode(f, g).map(Arc::new)
+                self.decode(f, g).map(Arc::new).map_err(|w| {
+                    cause = w.cause;
+                    w.reason
+                })
             })
             .clone();
         match &out {
@@ -810,10 +823,10 @@ impl ParquetSource {
             }
             _ => {}
         }
-        out
+        out.map_err(|reason| Why { reason, cause })
     }
 
-    fn decode(&self, f: u32, g: u32) -> Result<Group, String> {
+    fn decode(&self, f: u32, g: u32) -> Result<Group, Why> {
         let pf = &self.files[f as usize];
         let md = pf.meta.metadata();
         let rows = usize::try_from(md.row_group(g as usize).num_rows()).unwrap_or(0);
@@ -831,10 +844,8 @@ impl ParquetSource {
             .with_row_groups(vec![g as usize])
             .with_batch_size(rows.max(1))
             .build()
-            .map_err(|e| e.to_string())?;
-        let batches: Vec<RecordBatch> = reader
-            .collect::<Result<_, _>>()
-            .map_err(|e| e.to_string())?;
+            .map_err(Why::of)?;
+        let batches: Vec<RecordBatch> = reader.collect::<Result<_, _>>().map_err(Why::of)?;
         // The batch size is the group's row count: one batch, else the rows would be
         // mis-indexed.
         let [batch] = <[RecordBatch; 1]>::try_from(batches)
@@ -978,10 +989,10 @@ impl Source for ParquetSource {
             let mut png = Vec::new();
             match image_cell(col, row).map_err(|r| err(format!("mask: {r}")))? {
                 ImageCell::Bytes(b) => png.extend_from_slice(b),
-                ImageCell::Path(p) => pf
-                    .file
-                    .read_beside(p, &mut png)
-                    .map_err(|r| err(format!("the mask file '{p}': {r}")))?,
+                ImageCell::Path(p) => pf.file.read_beside(p, &mut png).map_err(|w| {
+                    w.reword(|r| format!("the mask file '{p}': {r}"))
+                        .record(self.describe(index))
+                })?,
             }
             ann.mask = Some(MaskData::Png(png));
         }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::source::Why;
 use crate::storage::{self, Object};
 
 /// The most bytes one on-demand GET asks for, past what the caller needs: a footer or a
@@ -42,7 +43,7 @@ impl Chunks {
     }
 
     /// The object with `ranges` fetched (coalesced, several GETs in flight).
-    pub(super) fn prefetch(&self, ranges: &[Range<u64>]) -> Result<Chunks, String> {
+    pub(super) fn prefetch(&self, ranges: &[Range<u64>]) -> Result<Chunks, Why> {
         let mut sorted: Vec<Range<u64>> = ranges
             .iter()
             .filter(|r| !r.is_empty())
@@ -68,10 +69,10 @@ impl Chunks {
             .collect::<Vec<_>>()
             .await
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(Why::of)?;
         let mut spans = Vec::with_capacity(merged.len());
         for (r, bytes) in merged.into_iter().zip(got) {
-            spans.push((r.start, bytes.map_err(|e| e.to_string())?));
+            spans.push((r.start, bytes.map_err(Why::of)?));
         }
         Ok(Chunks {
             obj: self.obj.clone(),
@@ -80,7 +81,7 @@ impl Chunks {
     }
 
     /// The object at `rel`, relative to this object's folder: HEAD, then GET.
-    pub(super) fn read_beside(&self, rel: &str) -> Result<Bytes, String> {
+    pub(super) fn read_beside(&self, rel: &str) -> Result<Bytes, Why> {
         if rel.starts_with('/') || rel.contains("://") {
             return Err(
                 "a remote Parquet file's image paths must be relative to its folder".into(),
@@ -106,7 +107,7 @@ impl Chunks {
         let bucket = self.obj.bucket.clone();
         storage::wait(async move { bucket.head(&key).await?.get().await })
             .and_then(|r| r)
-            .map_err(|e| e.to_string())
+            .map_err(Why::of)
     }
 
     /// The fetched bytes from `start` to the end of their span, if `start` is in one.

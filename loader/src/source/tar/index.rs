@@ -12,6 +12,8 @@ use std::io::Read;
 
 use serde::{Deserialize, Serialize};
 
+use crate::source::Why;
+
 /// What the sidecar index says it is.
 pub const INDEX_FORMAT: &str = "stoker-tar-index";
 /// The index version written for shards of image and label only (and read).
@@ -113,20 +115,23 @@ impl ShardIndex {
 
     /// Parses and checks a sidecar index for a shard of `tar_bytes` bytes.
     pub fn parse(bytes: &[u8], tar_bytes: u64) -> Result<ShardIndex, String> {
-        let idx: ShardIndex =
-            serde_json::from_slice(bytes).map_err(|e| format!("not a shard index: {e}"))?;
+        Self::parse_why(bytes, tar_bytes).map_err(String::from)
+    }
+
+    /// [`parse`](Self::parse), keeping the JSON parser's error when there is one.
+    pub(crate) fn parse_why(bytes: &[u8], tar_bytes: u64) -> Result<ShardIndex, Why> {
+        let idx: ShardIndex = serde_json::from_slice(bytes)
+            .map_err(|e| Why::because(format!("not a shard index: {e}"), e))?;
         if idx.format != INDEX_FORMAT {
-            return Err(format!(
-                "format '{}', expected '{INDEX_FORMAT}'",
-                idx.format
-            ));
+            return Err(format!("format '{}', expected '{INDEX_FORMAT}'", idx.format).into());
         }
         if idx.version != INDEX_VERSION && idx.version != INDEX_VERSION_FIELDS {
             return Err(format!(
                 "index version {} (this reader knows {INDEX_VERSION} and \
                  {INDEX_VERSION_FIELDS})",
                 idx.version
-            ));
+            )
+            .into());
         }
         let members = &idx.extra.members;
         if !members.is_empty() && members.len() != idx.samples.len() {
@@ -134,7 +139,8 @@ impl ShardIndex {
                 "the index lists members for {} samples, and {} samples",
                 members.len(),
                 idx.samples.len()
-            ));
+            )
+            .into());
         }
         for (ext, offset, len) in members.iter().flatten() {
             if offset.checked_add(*len).is_none_or(|end| end > tar_bytes) {
@@ -142,20 +148,23 @@ impl ShardIndex {
                     "a .{} member: bytes {offset}..+{len} lie past the end of the shard \
                      ({tar_bytes} bytes)",
                     super::printable(ext)
-                ));
+                )
+                .into());
             }
         }
         if idx.tar_bytes != tar_bytes {
             return Err(format!(
                 "the index describes a shard of {} bytes, the shard has {tar_bytes} (truncated or replaced?)",
                 idx.tar_bytes
-            ));
+            )
+            .into());
         }
         for (key, offset, len, _) in &idx.samples {
             if offset.checked_add(*len).is_none_or(|end| end > tar_bytes) {
                 return Err(format!(
                     "sample {key}: bytes {offset}..+{len} lie past the end of the shard ({tar_bytes} bytes)"
-                ));
+                )
+                .into());
             }
         }
         Ok(idx)
@@ -198,8 +207,13 @@ pub fn parse_cls(bytes: &[u8]) -> Result<u32, String> {
 
 /// A label from a `json` member: its `cls`, `class` or `label` field, a whole number.
 pub fn parse_json_label(bytes: &[u8]) -> Result<Option<u32>, String> {
+    json_label(bytes).map_err(String::from)
+}
+
+/// [`parse_json_label`], keeping the JSON parser's error when there is one.
+fn json_label(bytes: &[u8]) -> Result<Option<u32>, Why> {
     let v: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| format!("json member: {e}"))?;
+        serde_json::from_slice(bytes).map_err(|e| Why::because(format!("json member: {e}"), e))?;
     for field in ["cls", "class", "label"] {
         if let Some(x) = v.get(field) {
             return x
@@ -207,7 +221,7 @@ pub fn parse_json_label(bytes: &[u8]) -> Result<Option<u32>, String> {
                 .and_then(|n| u32::try_from(n).ok())
                 .filter(|&l| l < u32::MAX)
                 .map(Some)
-                .ok_or_else(|| format!("json field '{field}' is {x}, not a class number"));
+                .ok_or_else(|| format!("json field '{field}' is {x}, not a class number").into());
         }
     }
     Ok(None)
@@ -287,15 +301,19 @@ impl Pending {
 pub fn scan<R: Read>(
     entries: ::tar::Entries<'_, R>,
     tar_bytes: Option<u64>,
-) -> Result<(Vec<IndexedSample>, FieldIndex, u64), String> {
+) -> Result<(Vec<IndexedSample>, FieldIndex, u64), Why> {
     let mut out = Vec::new();
     let mut found = Found::default();
     let mut cur = Pending::default();
     let mut end_of_members = 0u64;
     for entry in entries {
         // The tar crate's messages quote member names as they are: escape them.
-        let mut entry = entry
-            .map_err(|e| format!("truncated or damaged: {}", super::printable(&e.to_string())))?;
+        let mut entry = entry.map_err(|e| {
+            Why::because(
+                format!("truncated or damaged: {}", super::printable(&e.to_string())),
+                e,
+            )
+        })?;
         let kind = entry.header().entry_type();
         let offset = entry.raw_file_position();
         let size = entry.size();
@@ -311,7 +329,8 @@ pub fn scan<R: Read>(
                 return Err(format!(
                     "truncated: member {path} needs bytes {offset}..{}, the shard has {total}",
                     offset + size
-                ));
+                )
+                .into());
             }
         }
         end_of_members = end_of_members.max(end);
@@ -320,7 +339,12 @@ pub fn scan<R: Read>(
         }
         let raw = entry
             .path()
-            .map_err(|e| format!("a member's name: {}", super::printable(&e.to_string())))?
+            .map_err(|e| {
+                Why::because(
+                    format!("a member's name: {}", super::printable(&e.to_string())),
+                    e,
+                )
+            })?
             .to_string_lossy()
             .into_owned();
         let (key, ext) = split_key(&raw);
@@ -337,7 +361,8 @@ pub fn scan<R: Read>(
                  be unique and a sample's members consecutive)",
                 super::printable(key),
                 super::printable(&raw)
-            ));
+            )
+            .into());
         }
         cur.exts.push(ext.clone());
         // Messages quote the name; the key above stays as stored.
@@ -361,7 +386,8 @@ pub fn scan<R: Read>(
             if size > MAX_TEXT_BYTES {
                 return Err(format!(
                     "member {path}: {size} bytes, more than a caption may have ({MAX_TEXT_BYTES})"
-                ));
+                )
+                .into());
             }
             cur.members.push((ext.clone(), offset, size));
             found.fields = found.fields.with(crate::sample::Field::Text);
@@ -375,21 +401,24 @@ pub fn scan<R: Read>(
                 return Err(format!(
                     "member {path}: {size} bytes, more than a {} member may have ({limit})",
                     if ext == "cls" { "label" } else { "json" }
-                ));
+                )
+                .into());
             }
             let mut bytes = Vec::with_capacity(size as usize);
             (&mut entry)
                 .take(limit)
                 .read_to_end(&mut bytes)
-                .map_err(|e| format!("member {path}: truncated or unreadable: {e}"))?;
+                .map_err(|e| {
+                    Why::because(format!("member {path}: truncated or unreadable: {e}"), e)
+                })?;
             if (bytes.len() as u64) < size {
-                return Err(format!("truncated: member {path} ends early"));
+                return Err(format!("truncated: member {path} ends early").into());
             }
-            let err = |e: String| format!("member {path}: {e}");
+            let err = |w: Why| w.reword(|r| format!("member {path}: {r}"));
             if ext == "cls" {
-                cur.cls = Some(parse_cls(&bytes).map_err(err)?);
+                cur.cls = Some(parse_cls(&bytes).map_err(|r| err(r.into()))?);
             } else {
-                cur.json = parse_json_label(&bytes).map_err(err)?;
+                cur.json = json_label(&bytes).map_err(err)?;
                 let (_, ann) =
                     crate::source::manifest::parse_fields_json(&bytes, &mut found.keypoints)
                         .map_err(err)?;

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::index::INDEX_SUFFIX;
-use crate::source::SourceError;
+use crate::source::{SourceError, Why};
 
 /// The manifest's file name, beside the shards.
 pub const MANIFEST_NAME: &str = "shards.json";
@@ -60,19 +60,22 @@ impl Manifest {
     /// Reads a manifest from its JSON bytes; the error says when they are not JSON of
     /// this format and version.
     pub fn parse(bytes: &[u8]) -> Result<Manifest, String> {
-        let m: Manifest =
-            serde_json::from_slice(bytes).map_err(|e| format!("not a shard manifest: {e}"))?;
+        Self::parse_why(bytes).map_err(String::from)
+    }
+
+    /// [`parse`](Self::parse), keeping the JSON parser's error when there is one.
+    pub(crate) fn parse_why(bytes: &[u8]) -> Result<Manifest, Why> {
+        let m: Manifest = serde_json::from_slice(bytes)
+            .map_err(|e| Why::because(format!("not a shard manifest: {e}"), e))?;
         if m.format != MANIFEST_FORMAT {
-            return Err(format!(
-                "format '{}', expected '{MANIFEST_FORMAT}'",
-                m.format
-            ));
+            return Err(format!("format '{}', expected '{MANIFEST_FORMAT}'", m.format).into());
         }
         if m.version != MANIFEST_VERSION {
             return Err(format!(
                 "manifest version {} (this reader knows {MANIFEST_VERSION})",
                 m.version
-            ));
+            )
+            .into());
         }
         Ok(m)
     }
@@ -139,7 +142,7 @@ pub fn check_local(dir: &Path, shards: &[PathBuf]) -> Result<(), SourceError> {
     let path = dir.join(MANIFEST_NAME);
     match std::fs::read(&path) {
         Ok(bytes) => {
-            let m = Manifest::parse(&bytes).map_err(|r| SourceError::format(&path, r))?;
+            let m = Manifest::parse_why(&bytes).map_err(|w| w.format(&path))?;
             let mut found = Vec::with_capacity(shards.len());
             for p in shards {
                 let len = std::fs::metadata(p)
@@ -187,7 +190,7 @@ pub fn check_remote(
     };
     let url = obj.url();
     let bytes = crate::storage::wait(async move { obj.get().await })??;
-    let m = Manifest::parse(&bytes).map_err(|reason| SourceError::remote(url.clone(), reason))?;
+    let m = Manifest::parse_why(&bytes).map_err(|w| w.remote(url.clone()))?;
     let found: Vec<(String, u64)> = shards
         .iter()
         .map(|o| {

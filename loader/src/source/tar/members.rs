@@ -3,6 +3,7 @@
 
 use super::index::{MASK_EXTS, TEXT_EXT};
 use crate::sample::{Annotation, Field, Fields, MaskData};
+use crate::source::Why;
 
 /// Whether a member with extension `ext` holds a field of `wanted`.
 pub(super) fn wanted(ext: &str, wanted: Fields) -> bool {
@@ -30,10 +31,10 @@ pub(super) fn read_member(
     bytes: &[u8],
     wanted: Fields,
     ann: &mut Annotation,
-) -> Result<(), String> {
+) -> Result<(), Why> {
     if ext == TEXT_EXT {
         let text = std::str::from_utf8(bytes)
-            .map_err(|e| format!("the caption is not UTF-8 text ({e})"))?;
+            .map_err(|e| Why::because(format!("the caption is not UTF-8 text ({e})"), e))?;
         ann.text = Some(text.to_string());
     } else if MASK_EXTS.contains(&ext) {
         ann.mask = Some(MaskData::Png(bytes.to_vec()));

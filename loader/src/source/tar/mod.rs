@@ -197,8 +197,7 @@ fn scan_local(path: &Path) -> Result<(File, ShardIndex), SourceError> {
     let entries = archive
         .entries_with_seek()
         .map_err(|e| SourceError::io(path, e))?;
-    let (samples, mut extra, end) =
-        index::scan(entries, Some(len)).map_err(|r| SourceError::format(path, r))?;
+    let (samples, mut extra, end) = index::scan(entries, Some(len)).map_err(|w| w.format(path))?;
     check_end(end, len).map_err(|r| SourceError::format(path, r))?;
     let side = sidecar(path, len);
     let classes = side.as_ref().map(|s| s.classes.clone()).unwrap_or_default();
@@ -272,9 +271,9 @@ impl TarSource {
             let extra = idx.extra;
             if with_fields {
                 for name in &extra.fields {
-                    let f = name
-                        .parse::<Field>()
-                        .map_err(|e| bad(format!("{}: the index's fields: {e}", shard.name)))?;
+                    let f = name.parse::<Field>().map_err(|e| {
+                        bad(format!("{}: the index's fields: {e}", shard.name)).caused_by(e)
+                    })?;
                     out.fields = out.fields.with(f);
                 }
                 if let Some(c) = extra.max_class {
@@ -598,8 +597,10 @@ impl Source for TarSource {
                 return Err(self.record_error(index, "empty image member".into()));
             }
             for m in used {
-                members::read_member(&m.0, cut(m.1, m.2), wanted, ann)
-                    .map_err(|r| self.record_error(index, format!(".{} member: {r}", m.0)))?;
+                members::read_member(&m.0, cut(m.1, m.2), wanted, ann).map_err(|w| {
+                    w.reword(|r| format!(".{} member: {r}", m.0))
+                        .record(self.describe(index))
+                })?;
             }
         }
         let missing = members::missing(ann, wanted, self.fields);

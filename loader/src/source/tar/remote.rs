@@ -9,7 +9,7 @@ use futures_util::StreamExt;
 
 use super::index::{scan, ShardIndex, INDEX_SUFFIX};
 use super::{check_end, Shard, ShardData, TarSource};
-use crate::source::SourceError;
+use crate::source::{SourceError, Why};
 use crate::storage::{self, Cache, Object, StorageError};
 
 /// Shards whose indexes are fetched at once.
@@ -26,7 +26,8 @@ impl Read for ChannelReader {
         while self.cur.is_empty() {
             match self.rx.blocking_recv() {
                 Some(Ok(b)) => self.cur = b,
-                Some(Err(e)) => return Err(std::io::Error::other(e.to_string())),
+                // The storage error itself, not its text: the scan's error keeps it.
+                Some(Err(e)) => return Err(std::io::Error::other(e)),
                 None => return Ok(0),
             }
         }
@@ -53,9 +54,9 @@ async fn index_by_reading(obj: &Object, cache: Option<&Cache>) -> Result<ShardIn
     let scanned = match local {
         Some(path) => {
             tokio::task::spawn_blocking(move || {
-                let file = std::fs::File::open(&path).map_err(|e| e.to_string())?;
+                let file = std::fs::File::open(&path).map_err(Why::of)?;
                 let mut archive = ::tar::Archive::new(&file);
-                let entries = archive.entries_with_seek().map_err(|e| e.to_string())?;
+                let entries = archive.entries_with_seek().map_err(Why::of)?;
                 scan(entries, Some(size))
             })
             .await
@@ -76,7 +77,7 @@ async fn index_by_reading(obj: &Object, cache: Option<&Cache>) -> Result<ShardIn
                     cur: Bytes::new(),
                 };
                 let mut archive = ::tar::Archive::new(reader);
-                let entries = archive.entries().map_err(|e| e.to_string())?;
+                let entries = archive.entries().map_err(Why::of)?;
                 scan(entries, Some(size))
             })
             .await
@@ -84,7 +85,7 @@ async fn index_by_reading(obj: &Object, cache: Option<&Cache>) -> Result<ShardIn
     };
     let (samples, extra, end) = scanned
         .map_err(|e| remote_err(url.clone(), format!("indexing failed: {e}")).caused_by(e))?
-        .map_err(|r| remote_err(url.clone(), r))?;
+        .map_err(|w| w.remote(url.clone()))?;
     check_end(end, size).map_err(|r| remote_err(url.clone(), r))?;
     Ok(ShardIndex::new(size, Vec::new(), samples).with_fields(extra))
 }
@@ -95,7 +96,7 @@ async fn load_index(obj: &Object, cache: Option<&Cache>) -> Result<ShardIndex, S
     match obj.bucket.head(&side_key).await {
         Ok(side) => {
             let bytes = side.get().await?;
-            return ShardIndex::parse(&bytes, obj.size).map_err(|r| remote_err(side.url(), r));
+            return ShardIndex::parse_why(&bytes, obj.size).map_err(|w| w.remote(side.url()));
         }
         Err(StorageError::NotFound { .. }) => {}
         Err(e) => return Err(e.into()),

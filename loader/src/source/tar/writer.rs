@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use super::index::{FieldIndex, IndexedSample, Member, ShardIndex, INDEX_SUFFIX, NO_LABEL};
 use super::manifest::{Manifest, ShardEntry, MANIFEST_NAME};
 use crate::sample::{Annotation, Field, MaskData};
-use crate::source::{RecordKind, Source, SourceError};
+use crate::source::{RecordKind, Source, SourceError, Why};
 
 /// A writer that keeps the CRC-32 of what goes through it (for the manifest).
 struct Crc<W> {
@@ -320,7 +320,7 @@ pub fn pack_tar(
             Vec::new()
         } else {
             member_parts(&ann, extra.keypoints.unwrap_or(0))
-                .map_err(|reason| SourceError::record(src.describe(i), reason))?
+                .map_err(|w| w.record(src.describe(i)))?
         };
         let need = 512
             + padded(image.len() as u64)
@@ -398,7 +398,7 @@ fn field_index(src: &dyn Source) -> FieldIndex {
 
 /// A sample's fields as tar members: the caption as `txt`, labels, boxes, keypoints
 /// and `meta` as `json`, the mask as `mask.png`.
-fn member_parts(ann: &Annotation, k: usize) -> Result<Vec<(&'static str, Vec<u8>)>, String> {
+fn member_parts(ann: &Annotation, k: usize) -> Result<Vec<(&'static str, Vec<u8>)>, Why> {
     let mut parts = Vec::new();
     if let Some(t) = &ann.text {
         parts.push(("txt", t.as_bytes().to_vec()));
@@ -425,7 +425,7 @@ fn member_parts(ann: &Annotation, k: usize) -> Result<Vec<(&'static str, Vec<u8>
 }
 
 /// A class map as a greyscale PNG (what the readers decode back to the same bytes).
-pub(crate) fn grey_png(width: usize, height: usize, data: &[u8]) -> Result<Vec<u8>, String> {
+pub(crate) fn grey_png(width: usize, height: usize, data: &[u8]) -> Result<Vec<u8>, Why> {
     use image::ImageEncoder;
     let (w, h) = (
         u32::try_from(width).map_err(|_| format!("a mask {width} wide"))?,
@@ -434,6 +434,6 @@ pub(crate) fn grey_png(width: usize, height: usize, data: &[u8]) -> Result<Vec<u
     let mut out = Vec::new();
     image::codecs::png::PngEncoder::new(&mut out)
         .write_image(data, w, h, image::ExtendedColorType::L8)
-        .map_err(|e| format!("encoding the mask as PNG: {e}"))?;
+        .map_err(|e| Why::because(format!("encoding the mask as PNG: {e}"), e))?;
     Ok(out)
 }

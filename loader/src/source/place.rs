@@ -3,7 +3,6 @@
 //! into [`Place`]s, which read whole.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use super::{is_url, OpenOptions, SourceError};
 
@@ -79,7 +78,7 @@ pub enum Base {
         /// Every object under the prefix, by key.
         objects: std::collections::HashMap<String, crate::storage::Object>,
         /// The local copy reads go through, when one was asked for.
-        cache: Option<Arc<crate::storage::Cache>>,
+        cache: Option<std::sync::Arc<crate::storage::Cache>>,
     },
 }
 
@@ -206,7 +205,7 @@ impl Base {
     }
 
     #[cfg(feature = "remote")]
-    fn cache(&self) -> Option<Arc<crate::storage::Cache>> {
+    fn cache(&self) -> Option<std::sync::Arc<crate::storage::Cache>> {
         match self {
             Base::Remote { cache, .. } => cache.clone(),
             Base::Local(_) => None,

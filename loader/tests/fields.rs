@@ -9,7 +9,7 @@ use std::sync::Arc;
 use image::{GrayImage, Luma, Rgb, RgbImage};
 use proptest::prelude::*;
 use serde_json::json;
-use stoker_augment::Pipeline;
+use stoker_augment::{AugmentError, Pipeline};
 use stoker_loader::source::{open_with, OpenOptions};
 use stoker_loader::{
     Batch, Digest, Field, Fields, Loader, LoaderConfig, LoaderError, Mode, OnError, Source,
@@ -491,6 +491,19 @@ fn bad_annotations_name_the_record_or_are_skipped() {
         d,
         base(json!({"mask": "masks/small.png"})),
         "the mask is 8x8 but its image is 64x48",
+    );
+    // A mask that is not a PNG: the decoder's error, kept as the sample error's cause.
+    std::fs::write(d.join("masks/junk.png"), b"not a png at all").unwrap();
+    bad_line(
+        d,
+        base(json!({"mask": "masks/junk.png"})),
+        "bad mask: not a PNG",
+    );
+    let mut loader = Loader::new(open(&d.join("bad.jsonl")), config(Mode::Sync, 2, "")).unwrap();
+    let err = loader.epoch(0).find_map(Result::err).unwrap();
+    assert!(
+        matches!(err.decode_error(), Some(AugmentError::Mask(_))),
+        "{err:?}"
     );
     // A line that is not JSON at all (NaN is not JSON either).
     bad_line_text(

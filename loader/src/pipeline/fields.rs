@@ -6,6 +6,7 @@ use stoker_augment::geometry::MaskScratch;
 use stoker_augment::mask::decode_mask;
 use stoker_augment::Geometry;
 
+use crate::error::SampleError;
 use crate::sample::{Annotation, Field, Fields, KeypointSchema, MaskData, SampleFields};
 
 /// What a loader does with fields: fixed when it is made.
@@ -33,17 +34,19 @@ pub(crate) struct FieldScratch {
 impl FieldPlan {
     /// Carries `ann` through `geo` (the geometry of the image just transformed; `None`
     /// when no field needs it) into the sample's fields, writing the mask into `mask`
-    /// (its slot in the batch). The error says what is wrong with the annotation.
+    /// (its slot in the batch). The error says what is wrong with the annotation
+    /// (`Invalid`), or holds the mask decoder's (`Decode`).
     pub fn carry(
         &self,
         ann: &Annotation,
         geo: Option<&Geometry>,
         scratch: &mut FieldScratch,
         mask: &mut [u8],
-    ) -> Result<SampleFields, String> {
+    ) -> Result<SampleFields, SampleError> {
         let f = self.fields;
         let size = geo.map(Geometry::input_size);
-        ann.check(size, self.classes, self.schema.len())?;
+        ann.check(size, self.classes, self.schema.len())
+            .map_err(SampleError::Invalid)?;
         let mut out = SampleFields::default();
         if f.contains(Field::Labels) {
             out.labels.clone_from(&ann.labels);
@@ -111,9 +114,9 @@ impl FieldPlan {
         g: &Geometry,
         scratch: &mut FieldScratch,
         out: &mut [u8],
-    ) -> Result<(), String> {
+    ) -> Result<(), SampleError> {
         let (w, h, data): (usize, usize, &[u8]) = match &ann.mask {
-            None => return Err("no mask".into()),
+            None => return Err(SampleError::Invalid("no mask".into())),
             Some(MaskData::Raw {
                 width,
                 height,
@@ -121,13 +124,15 @@ impl FieldPlan {
             }) => (*width, *height, data),
             Some(MaskData::Png(bytes)) => {
                 let (w, h) = decode_mask(bytes, &mut scratch.decoded, self.max_pixels)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(SampleError::Decode)?;
                 (w, h, &scratch.decoded)
             }
         };
         let (iw, ih) = g.input_size();
         if (w, h) != (iw, ih) || data.len() != w * h {
-            return Err(format!("the mask is {w}x{h} but its image is {iw}x{ih}"));
+            return Err(SampleError::Invalid(format!(
+                "the mask is {w}x{h} but its image is {iw}x{ih}"
+            )));
         }
         g.map_mask(data, out, &mut scratch.mask);
         Ok(())

@@ -219,7 +219,7 @@ impl Shared {
         }));
         add_time(&self.counters.work_ns, t0.elapsed());
         let mut out = match out {
-            Ok(r) => r.map_err(|reason| self.sample_error(index, SampleError::Invalid(reason)))?,
+            Ok(r) => r.map_err(|e| self.sample_error(index, e))?,
             Err(p) => {
                 return Err(LoaderError::from_panic(
                     format!("carrying the fields of {}", self.source.describe(index)),

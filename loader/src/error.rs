@@ -83,7 +83,7 @@ pub enum SampleError {
     /// it may be another object, such as an index).
     #[error("{}", read_reason(.0))]
     Read(#[source] SourceError),
-    /// The image could not be decoded or transformed.
+    /// The image (or its mask) could not be decoded or transformed.
     #[error("{0}")]
     Decode(#[source] AugmentError),
     /// One of the caller's steps ([`crate::step`]) returned an error.

@@ -59,6 +59,9 @@ pub enum CheckpointError {
         path: PathBuf,
         /// What is wrong, in words.
         reason: String,
+        /// The number parser's error, for an entry that should hold a number.
+        #[source]
+        source: Option<std::num::ParseIntError>,
     },
     /// The checkpoint was saved for another model (kind, input, classes, target) or
     /// another optimizer than the one given.
@@ -247,12 +250,14 @@ pub fn load<B: Backend + Clone + 'static>(
             .ok_or_else(|| CheckpointError::Metadata {
                 path: p(),
                 reason: format!("no `{k}` entry: not a stoker checkpoint"),
+                source: None,
             })
     };
     if get(KEY_FORMAT)? != FORMAT {
         return Err(CheckpointError::Metadata {
             path: p(),
             reason: format!("unknown format `{}`", get(KEY_FORMAT)?),
+            source: None,
         });
     }
     for (k, want) in model_id(model) {
@@ -285,9 +290,10 @@ pub fn load<B: Backend + Clone + 'static>(
     }
     let steps: u64 = get(KEY_OPTIM_STEPS)?
         .parse()
-        .map_err(|_| CheckpointError::Metadata {
+        .map_err(|e| CheckpointError::Metadata {
             path: p(),
             reason: format!("`{KEY_OPTIM_STEPS}` is not a number"),
+            source: Some(e),
         })?;
 
     let read = |name: &str, shape: &[usize], dst: &mut [f32]| -> Result<(), CheckpointError> {

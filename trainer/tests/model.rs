@@ -282,6 +282,19 @@ fn checkpoint_round_trip_is_bit_exact_and_resumes_identically() {
         checkpoint::load(&dir.path().join("missing"), &mut m2, &mut o2),
         Err(CheckpointError::Io { .. })
     ));
+    // A step count that is not a number (the digits overwritten in place, so that the
+    // header keeps its length): the number parser's error is the source.
+    let key = b"\"stoker.optimizer.steps\":\"";
+    let at = bytes.windows(key.len()).position(|w| w == key).unwrap() + key.len();
+    let mut forged = bytes.clone();
+    for b in forged[at..].iter_mut().take_while(|b| b.is_ascii_digit()) {
+        *b = b'x';
+    }
+    std::fs::write(&bad, &forged).unwrap();
+    let err = checkpoint::load(&bad, &mut m2, &mut o2).unwrap_err();
+    assert!(matches!(err, CheckpointError::Metadata { .. }), "{err}");
+    let cause = std::error::Error::source(&err).expect("the parser's error is kept");
+    assert!(cause.is::<std::num::ParseIntError>(), "{cause}");
     let reserved = BTreeMap::from([("stoker.model.kind".to_string(), "x".to_string())]);
     assert!(matches!(
         checkpoint::save(&bad, &m, &o, &reserved),

@@ -27,6 +27,9 @@ pub enum LaunchError {
         var: &'static str,
         /// Its value.
         value: String,
+        /// The integer parser's error.
+        #[source]
+        source: std::num::ParseIntError,
     },
     /// Only one of a pair is set: `--rank` without `--world-size`, `RANK` without
     /// `WORLD_SIZE`, or the other way round.
@@ -92,7 +95,11 @@ impl Launch {
                     .trim()
                     .parse()
                     .map(Some)
-                    .map_err(|_| LaunchError::NotANumber { var, value: v }),
+                    .map_err(|source| LaunchError::NotANumber {
+                        var,
+                        value: v,
+                        source,
+                    }),
             }
         };
         let pair =
@@ -247,6 +254,8 @@ mod tests {
     fn bad_values_are_named() {
         let e = resolve(None, None, &[("RANK", "x"), ("WORLD_SIZE", "2")]).unwrap_err();
         assert_eq!(e.to_string(), "RANK=\"x\" is not a non-negative integer");
+        let cause = std::error::Error::source(&e).expect("the parser's error is kept");
+        assert!(cause.is::<std::num::ParseIntError>());
         assert!(matches!(
             resolve(None, None, &[("RANK", "1")]),
             Err(LaunchError::Partial {

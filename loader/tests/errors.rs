@@ -7,6 +7,7 @@ use std::error::Error as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::tar::tar_bytes;
 use stoker_augment::{AugmentError, SampleRng};
 use stoker_loader::source::{self, OpenOptions, Split};
 use stoker_loader::synthetic::{self, ShapesOptions};
@@ -225,19 +226,6 @@ fn ends_with_its_cause(err: &SourceError, cause: &dyn std::error::Error) {
     assert!(msg.ends_with(&cause.to_string()), "{msg}");
 }
 
-/// A one-member-per-name tar archive.
-fn tar_of(members: &[(&str, &[u8])]) -> Vec<u8> {
-    let mut b = ::tar::Builder::new(Vec::new());
-    for (name, data) in members {
-        let mut h = ::tar::Header::new_gnu();
-        h.set_size(data.len() as u64);
-        h.set_mode(0o644);
-        h.set_cksum();
-        b.append_data(&mut h, name, *data).unwrap();
-    }
-    b.into_inner().unwrap()
-}
-
 #[test]
 fn a_tar_manifest_or_member_that_is_not_json_keeps_the_parsers_error() {
     let dir = tempfile::tempdir().unwrap();
@@ -261,7 +249,7 @@ fn a_tar_manifest_or_member_that_is_not_json_keeps_the_parsers_error() {
     let shard = dir.path().join("other.tar");
     std::fs::write(
         &shard,
-        tar_of(&[("a.png", &png), ("a.json", b"{ not json")]),
+        tar_bytes(&[("a.png", &png), ("a.json", b"{ not json")]),
     )
     .unwrap();
     let err = source::open(&shard, Split::Train).err().expect("an error");
@@ -286,7 +274,7 @@ fn a_remote_shards_index_that_is_not_json_keeps_the_parsers_error() {
     let src = shapes(&dir.path().join("data"));
     let png = std::fs::read(src.describe(0)).unwrap();
     let shard = dir.path().join("s.tar");
-    std::fs::write(&shard, tar_of(&[("k.png", &png), ("k.cls", b"0")])).unwrap();
+    std::fs::write(&shard, tar_bytes(&[("k.png", &png), ("k.cls", b"0")])).unwrap();
     std::fs::write(dir.path().join("s.tar.idx"), b"{ not json").unwrap();
     let url = format!("file://{}", shard.display());
     let err = source::open(Path::new(&url), Split::Train)

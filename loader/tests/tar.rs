@@ -196,7 +196,8 @@ fn shard_order_is_the_same_in_every_mode_and_resumes_mid_shard() {
     }
 }
 
-fn tar_bytes(members: &[(&str, &[u8])]) -> Vec<u8> {
+/// A tar archive of `members` (name, bytes), as the tar crate writes one.
+pub(crate) fn tar_bytes(members: &[(&str, &[u8])]) -> Vec<u8> {
     let mut b = ::tar::Builder::new(Vec::new());
     for (name, data) in members {
         let mut h = ::tar::Header::new_gnu();

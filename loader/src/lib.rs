@@ -50,6 +50,7 @@ pub mod pipeline;
 pub mod plan;
 pub mod pool;
 mod positioned;
+pub mod report;
 pub mod sample;
 pub mod sampler;
 mod setting;

@@ -59,20 +59,9 @@ fn main() {
     }
 }
 
-/// An error and its causes on one line. The library's messages end with their
-/// cause's text (a sample error with the decoder's, an I/O error with the OS's) and
-/// keep that cause as their source: a cause whose text is already on the line has
-/// been said, and so have the causes under it.
+/// `e` and its causes on one line (`stoker_loader::report::one_line`).
 fn one_line(e: &anyhow::Error) -> String {
-    let mut line = e.to_string();
-    for cause in e.chain().skip(1) {
-        let text = cause.to_string();
-        if line.contains(&text) {
-            break;
-        }
-        line = format!("{line}: {text}");
-    }
-    line
+    stoker_loader::report::one_line(e.as_ref())
 }
 
 /// A progress bar that draws only on a terminal (so logs and tests stay clean).

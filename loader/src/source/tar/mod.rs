@@ -74,26 +74,7 @@ struct Shard {
     stamp: Option<(u64, Option<std::time::SystemTime>)>,
 }
 
-/// `text` with control characters (and the invisible ones that reorder text) escaped,
-/// so that names taken from a shard's headers print as what they are.
-pub(crate) fn printable(text: &str) -> String {
-    let hidden = |c: char| {
-        c.is_control()
-            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
-    };
-    if !text.chars().any(hidden) {
-        return text.to_string();
-    }
-    text.chars()
-        .map(|c| {
-            if hidden(c) {
-                c.escape_unicode().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
-}
+pub(crate) use crate::report::printable;
 
 /// A file's size and modification time.
 fn stamp_of(meta: &std::fs::Metadata) -> (u64, Option<std::time::SystemTime>) {

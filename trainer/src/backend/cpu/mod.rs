@@ -39,12 +39,12 @@ const CHUNK: usize = 1 << 14;
 pub struct CpuBuf<T>(
     pub Vec<T>,
     // Kept for its `Drop`, which gives the bytes back to the ledger.
-    #[allow(dead_code)] Held,
+    #[allow(dead_code)] LedgerEntry,
 );
 
 impl<T> From<Vec<T>> for CpuBuf<T> {
     fn from(v: Vec<T>) -> Self {
-        CpuBuf(v, Held::default())
+        CpuBuf(v, LedgerEntry::default())
     }
 }
 
@@ -59,18 +59,18 @@ struct Ledger {
 /// A buffer's entry in its backend's [`Ledger`]: released when the buffer drops,
 /// counted again when it is cloned.
 #[derive(Debug, Default)]
-struct Held(Option<(Arc<Ledger>, usize)>);
+struct LedgerEntry(Option<(Arc<Ledger>, usize)>);
 
-impl Clone for Held {
+impl Clone for LedgerEntry {
     fn clone(&self) -> Self {
         if let Some((ledger, bytes)) = &self.0 {
             ledger.live.fetch_add(*bytes, Ordering::Relaxed);
         }
-        Held(self.0.clone())
+        LedgerEntry(self.0.clone())
     }
 }
 
-impl Drop for Held {
+impl Drop for LedgerEntry {
     fn drop(&mut self) {
         if let Some((ledger, bytes)) = &self.0 {
             ledger.live.fetch_sub(*bytes, Ordering::Relaxed);
@@ -226,11 +226,11 @@ impl Buffers for CpuBackend {
             )
         })?;
         self.reserve(bytes).map_err(|why| err(bytes, why))?;
-        // From here the ledger counts `bytes`: `held` gives them back if we fail.
-        let held = Held(Some((self.ledger.clone(), bytes)));
+        // From here the ledger counts `bytes`: `entry` gives them back if we fail.
+        let entry = LedgerEntry(Some((self.ledger.clone(), bytes)));
         let v = zeroed::<T>(len).map_err(|why| err(bytes, why))?;
         self.allocs.fetch_add(1, Ordering::Relaxed);
-        Ok(CpuBuf(v, held))
+        Ok(CpuBuf(v, entry))
     }
 
     fn buf_len<T: Elem>(&self, buf: &CpuBuf<T>) -> usize {

@@ -36,8 +36,11 @@ pub fn one_line(e: &(dyn Error + 'static)) -> String {
     let mut line = e.to_string();
     let mut cause = e.source();
     while let Some(c) = cause {
-        let text = printable(&c.to_string());
-        if line.contains(&text) {
+        let raw = c.to_string();
+        let text = printable(&raw);
+        // Said already, in the message's words: escaped, as the library's messages
+        // quote data, or as it is.
+        if line.contains(&text) || line.contains(&raw) {
             break;
         }
         line = format!("{line}: {text}");
@@ -63,6 +66,9 @@ mod tests {
         // A message that does not say them: the cause follows, escaped too.
         let unsaid = Outer("member".into(), io());
         assert_eq!(one_line(&unsaid), "member: name\\u{1b}[2J");
+        // A message that says the cause's words raw: said, not repeated.
+        let raw = Outer("member: name\u{1b}[2J".into(), io());
+        assert_eq!(one_line(&raw), "member: name\u{1b}[2J");
         assert_eq!(printable("plain"), "plain");
     }
 }

@@ -129,8 +129,9 @@ impl<B: Backend + Clone + 'static> Optimizer<B> {
         }
         let decay_len = model.reg.decay_len();
         let b = model.backend().clone();
-        // Counted once the update is done: a step that fails leaves the count (and
-        // AdamW's bias correction) where it was.
+        // Counted once the update is done: a step refused before it starts leaves the
+        // count (and AdamW's bias correction) where it was. (A backend that fails
+        // part-way may have changed some parameters; the run stops on that error.)
         let step = self.steps + 1;
         let flat = FlatParams {
             params: model.params.view_mut(),

@@ -234,9 +234,11 @@ impl PackedReader {
                 .map_err(|e| bad(format!("field table: {e}")).caused_by(e))?;
             let mut fields = Fields::NONE;
             for name in &t.fields {
-                let f = name
-                    .parse::<Field>()
-                    .map_err(|e| bad(format!("field table: {e}")).caused_by(e))?;
+                let f = name.parse::<Field>().map_err(|e| {
+                    // The name is the file's: its control characters are escaped.
+                    let text = crate::report::printable(&e.to_string());
+                    bad(format!("field table: {text}")).caused_by(e)
+                })?;
                 fields = fields.with(f);
             }
             if header.num_classes == 0 && fields.contains(Field::Class) {

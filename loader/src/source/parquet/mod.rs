@@ -29,6 +29,7 @@ use parquet::arrow::ProjectionMask;
 use parquet::file::reader::{ChunkReader, Length};
 
 use super::{RecordKind, Source, SourceError, Why};
+use crate::report::printable;
 use crate::sample::{Annotation, Field, Fields, MaskData, MAX_CLASSES};
 
 mod fields;
@@ -754,7 +755,8 @@ impl ParquetSource {
                 .file
                 .read_beside(p, buf)
                 .map_err(|w| {
-                    w.reword(|r| format!("the image file '{p}': {r}"))
+                    // The path is the file's: its control characters are escaped.
+                    w.reword(|r| printable(&format!("the image file '{p}': {r}")))
                         .record(self.describe(index))
                 })?,
         }
@@ -990,7 +992,7 @@ impl Source for ParquetSource {
             match image_cell(col, row).map_err(|r| err(format!("mask: {r}")))? {
                 ImageCell::Bytes(b) => png.extend_from_slice(b),
                 ImageCell::Path(p) => pf.file.read_beside(p, &mut png).map_err(|w| {
-                    w.reword(|r| format!("the mask file '{p}': {r}"))
+                    w.reword(|r| printable(&format!("the mask file '{p}': {r}")))
                         .record(self.describe(index))
                 })?,
             }

@@ -123,7 +123,11 @@ impl ShardIndex {
         let idx: ShardIndex = serde_json::from_slice(bytes)
             .map_err(|e| Why::because(format!("not a shard index: {e}"), e))?;
         if idx.format != INDEX_FORMAT {
-            return Err(format!("format '{}', expected '{INDEX_FORMAT}'", idx.format).into());
+            return Err(format!(
+                "format '{}', expected '{INDEX_FORMAT}'",
+                super::printable(&idx.format)
+            )
+            .into());
         }
         if idx.version != INDEX_VERSION && idx.version != INDEX_VERSION_FIELDS {
             return Err(format!(
@@ -162,7 +166,8 @@ impl ShardIndex {
         for (key, offset, len, _) in &idx.samples {
             if offset.checked_add(*len).is_none_or(|end| end > tar_bytes) {
                 return Err(format!(
-                    "sample {key}: bytes {offset}..+{len} lie past the end of the shard ({tar_bytes} bytes)"
+                    "sample {}: bytes {offset}..+{len} lie past the end of the shard ({tar_bytes} bytes)",
+                    super::printable(key)
                 )
                 .into());
             }

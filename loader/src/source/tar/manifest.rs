@@ -68,7 +68,11 @@ impl Manifest {
         let m: Manifest = serde_json::from_slice(bytes)
             .map_err(|e| Why::because(format!("not a shard manifest: {e}"), e))?;
         if m.format != MANIFEST_FORMAT {
-            return Err(format!("format '{}', expected '{MANIFEST_FORMAT}'", m.format).into());
+            return Err(format!(
+                "format '{}', expected '{MANIFEST_FORMAT}'",
+                super::printable(&m.format)
+            )
+            .into());
         }
         if m.version != MANIFEST_VERSION {
             return Err(format!(

@@ -253,7 +253,8 @@ impl TarSource {
             if with_fields {
                 for name in &extra.fields {
                     let f = name.parse::<Field>().map_err(|e| {
-                        bad(format!("{}: the index's fields: {e}", shard.name)).caused_by(e)
+                        let e_text = printable(&e.to_string());
+                        bad(format!("{}: the index's fields: {e_text}", shard.name)).caused_by(e)
                     })?;
                     out.fields = out.fields.with(f);
                 }

@@ -26,7 +26,9 @@ impl Read for ChannelReader {
         while self.cur.is_empty() {
             match self.rx.blocking_recv() {
                 Some(Ok(b)) => self.cur = b,
-                // The storage error itself, not its text: the scan's error keeps it.
+                // The storage error itself, not its text: the scan's error keeps this
+                // I/O error, whose `get_ref` is the storage error (its `source` skips
+                // to the storage error's own source, the client's).
                 Some(Err(e)) => return Err(std::io::Error::other(e)),
                 None => return Ok(0),
             }

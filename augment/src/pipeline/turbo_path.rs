@@ -37,27 +37,6 @@ struct LeadingSteps {
     steps: usize,
 }
 
-/// Whether a pipeline that starts with `t` may take this path: `t` shrinks the image
-/// to a part of it that can be known from the header.
-fn starts_turbo_path(t: &Transform) -> bool {
-    match t {
-        Transform::RandomResizedCrop { .. } | Transform::Resize(_) => true,
-        Transform::CenterCrop { .. }
-        | Transform::RandomCrop { .. }
-        | Transform::Pad(_)
-        | Transform::HorizontalFlip { .. }
-        | Transform::ColorJitter(_)
-        | Transform::Grayscale { .. }
-        | Transform::RandomErasing(_)
-        | Transform::Cutout { .. }
-        | Transform::Adjust(_)
-        | Transform::Rotate { .. }
-        | Transform::Affine { .. }
-        | Transform::Blur(_)
-        | Transform::Policy(_) => false,
-    }
-}
-
 impl Pipeline {
     /// `None` when the path does not apply or the file is anything but cleanly
     /// decodable (CMYK, truncated, corrupt, an error of any kind): the caller then
@@ -71,7 +50,12 @@ impl Pipeline {
         scratch: &mut Scratch,
         out: &mut [u8],
     ) -> Option<Result<(), AugmentError>> {
-        if !self.transforms.first().is_some_and(starts_turbo_path) {
+        // A cheap look before sniffing the bytes; `leading_steps` decides, over every
+        // transform, which first steps this path takes.
+        if !matches!(
+            self.transforms.first(),
+            Some(Transform::RandomResizedCrop { .. } | Transform::Resize(_))
+        ) {
             return None;
         }
         // A file without its end marker is truncated: the full-decode path reports

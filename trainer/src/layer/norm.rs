@@ -160,29 +160,25 @@ impl<B: Backend> Layer<B> for BatchNorm2d<B> {
         // The parameter gradients come from the same pass as dx, so the pass needs
         // somewhere to write dx; a batch norm always follows a layer that wants it (no
         // model starts with one), so no dx is a wiring mistake, not a case to serve.
-        let b = bufs.backend;
-        let g = self.geom(n);
-        match dx {
-            Some(dx) => {
-                let grads = BnGrads {
-                    x: x.view(),
-                    gamma_beta: In::at(bufs.params, goff),
-                    saved: self.saved.view(),
-                    dgamma_beta: Out::at(bufs.grads, goff),
-                    dx: dx.view_mut(),
-                };
-                b.batchnorm_backward(BatchNormBackwardArgs {
-                    grads,
-                    y: y.view(),
-                    dy: dy.view(),
-                    bn: g,
-                })
-            }
-            None => Err(BackendError::Op {
+        let Some(dx) = dx else {
+            return Err(BackendError::Op {
                 op: "batchnorm_backward",
                 reason: format!("{}: input gradient is required", self.name),
-            }),
-        }
+            });
+        };
+        let grads = BnGrads {
+            x: x.view(),
+            gamma_beta: In::at(bufs.params, goff),
+            saved: self.saved.view(),
+            dgamma_beta: Out::at(bufs.grads, goff),
+            dx: dx.view_mut(),
+        };
+        bufs.backend.batchnorm_backward(BatchNormBackwardArgs {
+            grads,
+            y: y.view(),
+            dy: dy.view(),
+            bn: self.geom(n),
+        })
     }
 }
 

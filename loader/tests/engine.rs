@@ -3,7 +3,7 @@
 
 use crate::engine_support;
 
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use engine_support::RawSource;
@@ -460,14 +460,89 @@ fn the_last_epoch_is_delivered_whole_and_nothing_runs_after_it() {
     }
 }
 
-/// A source that takes `delay` to read each sample, so decode-side work is slow next
-/// to a consumer that does nothing.
-struct SlowSource {
-    inner: RawSource,
-    delay: Duration,
+/// Which batches a [`GatedSource`] may read, and how many of its reads wait now.
+#[derive(Default)]
+struct Gate {
+    state: Mutex<GateState>,
+    moved: Condvar,
 }
 
-impl Source for SlowSource {
+#[derive(Default)]
+struct GateState {
+    /// Batches `0..n` may be read (counting on across epochs); `None`: every read
+    /// passes uncounted (the loader's look at sample 0 before the test starts, and
+    /// the drop at its end).
+    open: Option<usize>,
+    /// Reads of each sample so far: the n-th is in epoch n.
+    reads: Vec<usize>,
+    /// Reads waiting at the gate now.
+    waiting: usize,
+}
+
+impl Gate {
+    fn open_to(&self, batches: usize) {
+        self.state.lock().unwrap().open = Some(batches);
+        self.moved.notify_all();
+    }
+
+    fn open_all(&self) {
+        // Also after a read panicked holding the lock: this runs in a failing test's
+        // unwinding, where a second panic would abort the whole binary.
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.open = None;
+        drop(s);
+        self.moved.notify_all();
+    }
+
+    /// Waits until `n` reads wait at the gate, failing after a minute (a timeout, not
+    /// a measurement: without the reads the test would hang).
+    fn await_waiting(&self, n: usize) {
+        let s = self.state.lock().unwrap();
+        let (s, timeout) = self
+            .moved
+            .wait_timeout_while(s, Duration::from_secs(60), |s| s.waiting < n)
+            .unwrap();
+        assert!(
+            !timeout.timed_out(),
+            "{} reads waiting at the gate after a minute, not {n}",
+            s.waiting
+        );
+    }
+}
+
+/// Opens the gate when dropped: the loader's drop joins its reads, and one waiting
+/// for a batch the test will not ask for any more would hold it forever.
+struct OpenOnDrop(Arc<Gate>);
+
+impl Drop for OpenOnDrop {
+    fn drop(&mut self) {
+        self.0.open_all();
+    }
+}
+
+/// A source in plan order (no shuffle) whose reads of batch `b` wait until the test
+/// opens it: a read takes as long as the events it waits for, so which stage is
+/// slow follows from the order of events, with no timer.
+struct GatedSource {
+    inner: RawSource,
+    batch_size: usize,
+    gate: Arc<Gate>,
+}
+
+impl GatedSource {
+    fn new(n: usize, side: usize, batch_size: usize) -> (Arc<GatedSource>, Arc<Gate>) {
+        let gate = Arc::new(Gate::default());
+        gate.state.lock().unwrap().reads = vec![0; n];
+        let src = GatedSource {
+            inner: RawSource::new(n, side),
+            batch_size,
+            gate: gate.clone(),
+        };
+        (Arc::new(src), gate)
+    }
+}
+
+impl Source for GatedSource {
     fn len(&self) -> usize {
         self.inner.len()
     }
@@ -485,38 +560,77 @@ impl Source for SlowSource {
         index: usize,
         buf: &mut Vec<u8>,
     ) -> Result<stoker_loader::RecordKind, stoker_loader::SourceError> {
-        std::thread::sleep(self.delay);
+        let gate = &self.gate;
+        let mut s = gate.state.lock().unwrap();
+        if s.open.is_some() {
+            let epoch = s.reads[index];
+            s.reads[index] += 1;
+            let batch = epoch * self.len().div_ceil(self.batch_size) + index / self.batch_size;
+            s.waiting += 1;
+            gate.moved.notify_all();
+            s = gate
+                .moved
+                .wait_while(s, |s| s.open.is_some_and(|open| batch >= open))
+                .unwrap();
+            s.waiting -= 1;
+        }
+        drop(s);
         self.inner.read(index, buf)
     }
     fn format(&self) -> &'static str {
-        "slow memory"
+        "gated memory"
     }
 }
 
 #[test]
 fn auto_workers_keep_the_budget_while_the_consumer_waits_and_keep_the_bytes() {
     let spec = "rrc:8,flip";
-    let fast: Arc<dyn Source> = Arc::new(RawSource::new(96, 16));
-    let reference = digests(fast, config(Mode::Sync, 1, spec), 2);
-    // Reads of 2 ms and io_depth 1: the workers cannot keep up with a consumer that
-    // takes batches as fast as it can, so the tuner keeps the whole budget and puts
-    // more reads in flight.
-    let slow: Arc<dyn Source> = Arc::new(SlowSource {
-        inner: RawSource::new(96, 16),
-        delay: Duration::from_millis(2),
-    });
     let mut cfg = config(Mode::Async, 1, spec);
+    cfg.shuffle = false;
+    cfg.last_epoch = Some(1);
+    let reference = digests(
+        Arc::new(RawSource::new(96, 16)),
+        LoaderConfig {
+            mode: Mode::Sync,
+            ..cfg.clone()
+        },
+        2,
+    );
+    // Each batch is read only once the consumer asks for it. The consumer then waits
+    // for every batch and finds the queue empty at every ask, so the tuner never
+    // gives a worker back; the reads started before an ask last until it (the whole
+    // trip of the batch before through decode, collation and the consumer), where a
+    // decode of 16x16 pixels takes microseconds. The tuner must put more reads in
+    // flight than the one configured, and the read stage must keep them in flight.
+    // (The first raise, to 2, follows from any wait: the depth counts a read of slack
+    // per worker. How far the depth follows the latency is the unit tests' part.)
+    let (src, gate) = GatedSource::new(96, 16, 8);
     cfg.io_depth = 1;
     cfg.workers = stoker_loader::Workers::Auto { budget: Some(3) };
-    let mut loader = Loader::new(slow, cfg).unwrap();
+    let mut loader = Loader::new(src, cfg).unwrap();
+    let _open = OpenOnDrop(gate.clone());
     assert_eq!(loader.memory_bound_bytes(), (2 + 3 + 1) * 8 * 8 * 8 * 3);
+    gate.open_to(0);
+    let per_epoch = loader.batches_per_epoch();
+    let mut depth = 1;
     let mut got = Vec::new();
     for e in 0..2 {
-        for b in loader.epoch(e) {
+        let mut cursor = loader.start_epoch(e);
+        for step in 0..per_epoch {
+            if e == 1 && step > 0 {
+                // The depth is final: that many reads of the batch about to be asked
+                // for (at most its 8) wait at the gate. Not for the first batch, whose
+                // reads may have started at the depth before.
+                gate.await_waiting(depth.min(8));
+            }
+            gate.open_to(e as usize * per_epoch + step + 1);
+            let b = loader.next_batch(&mut cursor).expect("a batch").unwrap();
             let mut d = Digest::new();
-            d.update(&b.unwrap());
+            d.update(&b);
             got.push(d.hex());
         }
+        assert!(loader.next_batch(&mut cursor).is_none());
+        depth = loader.auto_workers().unwrap().io_depth();
     }
     assert_eq!(
         got, reference,
@@ -528,12 +642,11 @@ fn auto_workers_keep_the_budget_while_the_consumer_waits_and_keep_the_bytes() {
     assert_eq!(
         auto.workers(),
         3,
-        "the consumer waited: {:?}",
+        "the queue was never full: {:?}",
         auto.changes()
     );
-    // Reads of 2 ms against decodes of microseconds: far more than one read must be in
-    // flight. The depth doubles a window while that pays (three windows in the first
-    // epoch of 12 batches: up to 8).
+    // The depth doubles a window while that pays (three windows in the first epoch of
+    // 12 batches: up to 8).
     let depths: Vec<usize> = auto.changes().iter().map(|c| c.io_depth).collect();
     assert!(auto.io_depth() >= 2, "{:?}", auto.changes());
     assert!(depths.windows(2).all(|d| d[0] <= d[1] && d[1] <= 2 * d[0]));
@@ -541,22 +654,39 @@ fn auto_workers_keep_the_budget_while_the_consumer_waits_and_keep_the_bytes() {
 
 #[test]
 fn auto_workers_step_down_to_one_for_a_slow_consumer() {
-    // Fast samples and a consumer that takes 15 ms a batch: the queue is full at every
-    // ask, so the tuner gives back a worker a window until one is left (32 batches,
-    // eight windows: enough for three steps down after the first fills the queue).
-    let src: Arc<dyn Source> = Arc::new(RawSource::new(256, 8));
+    // A consumer that asks for a batch only once the prefetch queue is full finds it
+    // full at every ask and never waits: the tuner gives back a worker a window until
+    // one is left (32 batches, eight windows: enough for three steps down). The gate
+    // lets the pipeline make no more than the queue holds, so that at an ask nothing
+    // else runs and the time between asks is the making of a batch: with batches
+    // finished behind a full queue, taking one wakes the collator inside the timed
+    // wait and the first asks come microseconds apart: wait shares near the 1%
+    // threshold and now and then past 5% (seen without the gate; with it, 0.1% at
+    // most).
+    let (src, gate) = GatedSource::new(256, 8, 8);
     let mut cfg = config(Mode::Async, 1, "");
+    cfg.shuffle = false;
     cfg.workers = stoker_loader::Workers::Auto { budget: Some(4) };
+    let prefetch = cfg.prefetch;
     let mut loader = Loader::new(src, cfg).unwrap();
-    for b in loader.epoch(0) {
-        b.unwrap();
-        std::thread::sleep(Duration::from_millis(15));
+    let _open = OpenOnDrop(gate.clone());
+    gate.open_to(prefetch);
+    let mut cursor = loader.start_epoch(0);
+    let t0 = Instant::now();
+    for step in 0..cursor.len() {
+        while loader.batches_ready() < prefetch {
+            // A bound on a hang, not a measurement.
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "the queue never filled"
+            );
+            std::thread::yield_now();
+        }
+        loader.next_batch(&mut cursor).expect("a batch").unwrap();
+        gate.open_to(step + 1 + prefetch);
     }
     let auto = loader.auto_workers().unwrap();
     assert_eq!(auto.workers(), 1, "{:?}", auto.changes());
-    // (A first window slowed by the start may also raise io_depth at 4 workers.)
-    let mut steps: Vec<usize> = auto.changes().iter().map(|c| c.workers).collect();
-    steps.dedup();
-    steps.retain(|&w| w != 4);
-    assert_eq!(steps, [3, 2, 1], "one worker fewer at a time");
+    let steps: Vec<usize> = auto.changes().iter().map(|c| c.workers).collect();
+    assert_eq!(steps, [3, 2, 1], "one worker fewer at a time, nothing else");
 }

@@ -292,6 +292,11 @@ impl Running {
         self.next_expected
     }
 
+    /// Batches in the prefetch queue now.
+    pub fn batches_ready(&self) -> usize {
+        self.ready_rx.as_ref().map_or(0, |rx| rx.len())
+    }
+
     pub fn threads(&self) -> usize {
         self.handles.iter().filter(|h| !h.is_finished()).count()
             + self.workers.as_ref().map_or(0, Workers::alive)

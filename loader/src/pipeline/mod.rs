@@ -367,6 +367,18 @@ impl Loader {
         self.shared.auto.as_deref()
     }
 
+    /// Batches made and waiting in the async prefetch queue now (0 in sync mode or
+    /// while no pipeline runs): whether the pipeline is ahead of the consumer. The
+    /// tuner's tests use it to ask for a batch only once the queue is full, a slow
+    /// consumer without a timer.
+    pub fn batches_ready(&self) -> usize {
+        if self.pid != std::process::id() {
+            // A forked child: the queue belongs to the parent's threads.
+            return 0;
+        }
+        self.running.as_ref().map_or(0, |r| r.batches_ready())
+    }
+
     /// Number of live pipeline threads (0 in sync mode or before the first epoch).
     pub fn threads(&self) -> usize {
         if self.pid != std::process::id() {

@@ -140,26 +140,40 @@ def test_the_gil_is_released_while_a_batch_is_made(tmp_path):
     # Sync mode: the whole batch is made inside one call, on this thread.
     loader = stoker.Loader(data, batch_size=8, transform="rrc:224,flip", mode="sync")
     next(iter(loader.epoch(0)))  # decoders and buffers warmed up
-    ticks, stop = [], threading.Event()
+    # The ticker notes the calls it sees under way. Python code runs only under the
+    # GIL, and with a switch interval far longer than the test no thread is made to
+    # hand it over: the ticker runs only when the main thread lets the GIL go of its
+    # own accord, and the ticker gives it back at every turn (`sleep(0)`). So it can
+    # see `in_call` set only if the call let the GIL go.
+    state = {"in_call": None, "seen": set()}
+    stop = threading.Event()
 
     def ticker():
         while not stop.is_set():
-            ticks.append(time.perf_counter())
-            time.sleep(0.002)
+            call = state["in_call"]
+            if call is not None:
+                state["seen"].add(call)
+            time.sleep(0)
 
-    t = threading.Thread(target=ticker)
-    t.start()
-    time.sleep(0.05)
-    t0 = time.perf_counter()
-    for _ in loader.epoch(1):
-        pass
-    call = time.perf_counter() - t0
-    stop.set()
-    t.join()
-    during = [x for x in ticks if t0 <= x <= t0 + call]
-    gaps = [b - a for a, b in zip(during, during[1:])]
-    # Holding the GIL through the call would stop the ticker for all of it.
-    assert len(during) > 3 and max(gaps) < call / 2, (call, len(during), max(gaps, default=None))
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(100.0)
+    try:
+        t = threading.Thread(target=ticker)
+        t.start()
+        it = iter(loader.epoch(1))
+        calls = 0
+        while True:
+            state["in_call"] = calls
+            batch = next(it, None)
+            state["in_call"] = None
+            if batch is None:
+                break
+            calls += 1
+        stop.set()
+        t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert calls == 12 and len(state["seen"]) >= calls // 2, (calls, sorted(state["seen"]))
 
 
 @pytest.mark.parametrize("mode", ["async", "sync"])

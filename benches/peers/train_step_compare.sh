@@ -19,6 +19,12 @@
 #   SIZES (default "64 32"), BATCH (128), STEPS (10), WARMUP (2), THREADS (2: the
 #   threads of both, torch's --threads and stoker's RAYON_NUM_THREADS)
 #   RESULTS     folder for the raw JSON lines (default: a temp dir)
+#   TORCH_AVX2  if 1, PyTorch runs with ONEDNN_MAX_CPU_ISA=AVX2 and
+#               ATEN_CPU_CAPABILITY=avx2: its kernels held to AVX2, as a stoker build
+#               with `--no-default-features` holds gemm-f32's (no AVX-512 kernels)
+#
+# The CPU's model and whether it has AVX-512 head the summary: a ratio means little
+# without them.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -31,7 +37,7 @@ die() {
 
 rounds="${1:-3}"
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || {
-    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 bench="${STEP_BENCH:-$repo/target/release/examples/step_bench}"
@@ -57,11 +63,20 @@ run_stoker() {
         "$py" -c 'import json,sys; r=json.loads(sys.stdin.read()); r["who"]="stoker"; r["load"]=sys.argv[1]; print(json.dumps(r))' "$(load1)" >>"$log"
 }
 run_torch() {
-    "$py" "$here/torch_train.py" --device cpu --batch-size "$batch" --size "$1" \
+    "${torch_env[@]}" "$py" "$here/torch_train.py" --device cpu --batch-size "$batch" --size "$1" \
         --steps "$steps" --warmup "$warmup" --threads "$threads" --json |
         "$py" -c 'import json,sys; r=json.loads(sys.stdin.read()); r["who"]="torch"; r["size"]='"$1"'; r["load"]=sys.argv[1]; print(json.dumps(r))' "$(load1)" >>"$log"
 }
 
+cpu_model="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
+if grep -qw avx512f /proc/cpuinfo; then avx512=yes; else avx512=no; fi
+torch_env=(env)
+torch_isa="its default"
+if [[ "${TORCH_AVX2:-0}" == 1 ]]; then
+    torch_env=(env ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2)
+    torch_isa="held to AVX2"
+fi
+cpu="${cpu_model:-unknown CPU}, AVX-512: $avx512, torch's kernels: $torch_isa"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for ((r = 1; r <= rounds; r++)); do
     for s in $sizes; do
@@ -77,7 +92,7 @@ for ((r = 1; r <= rounds; r++)); do
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
-"$py" - "$log" <<'PY'
+"$py" - "$log" "$cpu" "$bench" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 print(f"{'who':<7} {'size':>4} {'ms/step':>9} {'load':>5}")
@@ -85,6 +100,7 @@ for r in rows:
     ms = r["ms_per_step"] if r["who"] == "stoker" else r["step_ms"]
     print(f"{r['who']:<7} {r['size']:>4} {ms:>9.1f} {r['load']:>5}")
 print()
+print(f"CPU: {sys.argv[2]}; step_bench: {sys.argv[3]}")
 print(f"{'size':>4} {'stoker ms':>10} {'torch ms':>9} {'ratio':>6}")
 for size in sorted({r["size"] for r in rows}, reverse=True):
     st = statistics.median(r["ms_per_step"] for r in rows if r["who"] == "stoker" and r["size"] == size)

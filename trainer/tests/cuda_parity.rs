@@ -344,9 +344,7 @@ fn bias_act_matches() {
                 be.bias_act_forward(BiasActForwardArgs {
                     y: Out::new(&mut y),
                     bias: bo,
-                    rows,
-                    cols,
-                    relu,
+                    geom: BiasActGeom { rows, cols, relu },
                 })
                 .unwrap();
                 let mut dy = up(be, dy0);
@@ -356,9 +354,7 @@ fn bias_act_matches() {
                     y: In::new(&y),
                     dy: Out::new(&mut dy),
                     dbias: dbo,
-                    rows,
-                    cols,
-                    relu,
+                    geom: BiasActGeom { rows, cols, relu },
                 })
                 .unwrap();
                 [

@@ -56,18 +56,26 @@ pub struct AddActArgs<'a, B: Buffers + ?Sized> {
     pub relu: bool,
 }
 
+/// The shape and settings of a bias + activation, the same for its forward and its
+/// backward.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BiasActGeom {
+    /// Rows of the activation (channels or features).
+    pub rows: usize,
+    /// Columns of the activation (samples times pixels).
+    pub cols: usize,
+    /// Apply ReLU after the bias.
+    pub relu: bool,
+}
+
 /// Arguments of [`ElementwiseOps::bias_act_forward`].
 pub struct BiasActForwardArgs<'a, B: Buffers + ?Sized> {
     /// The activation `[rows, cols]`, changed in place.
     pub y: Out<'a, B>,
     /// One bias per row, if any.
     pub bias: Option<In<'a, B>>,
-    /// Rows of `y` (channels or features).
-    pub rows: usize,
-    /// Columns of `y` (samples times pixels).
-    pub cols: usize,
-    /// Apply ReLU after the bias.
-    pub relu: bool,
+    /// The shape and settings.
+    pub geom: BiasActGeom,
 }
 
 /// Arguments of [`ElementwiseOps::bias_act_backward`].
@@ -78,12 +86,8 @@ pub struct BiasActBackwardArgs<'a, B: Buffers + ?Sized> {
     pub dy: Out<'a, B>,
     /// The bias gradient, one per row (overwritten), if there is a bias.
     pub dbias: Option<Out<'a, B>>,
-    /// Rows of `y`.
-    pub rows: usize,
-    /// Columns of `y`.
-    pub cols: usize,
-    /// The forward applied ReLU.
-    pub relu: bool,
+    /// The forward's shape and settings.
+    pub geom: BiasActGeom,
 }
 
 /// Arguments of [`ElementwiseOps::relu_backward`].

@@ -5,8 +5,8 @@
 //! layer owns the scratch they need. An optional bias and ReLU are fused into one pass.
 
 use crate::backend::{
-    BResult, Backend, BiasActBackwardArgs, BiasActForwardArgs, ColLayout, ConvBackwardArgs,
-    ConvForwardArgs, ConvGeom, In, Out,
+    BResult, Backend, BiasActBackwardArgs, BiasActForwardArgs, BiasActGeom, ColLayout,
+    ConvBackwardArgs, ConvForwardArgs, ConvGeom, In, Out,
 };
 use crate::error::{config, Result};
 use crate::layer::{Builder, Layer, ModelBuffers, Shape};
@@ -125,6 +125,15 @@ impl<B: Backend> Conv2d<B> {
             col: self.layout,
         }
     }
+
+    /// The bias and ReLU pass over this layer's output, `[cout, pixels]`.
+    fn bias_act(&self, pixels: usize) -> BiasActGeom {
+        BiasActGeom {
+            rows: self.cout,
+            cols: pixels,
+            relu: self.relu,
+        }
+    }
 }
 
 impl<B: Backend> Layer<B> for Conv2d<B> {
@@ -161,9 +170,7 @@ impl<B: Backend> Layer<B> for Conv2d<B> {
             bufs.backend.bias_act_forward(BiasActForwardArgs {
                 y: y.view_mut(),
                 bias,
-                rows: self.cout,
-                cols: n * ohw,
-                relu: self.relu,
+                geom: self.bias_act(n * ohw),
             })?;
         }
         Ok(())
@@ -187,9 +194,7 @@ impl<B: Backend> Layer<B> for Conv2d<B> {
                 y: y.view(),
                 dy: dy.view_mut(),
                 dbias: db,
-                rows: self.cout,
-                cols: n * ohw,
-                relu: self.relu,
+                geom: self.bias_act(n * ohw),
             })?;
         }
         let reuse = std::mem::take(&mut self.scratch_valid);

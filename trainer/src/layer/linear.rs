@@ -1,7 +1,9 @@
 //! Fully connected layer `y = act(W x + b)` on `[features, n]` activations, with the
 //! bias and optional ReLU fused into one pass after the GEMM.
 
-use crate::backend::{BResult, Backend, BiasActBackwardArgs, BiasActForwardArgs, Gemm, GemmArgs};
+use crate::backend::{
+    BResult, Backend, BiasActBackwardArgs, BiasActForwardArgs, BiasActGeom, Gemm, GemmArgs,
+};
 use crate::error::{config, Result};
 use crate::layer::{Builder, Layer, ModelBuffers, Shape};
 use crate::param::{Init, ParamId};
@@ -55,6 +57,15 @@ impl Linear {
             b,
         })
     }
+
+    /// The bias and ReLU pass over this layer's output for `n` samples.
+    fn bias_act(&self, n: usize) -> BiasActGeom {
+        BiasActGeom {
+            rows: self.out_features,
+            cols: n,
+            relu: self.relu,
+        }
+    }
 }
 
 impl<B: Backend> Layer<B> for Linear {
@@ -84,9 +95,7 @@ impl<B: Backend> Layer<B> for Linear {
         bufs.backend.bias_act_forward(BiasActForwardArgs {
             y: y.view_mut(),
             bias: Some(bufs.param(self.b)),
-            rows: self.out_features,
-            cols: n,
-            relu: self.relu,
+            geom: self.bias_act(n),
         })
     }
 
@@ -105,9 +114,7 @@ impl<B: Backend> Layer<B> for Linear {
             y: y.view(),
             dy: dy.view_mut(),
             dbias: Some(bufs.grad(bias)),
-            rows: self.out_features,
-            cols: n,
-            relu: self.relu,
+            geom: self.bias_act(n),
         })?;
         // dW[out, in] = dz[out, n] x[in, n]^T
         b.gemm(GemmArgs {

@@ -5,8 +5,8 @@ use rayon::prelude::*;
 
 use super::{read_slice, write_slice, CpuBackend, CHUNK};
 use crate::backend::{
-    AddActArgs, BResult, BiasActBackwardArgs, BiasActForwardArgs, ElementwiseOps, FillArgs,
-    MapArgs, ReluBackwardArgs,
+    AddActArgs, BResult, BiasActBackwardArgs, BiasActForwardArgs, BiasActGeom, ElementwiseOps,
+    FillArgs, MapArgs, ReluBackwardArgs,
 };
 
 /// Op `name`: `f(y, x)` for each element of `op`'s views, in fixed chunks.
@@ -54,7 +54,7 @@ impl ElementwiseOps for CpuBackend {
 
     fn bias_act_forward(&self, op: BiasActForwardArgs<'_, Self>) -> BResult<()> {
         const OP: &str = "bias_act_forward";
-        let (rows, cols, relu) = (op.rows, op.cols, op.relu);
+        let BiasActGeom { rows, cols, relu } = op.geom;
         let y = write_slice(op.y, rows * cols, OP)?;
         let bias = op.bias.map(|b| read_slice(b, rows, OP)).transpose()?;
         if cols == 0 {
@@ -72,7 +72,7 @@ impl ElementwiseOps for CpuBackend {
 
     fn bias_act_backward(&self, op: BiasActBackwardArgs<'_, Self>) -> BResult<()> {
         const OP: &str = "bias_act_backward";
-        let (rows, cols, relu) = (op.rows, op.cols, op.relu);
+        let BiasActGeom { rows, cols, relu } = op.geom;
         let y = read_slice(op.y, rows * cols, OP)?;
         let dy = write_slice(op.dy, rows * cols, OP)?;
         if cols == 0 {

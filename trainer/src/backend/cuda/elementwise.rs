@@ -74,7 +74,7 @@ impl ElementwiseOps for CudaBackend {
 
     fn bias_act_forward(&self, op: BiasActForwardArgs<'_, Self>) -> BResult<()> {
         let cx = self.op("bias_act_forward");
-        let (rows, cols) = (op.rows, op.cols);
+        let (rows, cols) = (op.geom.rows, op.geom.cols);
         let y = cx.write(&op.y, rows * cols, "output")?;
         let bias = op.bias.map(|b| cx.read(b, rows, "bias")).transpose()?;
         if rows * cols == 0 {
@@ -86,7 +86,7 @@ impl ElementwiseOps for CudaBackend {
             has_bias: bias.is_some() as i32,
             rows: rows as u64,
             cols: cols as u64,
-            relu: op.relu as i32,
+            relu: op.geom.relu as i32,
         };
         cx.launch(
             &self.kernels().bias_act_forward,
@@ -97,7 +97,7 @@ impl ElementwiseOps for CudaBackend {
 
     fn bias_act_backward(&self, op: BiasActBackwardArgs<'_, Self>) -> BResult<()> {
         let cx = self.op("bias_act_backward");
-        let (rows, cols, relu) = (op.rows, op.cols, op.relu as i32);
+        let (rows, cols, relu) = (op.geom.rows, op.geom.cols, op.geom.relu as i32);
         let n = rows * cols;
         let y = cx.read(op.y, n, "output")?;
         let dy = cx.write(&op.dy, n, "gradient")?;
@@ -122,7 +122,7 @@ impl ElementwiseOps for CudaBackend {
                 let kernel = &self.kernels().bias_act_backward_rows;
                 cx.launch(kernel, blocks(rows as u32, 1), params)
             }
-            None if op.relu && n > 0 => {
+            None if op.geom.relu && n > 0 => {
                 let params = ReluMask { y, dy, n: n as u64 };
                 cx.launch(&self.kernels().relu_mask, cx.grid(n), params)
             }

@@ -368,9 +368,9 @@ impl Loader {
     }
 
     /// Batches made and waiting in the async prefetch queue now (0 in sync mode or
-    /// while no pipeline runs): whether the pipeline is ahead of the consumer. The
-    /// tuner's tests use it to ask for a batch only once the queue is full, a slow
-    /// consumer without a timer.
+    /// while no pipeline runs): how far the pipeline is ahead of the consumer, for a
+    /// monitor, or for a test that asks for a batch only once the queue is full (a
+    /// slow consumer without a timer).
     pub fn batches_ready(&self) -> usize {
         if self.pid != std::process::id() {
             // A forked child: the queue belongs to the parent's threads.

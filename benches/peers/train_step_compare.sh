@@ -19,9 +19,10 @@
 #   SIZES (default "64 32"), BATCH (128), STEPS (10), WARMUP (2), THREADS (2: the
 #   threads of both, torch's --threads and stoker's RAYON_NUM_THREADS)
 #   RESULTS     folder for the raw JSON lines (default: a temp dir)
-#   TORCH_AVX2  if 1, PyTorch runs with ONEDNN_MAX_CPU_ISA=AVX2 and
-#               ATEN_CPU_CAPABILITY=avx2: its kernels held to AVX2, as a stoker build
-#               with `--no-default-features` holds gemm-f32's (no AVX-512 kernels)
+#   TORCH_AVX2  if 1, PyTorch runs with ONEDNN_MAX_CPU_ISA=AVX2,
+#               ATEN_CPU_CAPABILITY=avx2 and MKL_ENABLE_INSTRUCTIONS=AVX2: its kernels
+#               held to AVX2, as a stoker build with `--no-default-features` holds
+#               gemm-f32's (no AVX-512 kernels)
 #
 # The CPU's model and whether it has AVX-512 head the summary: a ratio means little
 # without them.
@@ -37,7 +38,7 @@ die() {
 
 rounds="${1:-3}"
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || {
-    sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 bench="${STEP_BENCH:-$repo/target/release/examples/step_bench}"
@@ -68,12 +69,14 @@ run_torch() {
         "$py" -c 'import json,sys; r=json.loads(sys.stdin.read()); r["who"]="torch"; r["size"]='"$1"'; r["load"]=sys.argv[1]; print(json.dumps(r))' "$(load1)" >>"$log"
 }
 
-cpu_model="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
+# awk stops at the first match itself: `sed | head` under pipefail can die of
+# SIGPIPE on a machine with many CPUs.
+cpu_model="$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
 if grep -qw avx512f /proc/cpuinfo; then avx512=yes; else avx512=no; fi
 torch_env=(env)
 torch_isa="its default"
 if [[ "${TORCH_AVX2:-0}" == 1 ]]; then
-    torch_env=(env ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2)
+    torch_env=(env ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2)
     torch_isa="held to AVX2"
 fi
 cpu="${cpu_model:-unknown CPU}, AVX-512: $avx512, torch's kernels: $torch_isa"

@@ -6,10 +6,12 @@ threads go with the loader."""
 
 import gc
 import os
+import queue
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import numpy as np
@@ -241,6 +243,7 @@ CHILD = textwrap.dedent(
     loader = stoker.Loader(sys.argv[1], batch_size=4, mode=sys.argv[2], map=stuck,
                            map_threads=1)
     before = len(os.listdir("/proc/self/task"))
+    print("ready", flush=True)
     try:
         for e in range(10**6):
             for b in loader.epoch(e):
@@ -254,6 +257,21 @@ CHILD = textwrap.dedent(
 )
 
 
+def lines_of(stream):
+    """A queue that gets each line of `stream` as it comes, then None at its end: a
+    reader with a deadline (`get(timeout=...)`), where `readline` alone would wait for
+    ever on a child that stalls."""
+    lines = queue.Queue()
+
+    def pump():
+        for line in stream:
+            lines.put(line.strip())
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="SKIPPED: needs Linux /proc")
 @pytest.mark.parametrize("mode", ["async", "sync"])
 def test_ctrl_c_during_a_slow_map_raises_keyboard_interrupt(shapes, mode):
@@ -264,20 +282,22 @@ def test_ctrl_c_during_a_slow_map_raises_keyboard_interrupt(shapes, mode):
         text=True,
     )
     try:
-        assert child.stdout.readline().strip() == "mapping"
+        lines = lines_of(child.stdout)
+        assert lines.get(timeout=20) == "ready"
+        assert lines.get(timeout=20) == "mapping"
         # Time for the main thread to reach its wait for the batch (the assertions
         # do not depend on it: an interrupt that came before the wait would pass
         # too, and a wait it could not cut short would hang until the timeout).
         time.sleep(0.5)
         child.send_signal(signal.SIGINT)
-        out, err = child.communicate(timeout=20)
+        child.wait(timeout=20)
+        out = list(iter(lambda: lines.get(timeout=20), None))
     finally:
         if child.poll() is None:
             child.kill()
-    assert child.returncode == 0, err
-    lines = out.strip().splitlines()
-    assert "interrupted" in lines, out
-    after, before = next(line for line in lines if line.startswith("threads")).split()[1:]
+    assert child.returncode == 0, child.stderr.read()
+    assert "interrupted" in out, out
+    after, before = next(line for line in out if line.startswith("threads")).split()[1:]
     assert int(after) < int(before), "the map thread (and the pipeline's) were joined"
 
 

@@ -109,7 +109,7 @@ def test_sigint_in_the_loop_raises_keyboard_interrupt(tmp_path, mode):
 
 def test_uncaught_sigint_ends_the_process(tmp_path):
     data = tmp_path / "big"
-    # Enough images that even an optimised build takes a good many ticks.
+    # Enough work per call that the ticker has time to run inside it.
     stoker.gen_shapes(data, 96, size=256, classes=2)
     code = CHILD.replace("except KeyboardInterrupt", "except ZeroDivisionError")
     child = subprocess.Popen(
@@ -135,7 +135,7 @@ def test_the_gil_is_released_while_a_batch_is_made(tmp_path):
     import threading
 
     data = tmp_path / "large"
-    # Enough images that even an optimised build takes a good many ticks.
+    # Enough work per call that the ticker has time to run inside it.
     stoker.gen_shapes(data, 96, size=256, classes=2)
     # Sync mode: the whole batch is made inside one call, on this thread.
     loader = stoker.Loader(data, batch_size=8, transform="rrc:224,flip", mode="sync")
@@ -157,8 +157,8 @@ def test_the_gil_is_released_while_a_batch_is_made(tmp_path):
 
     interval = sys.getswitchinterval()
     sys.setswitchinterval(100.0)
+    t = threading.Thread(target=ticker, daemon=True)
     try:
-        t = threading.Thread(target=ticker)
         t.start()
         it = iter(loader.epoch(1))
         calls = 0
@@ -169,11 +169,14 @@ def test_the_gil_is_released_while_a_batch_is_made(tmp_path):
             if batch is None:
                 break
             calls += 1
+    finally:
         stop.set()
         t.join()
-    finally:
         sys.setswitchinterval(interval)
-    assert calls == 12 and len(state["seen"]) >= calls // 2, (calls, sorted(state["seen"]))
+    # Holding the GIL through the calls would hide every one of them from the ticker.
+    # (The last call, which finds the epoch's end, does not count.)
+    seen = state["seen"] - {calls}
+    assert calls == 12 and len(seen) >= calls - 2, (calls, sorted(seen))
 
 
 @pytest.mark.parametrize("mode", ["async", "sync"])

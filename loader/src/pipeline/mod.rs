@@ -367,10 +367,10 @@ impl Loader {
         self.shared.auto.as_deref()
     }
 
-    /// Batches made and waiting in the async prefetch queue now (0 in sync mode or
-    /// while no pipeline runs): how far the pipeline is ahead of the consumer, for a
-    /// monitor, or for a test that asks for a batch only once the queue is full (a
-    /// slow consumer without a timer).
+    /// Batches made (or a failed batch's error) waiting in the async prefetch queue
+    /// now, 0 in sync mode or while no pipeline runs: how far the pipeline is ahead of
+    /// the consumer, for a monitor, or for a test that asks for a batch only once the
+    /// queue is full (a slow consumer without a timer).
     pub fn batches_ready(&self) -> usize {
         if self.pid != std::process::id() {
             // A forked child: the queue belongs to the parent's threads.

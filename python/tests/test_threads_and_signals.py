@@ -109,7 +109,7 @@ def test_sigint_in_the_loop_raises_keyboard_interrupt(tmp_path, mode):
 
 def test_uncaught_sigint_ends_the_process(tmp_path):
     data = tmp_path / "big"
-    # Enough work per call that the ticker has time to run inside it.
+    # Enough images that the child is still inside its loop when the signal comes.
     stoker.gen_shapes(data, 96, size=256, classes=2)
     code = CHILD.replace("except KeyboardInterrupt", "except ZeroDivisionError")
     child = subprocess.Popen(

@@ -5,8 +5,7 @@
 //! gone.
 
 use crate::backend::{
-    BResult, Backend, BackendError, BnGrads, BnPoolGeom, BnReluPoolBackwardArgs,
-    BnReluPoolForwardArgs, BnState, In, Out,
+    BResult, Backend, BnPoolGeom, BnReluPoolBackwardArgs, BnReluPoolForwardArgs, In, Out,
 };
 use crate::error::{config, Result};
 use crate::layer::norm::BnParams;
@@ -89,18 +88,12 @@ impl<B: Backend> Layer<B> for BatchNormReluPool<B> {
         n: usize,
         train: bool,
     ) -> BResult<()> {
-        let (goff, roff) = self
-            .params
-            .offsets(bufs, self.input.c, "bn_relu_pool", &self.name)?;
         let g = self.geom(n);
-        let state = BnState {
-            x: x.view(),
-            gamma_beta: In::at(bufs.params, goff),
-            running: Out::at(bufs.state, roff),
-            saved: self.saved.view_mut(),
-            train,
-        };
-        bufs.backend.bn_relu_pool_forward(BnReluPoolForwardArgs {
+        let backend = bufs.backend;
+        let state =
+            self.params
+                .state(bufs, "bn_relu_pool", &self.name, x, &mut self.saved, train)?;
+        backend.bn_relu_pool_forward(BnReluPoolForwardArgs {
             state,
             y: y.view_mut(),
             winners: Out::new(&mut self.winners),
@@ -118,25 +111,17 @@ impl<B: Backend> Layer<B> for BatchNormReluPool<B> {
         dx: Option<&mut Tensor<B>>,
         n: usize,
     ) -> BResult<()> {
-        let (goff, _) = self
-            .params
-            .offsets(bufs, self.input.c, "bn_relu_pool", &self.name)?;
-        // The parameter gradients come out of the same pass as dx, so dx is required.
-        let Some(dx) = dx else {
-            return Err(BackendError::Op {
-                op: "bn_relu_pool_backward",
-                reason: format!("{}: input gradient is required", self.name),
-            });
-        };
         let g = self.geom(n);
-        let grads = BnGrads {
-            x: x.view(),
-            gamma_beta: In::at(bufs.params, goff),
-            saved: self.saved.view(),
-            dgamma_beta: Out::at(bufs.grads, goff),
-            dx: dx.view_mut(),
-        };
-        bufs.backend.bn_relu_pool_backward(BnReluPoolBackwardArgs {
+        let backend = bufs.backend;
+        let grads = self.params.grads(
+            bufs,
+            "bn_relu_pool_backward",
+            &self.name,
+            x,
+            &self.saved,
+            dx,
+        )?;
+        backend.bn_relu_pool_backward(BnReluPoolBackwardArgs {
             grads,
             dy: dy.view(),
             winners: In::new(&self.winners),

@@ -28,6 +28,8 @@ pub struct BatchNorm2d<B: Backend> {
 /// A batch norm's parameters (gamma, beta) and running statistics (mean, var), shared
 /// by [`BatchNorm2d`] and the fused batch norm + pool layer.
 pub(super) struct BnParams {
+    /// Channels.
+    c: usize,
     gamma: ParamId,
     beta: ParamId,
     running_mean: ParamId,
@@ -49,6 +51,7 @@ impl BnParams {
             reg.add(&format!("{name}.{what}"), &c, init, false)
         };
         Self {
+            c: c[0],
             gamma: param(false, "weight", Init::Ones),
             beta: param(false, "bias", Init::Zeros),
             running_mean: param(true, "running_mean", Init::Zeros),
@@ -58,13 +61,13 @@ impl BnParams {
 
     /// Offsets of [gamma, beta] in the parameters and of [mean, var] in the state,
     /// after checking that each pair is contiguous (`op` and `layer` name a failure).
-    pub(super) fn offsets<B: Backend>(
+    fn offsets<B: Backend>(
         &self,
         bufs: &ModelBuffers<'_, B>,
-        c: usize,
         op: &'static str,
         layer: &str,
     ) -> BResult<(usize, usize)> {
+        let c = self.c;
         let goff = bufs.reg.offset(self.gamma);
         let roff = bufs.state_reg.offset(self.running_mean);
         if bufs.reg.offset(self.beta) == goff + c
@@ -77,6 +80,56 @@ impl BnParams {
                 reason: format!("{layer}: gamma/beta or running stats not adjacent"),
             })
         }
+    }
+
+    /// What the forward reads and updates besides its output: `x`, [gamma, beta], the
+    /// running statistics and `saved` (`op` and `layer` name a failure).
+    pub(super) fn state<'a, B: Backend>(
+        &self,
+        bufs: &'a mut ModelBuffers<'_, B>,
+        op: &'static str,
+        layer: &str,
+        x: &'a Tensor<B>,
+        saved: &'a mut Tensor<B>,
+        train: bool,
+    ) -> BResult<BnState<'a, B>> {
+        let (goff, roff) = self.offsets(bufs, op, layer)?;
+        Ok(BnState {
+            x: x.view(),
+            gamma_beta: In::at(bufs.params, goff),
+            running: Out::at(bufs.state, roff),
+            saved: saved.view_mut(),
+            train,
+        })
+    }
+
+    /// What the backward reads and writes besides the gradient that reaches it.
+    pub(super) fn grads<'a, B: Backend>(
+        &self,
+        bufs: &'a mut ModelBuffers<'_, B>,
+        op: &'static str,
+        layer: &str,
+        x: &'a Tensor<B>,
+        saved: &'a Tensor<B>,
+        dx: Option<&'a mut Tensor<B>>,
+    ) -> BResult<BnGrads<'a, B>> {
+        let (goff, _) = self.offsets(bufs, op, layer)?;
+        // The parameter gradients come from the same pass as dx, so the pass needs
+        // somewhere to write dx; a batch norm always follows a layer that wants it (no
+        // model starts with one), so no dx is a wiring mistake, not a case to serve.
+        let Some(dx) = dx else {
+            return Err(BackendError::Op {
+                op,
+                reason: format!("{layer}: input gradient is required"),
+            });
+        };
+        Ok(BnGrads {
+            x: x.view(),
+            gamma_beta: In::at(bufs.params, goff),
+            saved: saved.view(),
+            dgamma_beta: Out::at(bufs.grads, goff),
+            dx: dx.view_mut(),
+        })
     }
 }
 
@@ -127,18 +180,12 @@ impl<B: Backend> Layer<B> for BatchNorm2d<B> {
         n: usize,
         train: bool,
     ) -> BResult<()> {
-        let (goff, roff) = self
-            .params
-            .offsets(bufs, self.shape.c, "batchnorm", &self.name)?;
         let g = self.geom(n);
-        let state = BnState {
-            x: x.view(),
-            gamma_beta: In::at(bufs.params, goff),
-            running: Out::at(bufs.state, roff),
-            saved: self.saved.view_mut(),
-            train,
-        };
-        bufs.backend.batchnorm_forward(BatchNormForwardArgs {
+        let backend = bufs.backend;
+        let state = self
+            .params
+            .state(bufs, "batchnorm", &self.name, x, &mut self.saved, train)?;
+        backend.batchnorm_forward(BatchNormForwardArgs {
             state,
             y: y.view_mut(),
             bn: g,
@@ -154,26 +201,11 @@ impl<B: Backend> Layer<B> for BatchNorm2d<B> {
         dx: Option<&mut Tensor<B>>,
         n: usize,
     ) -> BResult<()> {
-        let (goff, _) = self
-            .params
-            .offsets(bufs, self.shape.c, "batchnorm", &self.name)?;
-        // The parameter gradients come from the same pass as dx, so the pass needs
-        // somewhere to write dx; a batch norm always follows a layer that wants it (no
-        // model starts with one), so no dx is a wiring mistake, not a case to serve.
-        let Some(dx) = dx else {
-            return Err(BackendError::Op {
-                op: "batchnorm_backward",
-                reason: format!("{}: input gradient is required", self.name),
-            });
-        };
-        let grads = BnGrads {
-            x: x.view(),
-            gamma_beta: In::at(bufs.params, goff),
-            saved: self.saved.view(),
-            dgamma_beta: Out::at(bufs.grads, goff),
-            dx: dx.view_mut(),
-        };
-        bufs.backend.batchnorm_backward(BatchNormBackwardArgs {
+        let backend = bufs.backend;
+        let grads =
+            self.params
+                .grads(bufs, "batchnorm_backward", &self.name, x, &self.saved, dx)?;
+        backend.batchnorm_backward(BatchNormBackwardArgs {
             grads,
             y: y.view(),
             dy: dy.view(),

@@ -379,6 +379,104 @@ pub(super) fn test_geom(
     }
 }
 
+/// Direct convolution in f64: y, dW, dx for dy.
+#[cfg(test)]
+fn reference(
+    g: &ConvGeom,
+    cout: usize,
+    x: &[f32],
+    w: &[f32],
+    dy: &[f32],
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let (oh, ow, hw) = (g.out_h(), g.out_w(), g.h * g.w);
+    let ld = g.n * oh * ow;
+    let mut y = vec![0f64; cout * ld];
+    let mut dw = vec![0f64; w.len()];
+    let mut dx = vec![0f64; x.len()];
+    for co in 0..cout {
+        for ni in 0..g.n {
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    let o = co * ld + (ni * oh + oy) * ow + ox;
+                    for ci in 0..g.c {
+                        for ky in 0..g.kh {
+                            for kx in 0..g.kw {
+                                let (Some(iy), Some(ix)) =
+                                    (input_row(g, oy, ky), input_col(g, ox, kx))
+                                else {
+                                    continue;
+                                };
+                                let xi = (ci * g.n + ni) * hw + iy * g.w + ix;
+                                let wi = ((co * g.c + ci) * g.kh + ky) * g.kw + kx;
+                                y[o] += w[wi] as f64 * x[xi] as f64;
+                                dw[wi] += dy[o] as f64 * x[xi] as f64;
+                                dx[xi] += dy[o] as f64 * w[wi] as f64;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    (y, dw, dx)
+}
+
+/// Runs `forward` and `backward` (given `scratch` floats) on `cout` channels of
+/// deterministic values in the shapes of `g`, and checks y, dW and dx against a direct
+/// convolution in f64; `what` goes in the failure's message.
+#[cfg(test)]
+pub(super) fn check_convolution(
+    g: ConvGeom,
+    cout: usize,
+    scratch: usize,
+    forward: impl Fn(crate::backend::ConvForwardArgs<'_, CpuBackend>) -> BResult<()>,
+    backward: impl Fn(crate::backend::ConvBackwardArgs<'_, CpuBackend>) -> BResult<()>,
+    what: &str,
+) {
+    use crate::backend::cpu::CpuBuf;
+    use crate::backend::{ConvBackwardArgs, ConvForwardArgs, In, Out};
+    let vals = |len: usize, f: f32| (0..len).map(|i| (i as f32 * f).sin()).collect::<Vec<_>>();
+    let ld = g.n * g.out_h() * g.out_w();
+    let x = vals(g.input_len(), 0.37);
+    let w = vals(cout * g.col_rows(), 0.91);
+    let dy = vals(cout * ld, 0.53);
+    let (ry, rdw, rdx) = reference(&g, cout, &x, &w, &dy);
+    let mut y = CpuBuf::from(vec![f32::NAN; cout * ld]);
+    let mut dw = CpuBuf::from(vec![f32::NAN; w.len()]);
+    let mut dx = CpuBuf::from(vec![f32::NAN; x.len()]);
+    let mut sc = CpuBuf::from(vec![f32::NAN; scratch]);
+    let (xb, wb, dyb) = (CpuBuf::from(x), CpuBuf::from(w), CpuBuf::from(dy));
+    forward(ConvForwardArgs {
+        x: In::new(&xb),
+        w: In::new(&wb),
+        geom: g,
+        cout,
+        y: Out::new(&mut y),
+        scratch: Out::new(&mut sc),
+    })
+    .unwrap();
+    backward(ConvBackwardArgs {
+        x: In::new(&xb),
+        w: In::new(&wb),
+        dy: In::new(&dyb),
+        geom: g,
+        cout,
+        dw: Out::new(&mut dw),
+        dx: Some(Out::new(&mut dx)),
+        scratch: Out::new(&mut sc),
+        reuse: false,
+    })
+    .unwrap();
+    for (name, got, want) in [("y", &y.0, &ry), ("dw", &dw.0, &rdw), ("dx", &dx.0, &rdx)] {
+        for (i, (a, b)) in got.iter().zip(want.iter()).enumerate() {
+            assert!(
+                (*a as f64 - b).abs() <= 1e-4 * (1.0 + b.abs()),
+                "{g:?} {what}: {name}[{i}] {a} vs {b}"
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,6 +19,7 @@ use rayon::prelude::*;
 
 use super::conv::{col2im_image_fn, im2col_block, im2col_tap_block, planes_by_image};
 use super::gemm::{RawGemm, Strided};
+use super::winograd;
 use super::{read_slice, write_slice, CpuBackend};
 use crate::backend::{
     BResult, BackendError, ColLayout, ConvBackwardArgs, ConvForwardArgs, ConvGeom, ConvOps,
@@ -155,11 +156,17 @@ fn cols(ld: usize) -> Strided {
 
 impl ConvOps for CpuBackend {
     fn conv_scratch(&self, geom: ConvGeom, cout: usize) -> usize {
+        if winograd::applies(&geom) {
+            return winograd::scratch(&geom, cout);
+        }
         Plan::new(&geom, cout, BLOCK_FLOATS).scratch()
     }
 
     fn conv_forward(&self, op: ConvForwardArgs<'_, Self>) -> BResult<()> {
         check(&op.geom, "conv_forward")?;
+        if winograd::applies(&op.geom) {
+            return winograd::forward(op, winograd::BLOCK_FLOATS);
+        }
         forward_with(op, BLOCK_FLOATS)
     }
 
@@ -167,6 +174,9 @@ impl ConvOps for CpuBackend {
         // `op.reuse` goes unused: the backward unfolds its columns again, pixel-major,
         // where the forward's were tap-major.
         check(&op.geom, "conv_backward")?;
+        if winograd::applies(&op.geom) {
+            return winograd::backward(op, winograd::BLOCK_FLOATS);
+        }
         backward_with(op, BLOCK_FLOATS)
     }
 }
@@ -329,57 +339,14 @@ fn backward_with(op: ConvBackwardArgs<'_, CpuBackend>, block_floats: usize) -> B
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::cpu::conv::test_geom;
+    use crate::backend::cpu::conv::{check_convolution, test_geom};
     use crate::backend::cpu::CpuBuf;
     use crate::backend::{In, Out};
-
-    /// Direct convolution in f64: y, dW, dx for dy.
-    fn reference(
-        g: &ConvGeom,
-        cout: usize,
-        x: &[f32],
-        w: &[f32],
-        dy: &[f32],
-    ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
-        let (oh, ow, hw) = (g.out_h(), g.out_w(), g.h * g.w);
-        let ld = g.n * oh * ow;
-        let mut y = vec![0f64; cout * ld];
-        let mut dw = vec![0f64; w.len()];
-        let mut dx = vec![0f64; x.len()];
-        for co in 0..cout {
-            for ni in 0..g.n {
-                for oy in 0..oh {
-                    for ox in 0..ow {
-                        let o = co * ld + (ni * oh + oy) * ow + ox;
-                        for ci in 0..g.c {
-                            for ky in 0..g.kh {
-                                for kx in 0..g.kw {
-                                    let iy = (oy * g.stride + ky) as isize - g.pad as isize;
-                                    let ix = (ox * g.stride + kx) as isize - g.pad as isize;
-                                    if iy < 0 || ix < 0 || iy >= g.h as isize || ix >= g.w as isize
-                                    {
-                                        continue;
-                                    }
-                                    let xi = (ci * g.n + ni) * hw + iy as usize * g.w + ix as usize;
-                                    let wi = ((co * g.c + ci) * g.kh + ky) * g.kw + kx;
-                                    y[o] += w[wi] as f64 * x[xi] as f64;
-                                    dw[wi] += dy[o] as f64 * x[xi] as f64;
-                                    dx[xi] += dy[o] as f64 * w[wi] as f64;
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        (y, dw, dx)
-    }
 
     /// Against a direct convolution, with blocks of one image and of several, groups of
     /// one image and of several, strides, padding and 1x1 kernels.
     #[test]
     fn blocked_convolution_matches_a_direct_one() {
-        let vals = |len: usize, f: f32| (0..len).map(|i| (i as f32 * f).sin()).collect::<Vec<_>>();
         for (c, cout, k, stride, pad, n) in [
             (3, 5, 3, 1, 1, 11),
             (2, 4, 3, 2, 1, 3),
@@ -387,54 +354,17 @@ mod tests {
             (3, 2, 3, 1, 0, 9),
         ] {
             let g = test_geom((c, n), (k, stride, pad), ColLayout::PixelMajor);
-            let ld = n * g.out_h() * g.out_w();
-            let x = vals(c * n * 42, 0.37);
-            let w = vals(cout * g.col_rows(), 0.91);
-            let dy = vals(cout * ld, 0.53);
-            let (ry, rdw, rdx) = reference(&g, cout, &x, &w, &dy);
             let per_image = g.col_rows() * g.out_h() * g.out_w();
             for block_floats in [1, 2 * per_image, 1 << 20] {
                 let p = Plan::new(&g, cout, block_floats);
-                let mut y = CpuBuf::from(vec![f32::NAN; cout * ld]);
-                let mut dw = CpuBuf::from(vec![f32::NAN; w.len()]);
-                let mut dx = CpuBuf::from(vec![f32::NAN; x.len()]);
-                let mut sc = CpuBuf::from(vec![f32::NAN; p.scratch()]);
-                let (xb, wb, dyb) = (
-                    CpuBuf::from(x.clone()),
-                    CpuBuf::from(w.clone()),
-                    CpuBuf::from(dy.clone()),
+                check_convolution(
+                    g,
+                    cout,
+                    p.scratch(),
+                    |op| forward_with(op, block_floats),
+                    |op| backward_with(op, block_floats),
+                    &format!("block {block_floats} ({p:?})"),
                 );
-                let fwd = ConvForwardArgs {
-                    x: In::new(&xb),
-                    w: In::new(&wb),
-                    geom: g,
-                    cout,
-                    y: Out::new(&mut y),
-                    scratch: Out::new(&mut sc),
-                };
-                forward_with(fwd, block_floats).unwrap();
-                let bwd = ConvBackwardArgs {
-                    x: In::new(&xb),
-                    w: In::new(&wb),
-                    dy: In::new(&dyb),
-                    geom: g,
-                    cout,
-                    dw: Out::new(&mut dw),
-                    dx: Some(Out::new(&mut dx)),
-                    scratch: Out::new(&mut sc),
-                    reuse: false,
-                };
-                backward_with(bwd, block_floats).unwrap();
-                for (what, got, want) in
-                    [("y", &y.0, &ry), ("dw", &dw.0, &rdw), ("dx", &dx.0, &rdx)]
-                {
-                    for (i, (a, b)) in got.iter().zip(want.iter()).enumerate() {
-                        assert!(
-                            (*a as f64 - b).abs() <= 1e-4 * (1.0 + b.abs()),
-                            "{g:?} block {block_floats} ({p:?}): {what}[{i}] {a} vs {b}"
-                        );
-                    }
-                }
             }
         }
     }

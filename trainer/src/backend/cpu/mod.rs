@@ -23,6 +23,7 @@ mod loss;
 mod norm;
 mod optim;
 mod pool;
+mod winograd;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

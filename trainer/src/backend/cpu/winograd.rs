@@ -206,69 +206,123 @@ fn weight_gradient(du: &[f32], p: &Plan, dw: &mut [f32]) {
     }
 }
 
-/// Row `iy` of `plane` (`w` wide) into `dst[1..=w]`, zeros around it; all zeros if
-/// the row is outside the image.
-fn padded_row(plane: &[f32], w: usize, iy: isize, dst: &mut [f32]) {
-    dst.fill(0.0);
-    if iy >= 0 && (iy as usize) < plane.len() / w.max(1) {
-        dst[1..=w].copy_from_slice(&plane[iy as usize * w..][..w]);
+/// `dst = f(a, b)`, element by element (iterators, not indices, so that it vectorises).
+#[inline(always)]
+fn map2(dst: &mut [f32], a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) {
+    for (d, (a, b)) in dst.iter_mut().zip(a.iter().zip(b)) {
+        *d = f(*a, *b);
+    }
+}
+
+/// `dst = f(a, b, c)`, element by element.
+#[inline(always)]
+fn map3(dst: &mut [f32], a: &[f32], b: &[f32], c: &[f32], f: impl Fn(f32, f32, f32) -> f32) {
+    for (d, ((a, b), c)) in dst.iter_mut().zip(a.iter().zip(b).zip(c)) {
+        *d = f(*a, *b, *c);
+    }
+}
+
+/// Per-task buffers of the transforms, all small: a plane's four sub-planes and the
+/// intermediate rows of a tile transform.
+struct Work {
+    /// Sub-planes `[a * 2 + b]`: the pixels of a plane at even or odd rows (`a`) and
+    /// columns (`b`), either of the zero-padded input (`(th + 1) x (tw + 1)`, see
+    /// `split_padded`) or of the output (`th x tw`).
+    sub: [Vec<f32>; 4],
+    /// Two stages' intermediate values: up to sixteen arrays each, of one value per
+    /// tile (or per element of a padded sub-plane).
+    one: Vec<f32>,
+    two: Vec<f32>,
+}
+
+impl Work {
+    fn new(p: &Plan) -> Self {
+        let padded = (p.th + 1) * (p.tw + 1);
+        Self {
+            sub: std::array::from_fn(|_| vec![0.0; padded]),
+            one: vec![0.0; 16 * padded],
+            two: vec![0.0; 16 * padded],
+        }
+    }
+}
+
+/// The plane `h x w`, padded with a zero row above and a zero column on the left (the
+/// convolution's padding, `P[y][x] = plane[y - 1][x - 1]`), cut into its even and odd
+/// rows and columns: `sub[a * 2 + b][u * (tw + 1) + v] = P[2u + a][2v + b]`, zeros
+/// beyond the plane. The 4x4 patch of tile `(ty, tx)` starts at `P[2ty][2tx]`, so its
+/// element `(r, c)` is `sub[(r & 1) * 2 + (c & 1)]` at `(ty + r / 2, tx + c / 2)`:
+/// every element of every patch is a shifted, contiguous view of one sub-plane.
+fn split_padded(plane: &[f32], h: usize, w: usize, p: &Plan, sub: &mut [Vec<f32>; 4]) {
+    let w1 = p.tw + 1;
+    for s in sub.iter_mut() {
+        s.fill(0.0);
+    }
+    for (iy, row) in plane.chunks_exact(w).take(h).enumerate() {
+        let (a, u) = ((iy + 1) & 1, (iy + 1) >> 1);
+        let [s0, s1] = &mut sub[a * 2..a * 2 + 2] else {
+            unreachable!()
+        };
+        let (s0, s1) = (&mut s0[u * w1..][..w1], &mut s1[u * w1..][..w1]);
+        // Column ix is P's column ix + 1: even ix is odd (b = 1, v = ix / 2), odd ix is
+        // even (b = 0, v = ix / 2 + 1).
+        for (pair, (o, e)) in row.chunks(2).zip(s1.iter_mut().zip(&mut s0[1..])) {
+            *o = pair[0];
+            if let Some(v) = pair.get(1) {
+                *e = *v;
+            }
+        }
     }
 }
 
 /// `B^T d B` of every 4x4 input patch of images `b0..b0+nb`, into `v[16][c][tiles]`.
+#[inline(never)]
 fn input_transform(x: &[f32], geom: &ConvGeom, p: &Plan, b0: usize, nb: usize, v: &mut [f32]) {
-    let (hw, w) = (geom.h * geom.w, geom.w);
+    let hw = geom.h * geom.w;
     let tb = nb * p.tiles;
-    let pw = 2 * p.tw + 2;
-    let mut r = vec![0f32; 4 * pw];
-    let mut a = vec![0f32; 4 * pw];
+    let w1 = p.tw + 1;
+    let len = p.th * w1;
+    let mut wk = Work::new(p);
     for ci in 0..p.c {
         for li in 0..nb {
             let plane = &x[(ci * geom.n + b0 + li) * hw..][..hw];
-            for ty in 0..p.th {
-                for (k, row) in r.chunks_exact_mut(pw).enumerate() {
-                    padded_row(plane, w, 2 * ty as isize - 1 + k as isize, row);
-                }
-                let (r0, r1, r2, r3) = (&r[..pw], &r[pw..2 * pw], &r[2 * pw..3 * pw], &r[3 * pw..]);
-                // B^T down the columns.
-                for (j, a) in a.chunks_exact_mut(pw).enumerate() {
-                    for (k, o) in a.iter_mut().enumerate() {
-                        *o = match j {
-                            0 => r0[k] - r2[k],
-                            1 => r1[k] + r2[k],
-                            2 => r2[k] - r1[k],
-                            _ => r1[k] - r3[k],
-                        };
-                    }
-                }
-                // B^T along the rows: tile tx reads padded columns 2tx..2tx+4.
-                let t0 = (li * p.th + ty) * p.tw;
-                for (i, ai) in a.chunks_exact(pw).enumerate() {
-                    let mut out = |j: usize, f: fn(&[f32], usize) -> f32| {
-                        let at = (i * 4 + j) * p.c * tb + ci * tb + t0;
-                        fill_with(&mut v[at..][..p.tw], |tx| f(ai, 2 * tx));
-                    };
-                    out(0, |a, k| a[k] - a[k + 2]);
-                    out(1, |a, k| a[k + 1] + a[k + 2]);
-                    out(2, |a, k| a[k + 2] - a[k + 1]);
-                    out(3, |a, k| a[k + 1] - a[k + 3]);
+            split_padded(plane, geom.h, geom.w, p, &mut wk.sub);
+            // B^T down each patch's columns, for every tile row at once: e[i * 2 + b]
+            // at tile row ty, column v, from the sub-planes' rows ty and ty + 1.
+            let e = &mut wk.one[..8 * len];
+            for b in 0..2 {
+                let (s0, s1) = (&wk.sub[b], &wk.sub[2 + b]);
+                let (s0, s0n, s1, s1n) = (&s0[..len], &s0[w1..], &s1[..len], &s1[w1..]);
+                let mut e = e.chunks_exact_mut(len).skip(b).step_by(2);
+                map2(e.next().unwrap(), s0, s0n, |a, b| a - b);
+                map2(e.next().unwrap(), s1, s0n, |a, b| a + b);
+                map2(e.next().unwrap(), s0n, s1, |a, b| a - b);
+                map2(e.next().unwrap(), s1, s1n, |a, b| a - b);
+            }
+            // B along each patch's rows, tile row by tile row (the sub-planes have one
+            // column more than the tiles).
+            let t0 = li * p.tiles;
+            for i in 0..4 {
+                let (e0, e1) = (&e[(i * 2) * len..][..len], &e[(i * 2 + 1) * len..][..len]);
+                for ty in 0..p.th {
+                    let f = ty * w1;
+                    let (e0, e0n) = (&e0[f..f + p.tw], &e0[f + 1..f + w1]);
+                    let (e1, e1n) = (&e1[f..f + p.tw], &e1[f + 1..f + w1]);
+                    let at = |j: usize| (i * 4 + j) * p.c * tb + ci * tb + t0 + ty * p.tw;
+                    let tw = p.tw;
+                    map2(&mut v[at(0)..][..tw], e0, e0n, |a, b| a - b);
+                    map2(&mut v[at(1)..][..tw], e1, e0n, |a, b| a + b);
+                    map2(&mut v[at(2)..][..tw], e0n, e1, |a, b| a - b);
+                    map2(&mut v[at(3)..][..tw], e1, e1n, |a, b| a - b);
                 }
             }
         }
     }
 }
 
-/// `dst[i] = f(i)` for every element.
-#[inline(always)]
-fn fill_with(dst: &mut [f32], f: impl Fn(usize) -> f32) {
-    for (i, o) in dst.iter_mut().enumerate() {
-        *o = f(i);
-    }
-}
-
 /// `A^T M A` of every tile of `m[16][cout][tiles]` into the output planes of the
 /// block's images (`planes[image][channel]`, `h x w`; a tile's pixels beyond the
 /// image's edge are dropped).
+#[inline(never)]
 fn output_transform(
     m: &[f32],
     geom: &ConvGeom,
@@ -276,150 +330,205 @@ fn output_transform(
     nb: usize,
     planes: &mut [Vec<&mut [f32]>],
 ) {
-    let (h, w) = (geom.h, geom.w);
     let tb = nb * p.tiles;
-    let tw = p.tw;
-    // Per tile row: for each row i of the tiles, the two columns of A^T along it.
-    let mut hrow = vec![0f32; 8 * tw];
-    let mut e = vec![0f32; 2 * tw];
+    let n = p.tiles;
+    let mut wk = Work::new(p);
     for co in 0..p.cout {
         for (li, image) in planes.iter_mut().enumerate().take(nb) {
-            let plane = &mut image[co];
-            for ty in 0..p.th {
-                let t0 = (li * p.th + ty) * tw;
-                let at = |i: usize, j: usize| &m[(i * 4 + j) * p.cout * tb + co * tb + t0..][..tw];
-                for i in 0..4 {
-                    let (m0, m1, m2, m3) = (at(i, 0), at(i, 1), at(i, 2), at(i, 3));
-                    let (h0, h1) = hrow[i * 2 * tw..][..2 * tw].split_at_mut(tw);
-                    fill_with(h0, |t| m0[t] + m1[t] + m2[t]);
-                    fill_with(h1, |t| m1[t] - m2[t] - m3[t]);
-                }
-                let hr = |i: usize, b: usize| &hrow[(i * 2 + b) * tw..][..tw];
-                for a in 0..2 {
-                    let y = 2 * ty + a;
-                    if y >= h {
-                        break;
-                    }
-                    let (e0, e1) = e.split_at_mut(tw);
-                    for (b, eb) in [e0, e1].into_iter().enumerate() {
-                        let (q0, q1, q2, q3) = (hr(0, b), hr(1, b), hr(2, b), hr(3, b));
-                        if a == 0 {
-                            fill_with(eb, |t| q0[t] + q1[t] + q2[t]);
-                        } else {
-                            fill_with(eb, |t| q1[t] - q2[t] - q3[t]);
-                        }
-                    }
-                    let row = &mut plane[y * w..][..w];
-                    for (x, o) in row.iter_mut().enumerate() {
-                        *o = e[(x & 1) * tw + x / 2];
-                    }
-                }
+            let at = |i: usize, j: usize| &m[(i * 4 + j) * p.cout * tb + co * tb + li * n..][..n];
+            // A^T along each tile's rows: h[i * 2 + b].
+            let h = &mut wk.one[..8 * n];
+            for (i, hi) in h.chunks_exact_mut(2 * n).enumerate() {
+                let (h0, h1) = hi.split_at_mut(n);
+                map3(h0, at(i, 0), at(i, 1), at(i, 2), |a, b, c| a + b + c);
+                map3(h1, at(i, 1), at(i, 2), at(i, 3), |a, b, c| a - b - c);
             }
+            // A^T down the columns: the output's sub-plane (a, b), th x tw.
+            let hr = |i: usize, b: usize| &h[(i * 2 + b) * n..][..n];
+            for b in 0..2 {
+                map3(
+                    &mut wk.sub[b][..n],
+                    hr(0, b),
+                    hr(1, b),
+                    hr(2, b),
+                    |a, b, c| a + b + c,
+                );
+                map3(
+                    &mut wk.sub[2 + b][..n],
+                    hr(1, b),
+                    hr(2, b),
+                    hr(3, b),
+                    |a, b, c| a - b - c,
+                );
+            }
+            interleave(&wk.sub, geom, p, &mut image[co]);
+        }
+    }
+}
+
+/// Writes a `h x w` plane from its sub-planes of even and odd rows and columns
+/// (`sub[a * 2 + b][ty * tw + tx]` is pixel `(2ty + a, 2tx + b)`).
+fn interleave(sub: &[Vec<f32>; 4], geom: &ConvGeom, p: &Plan, plane: &mut [f32]) {
+    let w = geom.w;
+    for (y, row) in plane.chunks_exact_mut(w).take(geom.h).enumerate() {
+        let (a, ty) = (y & 1, y >> 1);
+        let (even, odd) = (
+            &sub[a * 2][ty * p.tw..][..p.tw],
+            &sub[a * 2 + 1][ty * p.tw..][..p.tw],
+        );
+        let mut pairs = row.chunks_exact_mut(2);
+        for (d, (e, o)) in (&mut pairs).zip(even.iter().zip(odd)) {
+            d[0] = *e;
+            d[1] = *o;
+        }
+        if let [last] = pairs.into_remainder() {
+            *last = even[p.tw - 1];
         }
     }
 }
 
 /// `A dY A^T` of every 2x2 tile of the output gradient of images `b0..b0+nb`, into
 /// `m[16][cout][tiles]` (pixels beyond the image's edge count as zeros).
+#[inline(never)]
 fn gradient_transform(dy: &[f32], geom: &ConvGeom, p: &Plan, b0: usize, nb: usize, m: &mut [f32]) {
     let (hw, w) = (geom.h * geom.w, geom.w);
     let tb = nb * p.tiles;
-    // Rows padded to 2 tw + 2 (the padded_row layout: column x at x + 1).
-    let pw = 2 * p.tw + 2;
-    let mut r = vec![0f32; 2 * pw];
-    let mut a = vec![0f32; 4 * pw];
+    let n = p.tiles;
+    let mut wk = Work::new(p);
     for co in 0..p.cout {
         for li in 0..nb {
             let plane = &dy[(co * geom.n + b0 + li) * hw..][..hw];
-            for ty in 0..p.th {
-                for (k, row) in r.chunks_exact_mut(pw).enumerate() {
-                    padded_row(plane, w, (2 * ty + k) as isize, row);
-                }
-                let (y0, y1) = r.split_at(pw);
-                // A down the columns: y0, y0 + y1, y0 - y1, -y1.
-                for (j, a) in a.chunks_exact_mut(pw).enumerate() {
-                    match j {
-                        0 => fill_with(a, |k| y0[k]),
-                        1 => fill_with(a, |k| y0[k] + y1[k]),
-                        2 => fill_with(a, |k| y0[k] - y1[k]),
-                        _ => fill_with(a, |k| -y1[k]),
+            // The tiles' pixels (a, b), as sub-planes th x tw.
+            for s in wk.sub.iter_mut() {
+                s[..n].fill(0.0);
+            }
+            for (y, row) in plane.chunks_exact(w).enumerate() {
+                let (a, ty) = (y & 1, y >> 1);
+                let [s0, s1] = &mut wk.sub[a * 2..a * 2 + 2] else {
+                    unreachable!()
+                };
+                let (s0, s1) = (&mut s0[ty * p.tw..][..p.tw], &mut s1[ty * p.tw..][..p.tw]);
+                for (pair, (e, o)) in row.chunks(2).zip(s0.iter_mut().zip(s1.iter_mut())) {
+                    *e = pair[0];
+                    if let Some(v) = pair.get(1) {
+                        *o = *v;
                     }
                 }
-                // A along the rows: tile tx holds padded columns 2tx + 1 and 2tx + 2.
-                let t0 = (li * p.th + ty) * p.tw;
-                for (i, ai) in a.chunks_exact(pw).enumerate() {
-                    let mut out = |j: usize, f: fn(&[f32], usize) -> f32| {
-                        let at = (i * 4 + j) * p.cout * tb + co * tb + t0;
-                        fill_with(&mut m[at..][..p.tw], |tx| f(ai, 2 * tx + 1));
-                    };
-                    out(0, |a, k| a[k]);
-                    out(1, |a, k| a[k] + a[k + 1]);
-                    out(2, |a, k| a[k] - a[k + 1]);
-                    out(3, |a, k| -a[k + 1]);
+            }
+            // A down the columns: y0, y0 + y1, y0 - y1, -y1, as a[i * 2 + b].
+            let a = &mut wk.one[..8 * n];
+            for b in 0..2 {
+                let (d0, d1) = (&wk.sub[b][..n], &wk.sub[2 + b][..n]);
+                let mut a = a.chunks_exact_mut(n).skip(b).step_by(2);
+                a.next().unwrap().copy_from_slice(d0);
+                map2(a.next().unwrap(), d0, d1, |x, y| x + y);
+                map2(a.next().unwrap(), d0, d1, |x, y| x - y);
+                map2(a.next().unwrap(), d0, d1, |_, y| -y);
+            }
+            // A along the rows, into the 16 matrices.
+            let t0 = li * n;
+            for i in 0..4 {
+                let (a0, a1) = (&a[(i * 2) * n..][..n], &a[(i * 2 + 1) * n..][..n]);
+                let at = |j: usize| (i * 4 + j) * p.cout * tb + co * tb + t0;
+                m[at(0)..][..n].copy_from_slice(a0);
+                map2(&mut m[at(1)..][..n], a0, a1, |x, y| x + y);
+                map2(&mut m[at(2)..][..n], a0, a1, |x, y| x - y);
+                map2(&mut m[at(3)..][..n], a0, a1, |_, y| -y);
+            }
+        }
+    }
+}
+
+/// `B dV B^T` of every tile of `v[16][c][tiles]`, added up over the overlapping 4x4
+/// patches into the block's input planes (`planes[image][channel]`, overwritten); the
+/// parts outside the image are dropped.
+#[inline(never)]
+fn input_gradient(v: &[f32], geom: &ConvGeom, p: &Plan, nb: usize, planes: &mut [Vec<&mut [f32]>]) {
+    let tb = nb * p.tiles;
+    let (n, tw, w1) = (p.tiles, p.tw, p.tw + 1);
+    let mut wk = Work::new(p);
+    for ci in 0..p.c {
+        for (li, image) in planes.iter_mut().enumerate().take(nb) {
+            let at = |i: usize, j: usize| &v[(i * 4 + j) * p.c * tb + ci * tb + li * n..][..n];
+            // B along each tile's rows: c[i * 4 + k], for patch column k.
+            let c = &mut wk.one[..16 * n];
+            for (i, ci4) in c.chunks_exact_mut(4 * n).enumerate() {
+                let mut k = ci4.chunks_exact_mut(n);
+                k.next().unwrap().copy_from_slice(at(i, 0));
+                map3(
+                    k.next().unwrap(),
+                    at(i, 1),
+                    at(i, 2),
+                    at(i, 3),
+                    |a, b, c| a - b + c,
+                );
+                map3(
+                    k.next().unwrap(),
+                    at(i, 1),
+                    at(i, 2),
+                    at(i, 0),
+                    |a, b, c| a + b - c,
+                );
+                map2(k.next().unwrap(), at(i, 3), at(i, 3), |a, _| -a);
+            }
+            // B down the columns: q[r * 4 + k], patch element (r, k) of every tile.
+            let qs = &mut wk.two[..16 * n];
+            for k in 0..4 {
+                let cr = |r: usize| &c[(r * 4 + k) * n..][..n];
+                let at = |r: usize| (r * 4 + k) * n;
+                qs[at(0)..][..n].copy_from_slice(cr(0));
+                map3(&mut qs[at(1)..][..n], cr(1), cr(2), cr(3), |a, b, c| {
+                    a - b + c
+                });
+                map3(&mut qs[at(2)..][..n], cr(1), cr(2), cr(0), |a, b, c| {
+                    a + b - c
+                });
+                map2(&mut qs[at(3)..][..n], cr(3), cr(3), |a, _| -a);
+            }
+            // Patch element (r, k) of tile (ty, tx) is P[2ty + r][2tx + k]: sub-plane
+            // (r & 1, k & 1) at (ty + r / 2, tx + k / 2).
+            for (ab, s) in wk.sub.iter_mut().enumerate() {
+                let (a, b) = (ab >> 1, ab & 1);
+                let qrow = |r: usize, k: usize, ty: usize| &qs[(r * 4 + k) * n + ty * tw..][..tw];
+                for (u, srow) in s.chunks_exact_mut(w1).enumerate() {
+                    srow.fill(0.0);
+                    if u < p.th {
+                        add(&mut srow[..tw], qrow(a, b, u));
+                        add(&mut srow[1..], qrow(a, b + 2, u));
+                    }
+                    if u > 0 {
+                        add(&mut srow[..tw], qrow(a + 2, b, u - 1));
+                        add(&mut srow[1..], qrow(a + 2, b + 2, u - 1));
+                    }
+                }
+            }
+            // The plane from P = the sub-planes, less the padding row and column.
+            let w = geom.w;
+            for (iy, row) in image[ci].chunks_exact_mut(w).take(geom.h).enumerate() {
+                let (a, u) = ((iy + 1) & 1, (iy + 1) >> 1);
+                let (s0, s1) = (
+                    &wk.sub[a * 2][u * w1..][..w1],
+                    &wk.sub[a * 2 + 1][u * w1..][..w1],
+                );
+                // Even ix: P column ix + 1, odd (b = 1, v = ix / 2); odd ix: b = 0, v = ix / 2 + 1.
+                let mut pairs = row.chunks_exact_mut(2);
+                for (d, (o, e)) in (&mut pairs).zip(s1.iter().zip(&s0[1..])) {
+                    d[0] = *o;
+                    d[1] = *e;
+                }
+                if let [last] = pairs.into_remainder() {
+                    *last = s1[w / 2];
                 }
             }
         }
     }
 }
 
-/// Adds `B dV B^T` of every tile of `v[16][c][tiles]` onto the 4x4 input patches of
-/// the block's images (`planes[image][channel]`, overwritten: zeroed first); the
-/// patches overlap, and the parts outside the image are dropped.
-fn input_gradient(v: &[f32], geom: &ConvGeom, p: &Plan, nb: usize, planes: &mut [Vec<&mut [f32]>]) {
-    let (h, w) = (geom.h, geom.w);
-    let tb = nb * p.tiles;
-    let tw = p.tw;
-    let pw = 2 * tw + 2;
-    // The four rows of a tile row's patches, after B along the rows.
-    let mut hrow = vec![0f32; 4 * pw];
-    let mut out = vec![0f32; pw];
-    for ci in 0..p.c {
-        for (li, image) in planes.iter_mut().enumerate().take(nb) {
-            let plane = &mut image[ci];
-            plane.fill(0.0);
-            for ty in 0..p.th {
-                let t0 = (li * p.th + ty) * tw;
-                let at = |i: usize, j: usize| &v[(i * 4 + j) * p.c * tb + ci * tb + t0..][..tw];
-                for (i, hr) in hrow.chunks_exact_mut(pw).enumerate() {
-                    let (v0, v1, v2, v3) = (at(i, 0), at(i, 1), at(i, 2), at(i, 3));
-                    // B v: v0, v1 - v2 + v3, -v0 + v1 + v2, -v3 at padded columns
-                    // 2tx..2tx+4; neighbouring tiles overlap by two columns.
-                    for t in 0..tw {
-                        hr[2 * t] = v0[t];
-                        hr[2 * t + 1] = v1[t] - v2[t] + v3[t];
-                    }
-                    hr[2 * tw] = 0.0;
-                    hr[2 * tw + 1] = 0.0;
-                    for t in 0..tw {
-                        hr[2 * t + 2] += v1[t] + v2[t] - v0[t];
-                        hr[2 * t + 3] -= v3[t];
-                    }
-                }
-                let (q0, q1, q2, q3) = (
-                    &hrow[..pw],
-                    &hrow[pw..2 * pw],
-                    &hrow[2 * pw..3 * pw],
-                    &hrow[3 * pw..],
-                );
-                // B down the columns, onto input rows 2ty - 1 .. 2ty + 3.
-                for k in 0..4 {
-                    let iy = 2 * ty as isize - 1 + k as isize;
-                    if iy < 0 || iy as usize >= h {
-                        continue;
-                    }
-                    match k {
-                        0 => fill_with(&mut out, |x| q0[x]),
-                        1 => fill_with(&mut out, |x| q1[x] - q2[x] + q3[x]),
-                        2 => fill_with(&mut out, |x| q1[x] + q2[x] - q0[x]),
-                        _ => fill_with(&mut out, |x| -q3[x]),
-                    }
-                    let row = &mut plane[iy as usize * w..][..w];
-                    for (d, s) in row.iter_mut().zip(&out[1..=w]) {
-                        *d += s;
-                    }
-                }
-            }
-        }
+/// `dst += src`, element by element.
+#[inline(always)]
+fn add(dst: &mut [f32], src: &[f32]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d += s;
     }
 }
 

@@ -222,26 +222,25 @@ fn map3(dst: &mut [f32], a: &[f32], b: &[f32], c: &[f32], f: impl Fn(f32, f32, f
     }
 }
 
-/// Per-task buffers of the transforms, all small: a plane's four sub-planes and the
-/// intermediate rows of a tile transform.
+/// Per-task buffers of the transforms, for a block of `nb` images.
 struct Work {
-    /// Sub-planes `[a * 2 + b]`: the pixels of a plane at even or odd rows (`a`) and
-    /// columns (`b`), either of the zero-padded input (`(th + 1) x (tw + 1)`, see
-    /// `split_padded`) or of the output (`th x tw`).
+    /// Sub-planes `[a * 2 + b]`: the pixels of each image at even or odd rows (`a`) and
+    /// columns (`b`), either of the zero-padded input (`(th + 1) x (tw + 1)` an image,
+    /// see `split_padded`) or of the output (`th x tw`).
     sub: [Vec<f32>; 4],
-    /// Two stages' intermediate values: up to sixteen arrays each, of one value per
-    /// tile (or per element of a padded sub-plane).
+    /// Two stages' intermediate values: sixteen arrays each, of one value per tile (or
+    /// per element of a padded sub-plane) of the block.
     one: Vec<f32>,
     two: Vec<f32>,
 }
 
 impl Work {
-    fn new(p: &Plan) -> Self {
-        let padded = (p.th + 1) * (p.tw + 1);
+    fn new(p: &Plan, nb: usize) -> Self {
+        let len = nb * (p.th + 1) * (p.tw + 1);
         Self {
-            sub: std::array::from_fn(|_| vec![0.0; padded]),
-            one: vec![0.0; 16 * padded],
-            two: vec![0.0; 16 * padded],
+            sub: std::array::from_fn(|_| vec![0.0; len]),
+            one: vec![0.0; 16 * len],
+            two: vec![0.0; 16 * len],
         }
     }
 }
@@ -252,63 +251,101 @@ impl Work {
 /// beyond the plane. The 4x4 patch of tile `(ty, tx)` starts at `P[2ty][2tx]`, so its
 /// element `(r, c)` is `sub[(r & 1) * 2 + (c & 1)]` at `(ty + r / 2, tx + c / 2)`:
 /// every element of every patch is a shifted, contiguous view of one sub-plane.
-fn split_padded(plane: &[f32], h: usize, w: usize, p: &Plan, sub: &mut [Vec<f32>; 4]) {
-    let w1 = p.tw + 1;
-    for s in sub.iter_mut() {
+fn split_padded<const W: usize>(plane: &[f32], geom: &ConvGeom, p: &Plan, sub: [&mut [f32]; 4]) {
+    let (w, w1) = (width::<W>(geom), p.tw + 1);
+    let [s00, s01, s10, s11] = sub;
+    for s in [&mut *s00, &mut *s01, &mut *s10, &mut *s11] {
         s.fill(0.0);
     }
-    for (iy, row) in plane.chunks_exact(w).take(h).enumerate() {
+    let mut parity = [(s00, s01), (s10, s11)];
+    for (iy, row) in plane.chunks_exact(w).take(geom.h).enumerate() {
         let (a, u) = ((iy + 1) & 1, (iy + 1) >> 1);
-        let [s0, s1] = &mut sub[a * 2..a * 2 + 2] else {
-            unreachable!()
-        };
+        let (s0, s1) = &mut parity[a];
         let (s0, s1) = (&mut s0[u * w1..][..w1], &mut s1[u * w1..][..w1]);
         // Column ix is P's column ix + 1: even ix is odd (b = 1, v = ix / 2), odd ix is
         // even (b = 0, v = ix / 2 + 1).
-        for (pair, (o, e)) in row.chunks(2).zip(s1.iter_mut().zip(&mut s0[1..])) {
+        let mut pairs = row.chunks_exact(2);
+        for (pair, (o, e)) in (&mut pairs).zip(s1.iter_mut().zip(&mut s0[1..])) {
             *o = pair[0];
-            if let Some(v) = pair.get(1) {
-                *e = *v;
-            }
+            *e = pair[1];
+        }
+        if let [last] = pairs.remainder() {
+            s1[w / 2] = *last;
         }
     }
 }
 
+/// The image width `W`, or `geom.w` if `W` is 0: the transforms are built for the
+/// common even widths, so that their short row loops have a known length.
+#[inline(always)]
+fn width<const W: usize>(geom: &ConvGeom) -> usize {
+    if W > 0 {
+        W
+    } else {
+        geom.w
+    }
+}
+
+/// Tile columns of an image `W` wide (see `width`).
+#[inline(always)]
+fn tile_cols<const W: usize>(p: &Plan) -> usize {
+    if W > 0 {
+        W / 2
+    } else {
+        p.tw
+    }
+}
+
+/// The four sub-planes' parts `at..at + len`.
+fn quarter(sub: &mut [Vec<f32>; 4], at: usize, len: usize) -> [&mut [f32]; 4] {
+    sub.each_mut().map(|s| &mut s[at..at + len])
+}
+
 /// `B^T d B` of every 4x4 input patch of images `b0..b0+nb`, into `v[16][c][tiles]`.
-#[inline(never)]
-fn input_transform(x: &[f32], geom: &ConvGeom, p: &Plan, b0: usize, nb: usize, v: &mut [f32]) {
+fn input_transform<const W: usize>(
+    x: &[f32],
+    geom: &ConvGeom,
+    p: &Plan,
+    b0: usize,
+    nb: usize,
+    v: &mut [f32],
+) {
     let hw = geom.h * geom.w;
     let tb = nb * p.tiles;
-    let w1 = p.tw + 1;
-    let len = p.th * w1;
-    let mut wk = Work::new(p);
+    let tw = tile_cols::<W>(p);
+    let w1 = tw + 1;
+    let ps = (p.th + 1) * w1;
+    // The sub-planes of the block's images, one after another; the flat loops below
+    // run over all of them but their last row (which only the row above reads).
+    let len = nb * ps - w1;
+    let mut wk = Work::new(p, nb);
     for ci in 0..p.c {
         for li in 0..nb {
             let plane = &x[(ci * geom.n + b0 + li) * hw..][..hw];
-            split_padded(plane, geom.h, geom.w, p, &mut wk.sub);
-            // B^T down each patch's columns, for every tile row at once: e[i * 2 + b]
-            // at tile row ty, column v, from the sub-planes' rows ty and ty + 1.
-            let e = &mut wk.one[..8 * len];
-            for b in 0..2 {
-                let (s0, s1) = (&wk.sub[b], &wk.sub[2 + b]);
-                let (s0, s0n, s1, s1n) = (&s0[..len], &s0[w1..], &s1[..len], &s1[w1..]);
-                let mut e = e.chunks_exact_mut(len).skip(b).step_by(2);
-                map2(e.next().unwrap(), s0, s0n, |a, b| a - b);
-                map2(e.next().unwrap(), s1, s0n, |a, b| a + b);
-                map2(e.next().unwrap(), s0n, s1, |a, b| a - b);
-                map2(e.next().unwrap(), s1, s1n, |a, b| a - b);
-            }
-            // B along each patch's rows, tile row by tile row (the sub-planes have one
-            // column more than the tiles).
-            let t0 = li * p.tiles;
-            for i in 0..4 {
-                let (e0, e1) = (&e[(i * 2) * len..][..len], &e[(i * 2 + 1) * len..][..len]);
+            split_padded::<W>(plane, geom, p, quarter(&mut wk.sub, li * ps, ps));
+        }
+        // B^T down each patch's columns: e[i * 2 + b] at (ty, v) from the sub-planes'
+        // rows ty and ty + 1.
+        let e = &mut wk.one[..8 * len];
+        for b in 0..2 {
+            let (s0, s1) = (&wk.sub[b], &wk.sub[2 + b]);
+            let (s0, s0n, s1, s1n) = (&s0[..len], &s0[w1..], &s1[..len], &s1[w1..]);
+            let mut e = e.chunks_exact_mut(len).skip(b).step_by(2);
+            map2(e.next().unwrap(), s0, s0n, |a, b| a - b);
+            map2(e.next().unwrap(), s1, s0n, |a, b| a + b);
+            map2(e.next().unwrap(), s0n, s1, |a, b| a - b);
+            map2(e.next().unwrap(), s1, s1n, |a, b| a - b);
+        }
+        // B along each patch's rows, tile row by tile row (the sub-planes have one
+        // column more than the tiles).
+        for i in 0..4 {
+            let (e0, e1) = (&e[(i * 2) * len..][..len], &e[(i * 2 + 1) * len..][..len]);
+            for li in 0..nb {
                 for ty in 0..p.th {
-                    let f = ty * w1;
-                    let (e0, e0n) = (&e0[f..f + p.tw], &e0[f + 1..f + w1]);
-                    let (e1, e1n) = (&e1[f..f + p.tw], &e1[f + 1..f + w1]);
-                    let at = |j: usize| (i * 4 + j) * p.c * tb + ci * tb + t0 + ty * p.tw;
-                    let tw = p.tw;
+                    let f = li * ps + ty * w1;
+                    let (e0, e0n) = (&e0[f..f + tw], &e0[f + 1..f + w1]);
+                    let (e1, e1n) = (&e1[f..f + tw], &e1[f + 1..f + w1]);
+                    let at = |j: usize| (i * 4 + j) * p.c * tb + ci * tb + (li * p.th + ty) * tw;
                     map2(&mut v[at(0)..][..tw], e0, e0n, |a, b| a - b);
                     map2(&mut v[at(1)..][..tw], e1, e0n, |a, b| a + b);
                     map2(&mut v[at(2)..][..tw], e0n, e1, |a, b| a - b);
@@ -322,8 +359,7 @@ fn input_transform(x: &[f32], geom: &ConvGeom, p: &Plan, b0: usize, nb: usize, v
 /// `A^T M A` of every tile of `m[16][cout][tiles]` into the output planes of the
 /// block's images (`planes[image][channel]`, `h x w`; a tile's pixels beyond the
 /// image's edge are dropped).
-#[inline(never)]
-fn output_transform(
+fn output_transform<const W: usize>(
     m: &[f32],
     geom: &ConvGeom,
     p: &Plan,
@@ -331,50 +367,54 @@ fn output_transform(
     planes: &mut [Vec<&mut [f32]>],
 ) {
     let tb = nb * p.tiles;
-    let n = p.tiles;
-    let mut wk = Work::new(p);
+    let mut wk = Work::new(p, nb);
     for co in 0..p.cout {
+        let at = |i: usize, j: usize| &m[(i * 4 + j) * p.cout * tb + co * tb..][..tb];
+        // A^T along each tile's rows: h[i * 2 + b].
+        let h = &mut wk.one[..8 * tb];
+        for (i, hi) in h.chunks_exact_mut(2 * tb).enumerate() {
+            let (h0, h1) = hi.split_at_mut(tb);
+            map3(h0, at(i, 0), at(i, 1), at(i, 2), |a, b, c| a + b + c);
+            map3(h1, at(i, 1), at(i, 2), at(i, 3), |a, b, c| a - b - c);
+        }
+        // A^T down the columns: the outputs' sub-planes (a, b), th x tw an image.
+        let hr = |i: usize, b: usize| &h[(i * 2 + b) * tb..][..tb];
+        for b in 0..2 {
+            map3(
+                &mut wk.sub[b][..tb],
+                hr(0, b),
+                hr(1, b),
+                hr(2, b),
+                |a, b, c| a + b + c,
+            );
+            map3(
+                &mut wk.sub[2 + b][..tb],
+                hr(1, b),
+                hr(2, b),
+                hr(3, b),
+                |a, b, c| a - b - c,
+            );
+        }
         for (li, image) in planes.iter_mut().enumerate().take(nb) {
-            let at = |i: usize, j: usize| &m[(i * 4 + j) * p.cout * tb + co * tb + li * n..][..n];
-            // A^T along each tile's rows: h[i * 2 + b].
-            let h = &mut wk.one[..8 * n];
-            for (i, hi) in h.chunks_exact_mut(2 * n).enumerate() {
-                let (h0, h1) = hi.split_at_mut(n);
-                map3(h0, at(i, 0), at(i, 1), at(i, 2), |a, b, c| a + b + c);
-                map3(h1, at(i, 1), at(i, 2), at(i, 3), |a, b, c| a - b - c);
-            }
-            // A^T down the columns: the output's sub-plane (a, b), th x tw.
-            let hr = |i: usize, b: usize| &h[(i * 2 + b) * n..][..n];
-            for b in 0..2 {
-                map3(
-                    &mut wk.sub[b][..n],
-                    hr(0, b),
-                    hr(1, b),
-                    hr(2, b),
-                    |a, b, c| a + b + c,
-                );
-                map3(
-                    &mut wk.sub[2 + b][..n],
-                    hr(1, b),
-                    hr(2, b),
-                    hr(3, b),
-                    |a, b, c| a - b - c,
-                );
-            }
-            interleave(&wk.sub, geom, p, &mut image[co]);
+            interleave::<W>(
+                quarter(&mut wk.sub, li * p.tiles, p.tiles),
+                geom,
+                p,
+                &mut image[co],
+            );
         }
     }
 }
 
 /// Writes a `h x w` plane from its sub-planes of even and odd rows and columns
 /// (`sub[a * 2 + b][ty * tw + tx]` is pixel `(2ty + a, 2tx + b)`).
-fn interleave(sub: &[Vec<f32>; 4], geom: &ConvGeom, p: &Plan, plane: &mut [f32]) {
-    let w = geom.w;
+fn interleave<const W: usize>(sub: [&mut [f32]; 4], geom: &ConvGeom, p: &Plan, plane: &mut [f32]) {
+    let (w, tw) = (width::<W>(geom), tile_cols::<W>(p));
     for (y, row) in plane.chunks_exact_mut(w).take(geom.h).enumerate() {
         let (a, ty) = (y & 1, y >> 1);
         let (even, odd) = (
-            &sub[a * 2][ty * p.tw..][..p.tw],
-            &sub[a * 2 + 1][ty * p.tw..][..p.tw],
+            &sub[a * 2][ty * tw..][..tw],
+            &sub[a * 2 + 1][ty * tw..][..tw],
         );
         let mut pairs = row.chunks_exact_mut(2);
         for (d, (e, o)) in (&mut pairs).zip(even.iter().zip(odd)) {
@@ -382,59 +422,65 @@ fn interleave(sub: &[Vec<f32>; 4], geom: &ConvGeom, p: &Plan, plane: &mut [f32])
             d[1] = *o;
         }
         if let [last] = pairs.into_remainder() {
-            *last = even[p.tw - 1];
+            *last = even[tw - 1];
         }
     }
 }
 
 /// `A dY A^T` of every 2x2 tile of the output gradient of images `b0..b0+nb`, into
 /// `m[16][cout][tiles]` (pixels beyond the image's edge count as zeros).
-#[inline(never)]
-fn gradient_transform(dy: &[f32], geom: &ConvGeom, p: &Plan, b0: usize, nb: usize, m: &mut [f32]) {
-    let (hw, w) = (geom.h * geom.w, geom.w);
-    let tb = nb * p.tiles;
-    let n = p.tiles;
-    let mut wk = Work::new(p);
+fn gradient_transform<const W: usize>(
+    dy: &[f32],
+    geom: &ConvGeom,
+    p: &Plan,
+    b0: usize,
+    nb: usize,
+    m: &mut [f32],
+) {
+    let hw = geom.h * geom.w;
+    let (tb, w, tw) = (nb * p.tiles, width::<W>(geom), tile_cols::<W>(p));
+    let mut wk = Work::new(p, nb);
     for co in 0..p.cout {
+        // The tiles' pixels (a, b), as sub-planes th x tw an image.
+        for s in wk.sub.iter_mut() {
+            s[..tb].fill(0.0);
+        }
         for li in 0..nb {
             let plane = &dy[(co * geom.n + b0 + li) * hw..][..hw];
-            // The tiles' pixels (a, b), as sub-planes th x tw.
-            for s in wk.sub.iter_mut() {
-                s[..n].fill(0.0);
-            }
+            let [s00, s01, s10, s11] = quarter(&mut wk.sub, li * p.tiles, p.tiles);
+            let mut parity = [(s00, s01), (s10, s11)];
             for (y, row) in plane.chunks_exact(w).enumerate() {
                 let (a, ty) = (y & 1, y >> 1);
-                let [s0, s1] = &mut wk.sub[a * 2..a * 2 + 2] else {
-                    unreachable!()
-                };
-                let (s0, s1) = (&mut s0[ty * p.tw..][..p.tw], &mut s1[ty * p.tw..][..p.tw]);
-                for (pair, (e, o)) in row.chunks(2).zip(s0.iter_mut().zip(s1.iter_mut())) {
+                let (s0, s1) = &mut parity[a];
+                let (s0, s1) = (&mut s0[ty * tw..][..tw], &mut s1[ty * tw..][..tw]);
+                let mut pairs = row.chunks_exact(2);
+                for (pair, (e, o)) in (&mut pairs).zip(s0.iter_mut().zip(s1.iter_mut())) {
                     *e = pair[0];
-                    if let Some(v) = pair.get(1) {
-                        *o = *v;
-                    }
+                    *o = pair[1];
+                }
+                if let [last] = pairs.remainder() {
+                    s0[tw - 1] = *last;
                 }
             }
-            // A down the columns: y0, y0 + y1, y0 - y1, -y1, as a[i * 2 + b].
-            let a = &mut wk.one[..8 * n];
-            for b in 0..2 {
-                let (d0, d1) = (&wk.sub[b][..n], &wk.sub[2 + b][..n]);
-                let mut a = a.chunks_exact_mut(n).skip(b).step_by(2);
-                a.next().unwrap().copy_from_slice(d0);
-                map2(a.next().unwrap(), d0, d1, |x, y| x + y);
-                map2(a.next().unwrap(), d0, d1, |x, y| x - y);
-                map2(a.next().unwrap(), d0, d1, |_, y| -y);
-            }
-            // A along the rows, into the 16 matrices.
-            let t0 = li * n;
-            for i in 0..4 {
-                let (a0, a1) = (&a[(i * 2) * n..][..n], &a[(i * 2 + 1) * n..][..n]);
-                let at = |j: usize| (i * 4 + j) * p.cout * tb + co * tb + t0;
-                m[at(0)..][..n].copy_from_slice(a0);
-                map2(&mut m[at(1)..][..n], a0, a1, |x, y| x + y);
-                map2(&mut m[at(2)..][..n], a0, a1, |x, y| x - y);
-                map2(&mut m[at(3)..][..n], a0, a1, |_, y| -y);
-            }
+        }
+        // A down the columns: y0, y0 + y1, y0 - y1, -y1, as a[i * 2 + b].
+        let a = &mut wk.one[..8 * tb];
+        for b in 0..2 {
+            let (d0, d1) = (&wk.sub[b][..tb], &wk.sub[2 + b][..tb]);
+            let mut a = a.chunks_exact_mut(tb).skip(b).step_by(2);
+            a.next().unwrap().copy_from_slice(d0);
+            map2(a.next().unwrap(), d0, d1, |x, y| x + y);
+            map2(a.next().unwrap(), d0, d1, |x, y| x - y);
+            map2(a.next().unwrap(), d0, d1, |_, y| -y);
+        }
+        // A along the rows, into the 16 matrices.
+        for i in 0..4 {
+            let (a0, a1) = (&a[(i * 2) * tb..][..tb], &a[(i * 2 + 1) * tb..][..tb]);
+            let at = |j: usize| (i * 4 + j) * p.cout * tb + co * tb;
+            m[at(0)..][..tb].copy_from_slice(a0);
+            map2(&mut m[at(1)..][..tb], a0, a1, |x, y| x + y);
+            map2(&mut m[at(2)..][..tb], a0, a1, |x, y| x - y);
+            map2(&mut m[at(3)..][..tb], a0, a1, |_, y| -y);
         }
     }
 }
@@ -442,68 +488,90 @@ fn gradient_transform(dy: &[f32], geom: &ConvGeom, p: &Plan, b0: usize, nb: usiz
 /// `B dV B^T` of every tile of `v[16][c][tiles]`, added up over the overlapping 4x4
 /// patches into the block's input planes (`planes[image][channel]`, overwritten); the
 /// parts outside the image are dropped.
-#[inline(never)]
-fn input_gradient(v: &[f32], geom: &ConvGeom, p: &Plan, nb: usize, planes: &mut [Vec<&mut [f32]>]) {
+fn input_gradient<const W: usize>(
+    v: &[f32],
+    geom: &ConvGeom,
+    p: &Plan,
+    nb: usize,
+    planes: &mut [Vec<&mut [f32]>],
+) {
     let tb = nb * p.tiles;
-    let (n, tw, w1) = (p.tiles, p.tw, p.tw + 1);
-    let mut wk = Work::new(p);
+    let (w, tw) = (width::<W>(geom), tile_cols::<W>(p));
+    let w1 = tw + 1;
+    let zeros = vec![0f32; tw];
+    let ps = (p.th + 1) * w1;
+    let mut wk = Work::new(p, nb);
     for ci in 0..p.c {
+        let at = |i: usize, j: usize| &v[(i * 4 + j) * p.c * tb + ci * tb..][..tb];
+        // B along each tile's rows: c[i * 4 + k], for patch column k.
+        let c = &mut wk.one[..16 * tb];
+        for (i, ci4) in c.chunks_exact_mut(4 * tb).enumerate() {
+            let mut k = ci4.chunks_exact_mut(tb);
+            k.next().unwrap().copy_from_slice(at(i, 0));
+            map3(
+                k.next().unwrap(),
+                at(i, 1),
+                at(i, 2),
+                at(i, 3),
+                |a, b, c| a - b + c,
+            );
+            map3(
+                k.next().unwrap(),
+                at(i, 1),
+                at(i, 2),
+                at(i, 0),
+                |a, b, c| a + b - c,
+            );
+            map2(k.next().unwrap(), at(i, 3), at(i, 3), |a, _| -a);
+        }
+        // B down the columns: q[r * 4 + k], patch element (r, k) of every tile.
+        let qs = &mut wk.two[..16 * tb];
+        for k in 0..4 {
+            let cr = |r: usize| &c[(r * 4 + k) * tb..][..tb];
+            let at = |r: usize| (r * 4 + k) * tb;
+            qs[at(0)..][..tb].copy_from_slice(cr(0));
+            map3(&mut qs[at(1)..][..tb], cr(1), cr(2), cr(3), |a, b, c| {
+                a - b + c
+            });
+            map3(&mut qs[at(2)..][..tb], cr(1), cr(2), cr(0), |a, b, c| {
+                a + b - c
+            });
+            map2(&mut qs[at(3)..][..tb], cr(3), cr(3), |a, _| -a);
+        }
         for (li, image) in planes.iter_mut().enumerate().take(nb) {
-            let at = |i: usize, j: usize| &v[(i * 4 + j) * p.c * tb + ci * tb + li * n..][..n];
-            // B along each tile's rows: c[i * 4 + k], for patch column k.
-            let c = &mut wk.one[..16 * n];
-            for (i, ci4) in c.chunks_exact_mut(4 * n).enumerate() {
-                let mut k = ci4.chunks_exact_mut(n);
-                k.next().unwrap().copy_from_slice(at(i, 0));
-                map3(
-                    k.next().unwrap(),
-                    at(i, 1),
-                    at(i, 2),
-                    at(i, 3),
-                    |a, b, c| a - b + c,
-                );
-                map3(
-                    k.next().unwrap(),
-                    at(i, 1),
-                    at(i, 2),
-                    at(i, 0),
-                    |a, b, c| a + b - c,
-                );
-                map2(k.next().unwrap(), at(i, 3), at(i, 3), |a, _| -a);
-            }
-            // B down the columns: q[r * 4 + k], patch element (r, k) of every tile.
-            let qs = &mut wk.two[..16 * n];
-            for k in 0..4 {
-                let cr = |r: usize| &c[(r * 4 + k) * n..][..n];
-                let at = |r: usize| (r * 4 + k) * n;
-                qs[at(0)..][..n].copy_from_slice(cr(0));
-                map3(&mut qs[at(1)..][..n], cr(1), cr(2), cr(3), |a, b, c| {
-                    a - b + c
-                });
-                map3(&mut qs[at(2)..][..n], cr(1), cr(2), cr(0), |a, b, c| {
-                    a + b - c
-                });
-                map2(&mut qs[at(3)..][..n], cr(3), cr(3), |a, _| -a);
-            }
             // Patch element (r, k) of tile (ty, tx) is P[2ty + r][2tx + k]: sub-plane
             // (r & 1, k & 1) at (ty + r / 2, tx + k / 2).
+            let qrow = |r: usize, k: usize, ty: usize| {
+                &qs[(r * 4 + k) * tb + (li * p.th + ty) * tw..][..tw]
+            };
             for (ab, s) in wk.sub.iter_mut().enumerate() {
                 let (a, b) = (ab >> 1, ab & 1);
-                let qrow = |r: usize, k: usize, ty: usize| &qs[(r * 4 + k) * n + ty * tw..][..tw];
-                for (u, srow) in s.chunks_exact_mut(w1).enumerate() {
-                    srow.fill(0.0);
-                    if u < p.th {
-                        add(&mut srow[..tw], qrow(a, b, u));
-                        add(&mut srow[1..], qrow(a, b + 2, u));
+                for (u, srow) in s[..ps].chunks_exact_mut(w1).enumerate() {
+                    // S[u][v] = Q(a, b)[u][v] + Q(a, b + 2)[u][v - 1] + Q(a + 2, b)[u - 1][v]
+                    // + Q(a + 2, b + 2)[u - 1][v - 1], the rows that exist; in one pass,
+                    // since adding into the row four times, at shifts of one, stalls on
+                    // every load of what the last pass just stored.
+                    let (q1, q2) = if u < p.th {
+                        (qrow(a, b, u), qrow(a, b + 2, u))
+                    } else {
+                        (&zeros[..], &zeros[..])
+                    };
+                    let (q3, q4) = if u > 0 {
+                        (qrow(a + 2, b, u - 1), qrow(a + 2, b + 2, u - 1))
+                    } else {
+                        (&zeros[..], &zeros[..])
+                    };
+                    srow[0] = q1[0] + q3[0];
+                    for (d, (((q1, q2), q3), q4)) in srow[1..tw]
+                        .iter_mut()
+                        .zip(q1[1..].iter().zip(q2).zip(&q3[1..]).zip(q4))
+                    {
+                        *d = q1 + q2 + q3 + q4;
                     }
-                    if u > 0 {
-                        add(&mut srow[..tw], qrow(a + 2, b, u - 1));
-                        add(&mut srow[1..], qrow(a + 2, b + 2, u - 1));
-                    }
+                    srow[tw] = q2[tw - 1] + q4[tw - 1];
                 }
             }
             // The plane from P = the sub-planes, less the padding row and column.
-            let w = geom.w;
             for (iy, row) in image[ci].chunks_exact_mut(w).take(geom.h).enumerate() {
                 let (a, u) = ((iy + 1) & 1, (iy + 1) >> 1);
                 let (s0, s1) = (
@@ -524,11 +592,32 @@ fn input_gradient(v: &[f32], geom: &ConvGeom, p: &Plan, nb: usize, planes: &mut 
     }
 }
 
-/// `dst += src`, element by element.
-#[inline(always)]
-fn add(dst: &mut [f32], src: &[f32]) {
-    for (d, s) in dst.iter_mut().zip(src) {
-        *d += s;
+/// The transforms, built for one image width (see `width`).
+struct Transforms {
+    input: fn(&[f32], &ConvGeom, &Plan, usize, usize, &mut [f32]),
+    gradient: fn(&[f32], &ConvGeom, &Plan, usize, usize, &mut [f32]),
+    output: fn(&[f32], &ConvGeom, &Plan, usize, &mut [Vec<&mut [f32]>]),
+    input_gradient: fn(&[f32], &ConvGeom, &Plan, usize, &mut [Vec<&mut [f32]>]),
+}
+
+impl Transforms {
+    fn for_width(w: usize) -> Self {
+        match w {
+            8 => Self::of::<8>(),
+            16 => Self::of::<16>(),
+            32 => Self::of::<32>(),
+            64 => Self::of::<64>(),
+            _ => Self::of::<0>(),
+        }
+    }
+
+    fn of<const W: usize>() -> Self {
+        Self {
+            input: input_transform::<W>,
+            gradient: gradient_transform::<W>,
+            output: output_transform::<W>,
+            input_gradient: input_gradient::<W>,
+        }
     }
 }
 
@@ -561,6 +650,7 @@ pub(super) fn forward(op: ConvForwardArgs<'_, CpuBackend>, block_floats: usize) 
     if n == 0 || geom.h == 0 || geom.w == 0 || cout == 0 {
         return Ok(());
     }
+    let t = Transforms::for_width(geom.w);
     let (u, groups) = scratch.split_at_mut(p.weights());
     weight_transform(w, &p, u);
     let u = &*u;
@@ -575,7 +665,7 @@ pub(super) fn forward(op: ConvForwardArgs<'_, CpuBackend>, block_floats: usize) 
                 let nb = p.block.min(i1 - b0);
                 let tb = nb * p.tiles;
                 let (v, m, _) = p.split(sc, nb);
-                input_transform(x, &geom, &p, b0, nb, v);
+                (t.input)(x, &geom, &p, b0, nb, v);
                 let (uw, vw, mw) = (p.cout * p.c, p.c * tb, p.cout * tb);
                 for xi in 0..XI {
                     // M[xi][cout, tb] = U[xi][cout, c] V[xi][c, tb]
@@ -590,7 +680,7 @@ pub(super) fn forward(op: ConvForwardArgs<'_, CpuBackend>, block_floats: usize) 
                         );
                     }
                 }
-                output_transform(m, &geom, &p, nb, &mut planes[b0 - i0..]);
+                (t.output)(m, &geom, &p, nb, &mut planes[b0 - i0..]);
             }
         });
     Ok(())
@@ -624,6 +714,7 @@ pub(super) fn backward(op: ConvBackwardArgs<'_, CpuBackend>, block_floats: usize
         Some(dx) => planes_by_group(dx, &geom, &p),
         None => (0..p.groups).map(|_| Vec::new()).collect(),
     };
+    let t = Transforms::for_width(geom.w);
     let (u, groups) = scratch.split_at_mut(p.weights());
     weight_transform(w, &p, u);
     let u = &*u;
@@ -637,8 +728,8 @@ pub(super) fn backward(op: ConvBackwardArgs<'_, CpuBackend>, block_floats: usize
                 let nb = p.block.min(i1 - b0);
                 let tb = nb * p.tiles;
                 let (v, m, du) = p.split(sc, nb);
-                input_transform(x, &geom, &p, b0, nb, v);
-                gradient_transform(dy, &geom, &p, b0, nb, m);
+                (t.input)(x, &geom, &p, b0, nb, v);
+                (t.gradient)(dy, &geom, &p, b0, nb, m);
                 let (uw, vw, mw) = (p.cout * p.c, p.c * tb, p.cout * tb);
                 for xi in 0..XI {
                     let (vx, mx) = (&mut v[xi * vw..][..vw], &m[xi * mw..][..mw]);
@@ -665,7 +756,7 @@ pub(super) fn backward(op: ConvBackwardArgs<'_, CpuBackend>, block_floats: usize
                     }
                 }
                 if with_dx {
-                    input_gradient(v, &geom, &p, nb, &mut planes[b0 - i0..]);
+                    (t.input_gradient)(v, &geom, &p, nb, &mut planes[b0 - i0..]);
                 }
             }
         });

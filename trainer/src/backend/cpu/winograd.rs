@@ -796,7 +796,8 @@ mod tests {
     }
 
     /// Against a direct convolution: odd and even sides (tiles cut by the edge), one
-    /// pixel, blocks of one image and of several, groups of one image and of several.
+    /// pixel, the widths with transforms of their own (8, 16, 32) and others, blocks of
+    /// one image and of several, groups of one image and of several.
     #[test]
     fn winograd_matches_a_direct_convolution() {
         for (c, cout, n, h, w) in [
@@ -805,6 +806,8 @@ mod tests {
             (2, 3, 9, 5, 3),
             (4, 2, 2, 1, 1),
             (5, 6, 17, 4, 9),
+            (3, 2, 2, 15, 16),
+            (2, 3, 3, 32, 32),
         ] {
             let g = geom(c, n, h, w);
             let per_image = XI * (c + cout) * h.div_ceil(2) * w.div_ceil(2);

@@ -421,58 +421,81 @@ fn reference(
     (y, dw, dx)
 }
 
-/// Runs `forward` and `backward` (given `scratch` floats) on `cout` channels of
-/// deterministic values in the shapes of `g`, and checks y, dW and dx against a direct
-/// convolution in f64; `what` goes in the failure's message.
+/// A blocked convolution under test: its forward and backward by blocks of at most
+/// the given floats, and the scratch they need for `(geom, cout, block floats)`.
 #[cfg(test)]
-pub(super) fn check_convolution(
-    g: ConvGeom,
-    cout: usize,
-    scratch: usize,
-    forward: impl Fn(crate::backend::ConvForwardArgs<'_, CpuBackend>) -> BResult<()>,
-    backward: impl Fn(crate::backend::ConvBackwardArgs<'_, CpuBackend>) -> BResult<()>,
-    what: &str,
-) {
+pub(super) struct Blocked {
+    pub forward: fn(crate::backend::ConvForwardArgs<'_, CpuBackend>, usize) -> BResult<()>,
+    pub backward: fn(crate::backend::ConvBackwardArgs<'_, CpuBackend>, usize) -> BResult<()>,
+    pub scratch: fn(&ConvGeom, usize, usize) -> usize,
+}
+
+/// `conv`'s forward then backward, by blocks of `block` floats, on `x`, `w` and `dy`:
+/// y, dW and (if `with_dx`) dx, with NaN wherever nothing was written.
+#[cfg(test)]
+pub(super) fn run_convolution(
+    conv: &Blocked,
+    (g, cout, block): (ConvGeom, usize, usize),
+    [x, w, dy]: [&[f32]; 3],
+    with_dx: bool,
+) -> [Vec<f32>; 3] {
     use crate::backend::cpu::CpuBuf;
     use crate::backend::{ConvBackwardArgs, ConvForwardArgs, In, Out};
-    let vals = |len: usize, f: f32| (0..len).map(|i| (i as f32 * f).sin()).collect::<Vec<_>>();
-    let ld = g.n * g.out_h() * g.out_w();
-    let x = vals(g.input_len(), 0.37);
-    let w = vals(cout * g.col_rows(), 0.91);
-    let dy = vals(cout * ld, 0.53);
-    let (ry, rdw, rdx) = reference(&g, cout, &x, &w, &dy);
-    let mut y = CpuBuf::from(vec![f32::NAN; cout * ld]);
-    let mut dw = CpuBuf::from(vec![f32::NAN; w.len()]);
-    let mut dx = CpuBuf::from(vec![f32::NAN; x.len()]);
-    let mut sc = CpuBuf::from(vec![f32::NAN; scratch]);
-    let (xb, wb, dyb) = (CpuBuf::from(x), CpuBuf::from(w), CpuBuf::from(dy));
-    forward(ConvForwardArgs {
+    let nan = |len: usize| CpuBuf::from(vec![f32::NAN; len]);
+    let (mut y, mut dw, mut dx) = (nan(dy.len()), nan(w.len()), nan(x.len()));
+    let mut sc = nan((conv.scratch)(&g, cout, block));
+    let (xb, wb, dyb) = (
+        CpuBuf::from(x.to_vec()),
+        CpuBuf::from(w.to_vec()),
+        CpuBuf::from(dy.to_vec()),
+    );
+    let forward = ConvForwardArgs {
         x: In::new(&xb),
         w: In::new(&wb),
         geom: g,
         cout,
         y: Out::new(&mut y),
         scratch: Out::new(&mut sc),
-    })
-    .unwrap();
-    backward(ConvBackwardArgs {
+    };
+    (conv.forward)(forward, block).unwrap();
+    let backward = ConvBackwardArgs {
         x: In::new(&xb),
         w: In::new(&wb),
         dy: In::new(&dyb),
         geom: g,
         cout,
         dw: Out::new(&mut dw),
-        dx: Some(Out::new(&mut dx)),
+        dx: with_dx.then(|| Out::new(&mut dx)),
         scratch: Out::new(&mut sc),
         reuse: false,
-    })
-    .unwrap();
-    for (name, got, want) in [("y", &y.0, &ry), ("dw", &dw.0, &rdw), ("dx", &dx.0, &rdx)] {
-        for (i, (a, b)) in got.iter().zip(want.iter()).enumerate() {
-            assert!(
-                (*a as f64 - b).abs() <= 1e-4 * (1.0 + b.abs()),
-                "{g:?} {what}: {name}[{i}] {a} vs {b}"
-            );
+    };
+    (conv.backward)(backward, block).unwrap();
+    [y.0, dw.0, dx.0]
+}
+
+/// Runs `conv` by blocks of each of `blocks` floats on `cout` channels of
+/// deterministic values in the shapes of `g`, and checks y, dW and dx against a direct
+/// convolution in f64.
+#[cfg(test)]
+pub(super) fn check_convolution(conv: &Blocked, g: ConvGeom, cout: usize, blocks: &[usize]) {
+    let vals = |len: usize, f: f32| (0..len).map(|i| (i as f32 * f).sin()).collect::<Vec<_>>();
+    let x = vals(g.input_len(), 0.37);
+    let w = vals(cout * g.col_rows(), 0.91);
+    let dy = vals(cout * g.n * g.out_h() * g.out_w(), 0.53);
+    let want = reference(&g, cout, &x, &w, &dy);
+    for &block in blocks {
+        let got = run_convolution(conv, (g, cout, block), [&x, &w, &dy], true);
+        for (name, got, want) in [
+            ("y", &got[0], &want.0),
+            ("dw", &got[1], &want.1),
+            ("dx", &got[2], &want.2),
+        ] {
+            for (i, (a, b)) in got.iter().zip(want.iter()).enumerate() {
+                assert!(
+                    (*a as f64 - b).abs() <= 1e-4 * (1.0 + b.abs()),
+                    "{g:?} by blocks of {block} floats: {name}[{i}] {a} vs {b}"
+                );
+            }
         }
     }
 }

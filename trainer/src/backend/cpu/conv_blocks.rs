@@ -1,12 +1,14 @@
-//! A convolution layer's forward and backward on the CPU, by blocks of images.
+//! A convolution layer's forward and backward on the CPU, by blocks of images, through
+//! im2col; the 3x3, stride-1, pad-1 layers go to `winograd` instead.
 //!
 //! The batch is cut into a fixed number of groups of consecutive images (`GROUPS`, or
 //! one per image for smaller batches), and each group runs on one thread, a block of
 //! images at a time: the block's columns (at most about 1 MiB, so they stay in L2) are
 //! unfolded, multiplied (a single-threaded GEMM) and, backward, folded back, before the
 //! next block. The forward unfolds them tap-major (`[K, P]`: gemm-f32 reads it as it
-//! is), the backward pixel-major (`[P, K]`, for the weight gradient). No column matrix ever goes out to memory, and
-//! the two cores work on different images instead of meeting inside every GEMM.
+//! is), the backward pixel-major (`[P, K]`, for the weight gradient). No column matrix
+//! ever goes out to memory, and the two cores work on different images instead of
+//! meeting inside every GEMM.
 //!
 //! Determinism: the groups and blocks depend only on the shapes, never on the thread
 //! count; each group sums its weight gradient over its blocks in order into its own
@@ -138,22 +140,6 @@ fn check(geom: &ConvGeom, op: &'static str) -> BResult<()> {
     Ok(())
 }
 
-/// Row-major, dense: rows `ld` apart.
-fn rows(ld: usize) -> Strided {
-    Strided {
-        rs: ld as isize,
-        cs: 1,
-    }
-}
-
-/// Transposed view of a row-major matrix whose rows are `ld` apart.
-fn cols(ld: usize) -> Strided {
-    Strided {
-        rs: 1,
-        cs: ld as isize,
-    }
-}
-
 impl ConvOps for CpuBackend {
     fn conv_scratch(&self, geom: ConvGeom, cout: usize) -> usize {
         if winograd::applies(&geom) {
@@ -215,9 +201,9 @@ fn forward_with(op: ConvForwardArgs<'_, CpuBackend>, block_floats: usize) -> BRe
                         dims: (cout, nb * p.ohw, p.kdim),
                         alpha: 1.0,
                         a: w.as_ptr(),
-                        sa: rows(p.kdim),
+                        sa: Strided::rows(p.kdim),
                         b: cols_b.as_ptr(),
-                        sb: rows(nb * p.ohw),
+                        sb: Strided::rows(nb * p.ohw),
                         beta: 0.0,
                         c: yb.as_mut_ptr(),
                         ldc: p.ldb,
@@ -294,9 +280,9 @@ fn backward_with(op: ConvBackwardArgs<'_, CpuBackend>, block_floats: usize) -> B
                         dims: (cout, p.kdim, nb * p.ohw),
                         alpha: 1.0,
                         a: dyb.as_ptr(),
-                        sa: rows(p.ldb),
+                        sa: Strided::rows(p.ldb),
                         b: cols_b.as_ptr(),
-                        sb: rows(p.kdim),
+                        sb: Strided::rows(p.kdim),
                         beta: if bi == 0 { 0.0 } else { 1.0 },
                         c: dwg.as_mut_ptr(),
                         ldc: p.kdim,
@@ -311,9 +297,9 @@ fn backward_with(op: ConvBackwardArgs<'_, CpuBackend>, block_floats: usize) -> B
                         dims: (nb * p.ohw, p.kdim, cout),
                         alpha: 1.0,
                         a: dyb.as_ptr(),
-                        sa: cols(p.ldb),
+                        sa: Strided::cols(p.ldb),
                         b: w.as_ptr(),
-                        sb: rows(p.kdim),
+                        sb: Strided::rows(p.kdim),
                         beta: 0.0,
                         c: cols_b.as_mut_ptr(),
                         ldc: p.kdim,
@@ -339,7 +325,7 @@ fn backward_with(op: ConvBackwardArgs<'_, CpuBackend>, block_floats: usize) -> B
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::cpu::conv::{check_convolution, test_geom};
+    use crate::backend::cpu::conv::{check_convolution, test_geom, Blocked};
     use crate::backend::cpu::CpuBuf;
     use crate::backend::{In, Out};
 
@@ -347,6 +333,11 @@ mod tests {
     /// one image and of several, strides, padding and 1x1 kernels.
     #[test]
     fn blocked_convolution_matches_a_direct_one() {
+        let im2col = Blocked {
+            forward: forward_with,
+            backward: backward_with,
+            scratch: |g, cout, block| Plan::new(g, cout, block).scratch(),
+        };
         for (c, cout, k, stride, pad, n) in [
             (3, 5, 3, 1, 1, 11),
             (2, 4, 3, 2, 1, 3),
@@ -355,17 +346,7 @@ mod tests {
         ] {
             let g = test_geom((c, n), (k, stride, pad), ColLayout::PixelMajor);
             let per_image = g.col_rows() * g.out_h() * g.out_w();
-            for block_floats in [1, 2 * per_image, 1 << 20] {
-                let p = Plan::new(&g, cout, block_floats);
-                check_convolution(
-                    g,
-                    cout,
-                    p.scratch(),
-                    |op| forward_with(op, block_floats),
-                    |op| backward_with(op, block_floats),
-                    &format!("block {block_floats} ({p:?})"),
-                );
-            }
+            check_convolution(&im2col, g, cout, &[1, 2 * per_image, 1 << 20]);
         }
     }
 

@@ -27,6 +27,24 @@ pub(super) struct Strided {
     pub cs: isize,
 }
 
+impl Strided {
+    /// A row-major matrix whose rows are `ld` apart.
+    pub(super) fn rows(ld: usize) -> Self {
+        Self {
+            rs: ld as isize,
+            cs: 1,
+        }
+    }
+
+    /// The transpose of a row-major matrix whose rows are `ld` apart.
+    pub(super) fn cols(ld: usize) -> Self {
+        Self {
+            rs: 1,
+            cs: ld as isize,
+        }
+    }
+}
+
 /// One `gemm-f32` call, `C = alpha A B + beta C` with `C` row-major (row stride `ldc`).
 ///
 /// gemm's micro-kernel writes columns of its destination; a row-major `C` is handed to

@@ -1,7 +1,8 @@
 //! The CPU backend: GEMM through `gemm-f32` (AVX-512 where the CPU has it), everything
 //! else element-wise or per channel on rayon. One file per concern, each op's forward
 //! and backward together: `gemm`, `conv` (im2col, col2im), `conv_blocks` (a whole
-//! convolution, by blocks of images whose columns stay in cache), `norm` (batch norm, data
+//! convolution, by blocks of images whose columns stay in cache), `winograd` (the 3x3,
+//! stride-1, pad-1 convolutions, as Winograd F(2x2, 3x3)), `norm` (batch norm, data
 //! normalisation), `pool`, `bn_pool` (batch norm + ReLU + max pool, fused),
 //! `elementwise` (fill, add, bias + activation, ReLU), `loss` (softmax cross-entropy,
 //! hard or soft, and sigmoid BCE),

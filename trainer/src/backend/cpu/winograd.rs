@@ -95,11 +95,7 @@ impl Plan {
 
     /// A group's scratch cut into `V` and `M` for blocks of `nb` images (dense, `nb *
     /// tiles` columns), and its weight gradient.
-    fn split<'s>(
-        &self,
-        sc: &'s mut [f32],
-        nb: usize,
-    ) -> (&'s mut [f32], &'s mut [f32], &'s mut [f32]) {
+    fn split<'s>(&self, sc: &'s mut [f32], nb: usize) -> Parts<'s> {
         let tiles = self.block * self.tiles;
         let (v, rest) = sc.split_at_mut(XI * self.c * tiles);
         let (m, du) = rest.split_at_mut(XI * self.cout * tiles);
@@ -112,23 +108,49 @@ impl Plan {
     }
 }
 
+/// A block's parts of its group's scratch: `V`, `M` and the group's transformed
+/// weight gradient.
+type Parts<'s> = (&'s mut [f32], &'s mut [f32], &'s mut [f32]);
+
+/// The planes of a group's images, by image then channel.
+type Planes<'a> = Vec<Vec<&'a mut [f32]>>;
+
+/// The planes of a block's images, by image then channel.
+type BlockPlanes<'p, 'a> = &'p mut [Vec<&'a mut [f32]>];
+
+impl Plan {
+    /// Runs `f` on every block, the groups in parallel (a task each, with its part of
+    /// `scratch` and its images' planes, none if `planes` has none), a group's blocks
+    /// in order; `f` gets the block's index in its group, the block, its scratch and
+    /// its images' planes.
+    fn each_block<F>(&self, geom: &ConvGeom, scratch: &mut [f32], planes: &mut [Planes<'_>], f: F)
+    where
+        F: Fn(usize, Block<'_>, Parts<'_>, BlockPlanes<'_, '_>) + Sync,
+    {
+        scratch
+            .par_chunks_mut(self.per_group)
+            .zip(planes.par_iter_mut())
+            .enumerate()
+            .for_each(|(g, (sc, planes))| {
+                let (i0, i1) = self.images(g, geom.n);
+                for (bi, b0) in (i0..i1).step_by(self.block).enumerate() {
+                    let nb = self.block.min(i1 - b0);
+                    let blk = Block {
+                        geom,
+                        p: self,
+                        b0,
+                        nb,
+                    };
+                    let planes = planes.get_mut(b0 - i0..).unwrap_or_default();
+                    f(bi, blk, self.split(sc, nb), planes);
+                }
+            });
+    }
+}
+
 /// f32 elements of scratch for a convolution of `geom` into `cout` channels.
 pub(super) fn scratch(geom: &ConvGeom, cout: usize) -> usize {
     Plan::new(geom, cout, BLOCK_FLOATS).scratch()
-}
-
-fn rows(ld: usize) -> Strided {
-    Strided {
-        rs: ld as isize,
-        cs: 1,
-    }
-}
-
-fn cols(ld: usize) -> Strided {
-    Strided {
-        rs: 1,
-        cs: ld as isize,
-    }
 }
 
 /// `C[m, n] (+)= A B` on this thread, all dense; `A` and `B` as the strides say.
@@ -161,7 +183,7 @@ unsafe fn gemm(
 fn weight_transform(w: &[f32], p: &Plan, u: &mut [f32]) {
     let plane = p.cout * p.c;
     for (k, g) in w.chunks_exact(9).enumerate().take(plane) {
-        // G g: the columns of each row of the kernel, taken to 4.
+        // G g: each column of the kernel, from 3 values to 4.
         let mut t = [[0f32; 3]; 4];
         for x in 0..3 {
             let (g0, g1, g2) = (g[x], g[3 + x], g[6 + x]);
@@ -170,6 +192,7 @@ fn weight_transform(w: &[f32], p: &Plan, u: &mut [f32]) {
             t[2][x] = 0.5 * (g0 - g1 + g2);
             t[3][x] = g2;
         }
+        // Then each row, times G^T.
         for (i, r) in t.iter().enumerate() {
             let [g0, g1, g2] = *r;
             let out = [g0, 0.5 * (g0 + g1 + g2), 0.5 * (g0 - g1 + g2), g2];
@@ -302,14 +325,8 @@ fn quarter(sub: &mut [Vec<f32>; 4], at: usize, len: usize) -> [&mut [f32]; 4] {
 }
 
 /// `B^T d B` of every 4x4 input patch of images `b0..b0+nb`, into `v[16][c][tiles]`.
-fn input_transform<const W: usize>(
-    x: &[f32],
-    geom: &ConvGeom,
-    p: &Plan,
-    b0: usize,
-    nb: usize,
-    v: &mut [f32],
-) {
+fn input_transform<const W: usize>(x: &[f32], blk: Block<'_>, v: &mut [f32]) {
+    let Block { geom, p, b0, nb } = blk;
     let hw = geom.h * geom.w;
     let tb = nb * p.tiles;
     let tw = tile_cols::<W>(p);
@@ -359,13 +376,8 @@ fn input_transform<const W: usize>(
 /// `A^T M A` of every tile of `m[16][cout][tiles]` into the output planes of the
 /// block's images (`planes[image][channel]`, `h x w`; a tile's pixels beyond the
 /// image's edge are dropped).
-fn output_transform<const W: usize>(
-    m: &[f32],
-    geom: &ConvGeom,
-    p: &Plan,
-    nb: usize,
-    planes: &mut [Vec<&mut [f32]>],
-) {
+fn output_transform<const W: usize>(m: &[f32], blk: Block<'_>, planes: BlockPlanes<'_, '_>) {
+    let Block { geom, p, nb, .. } = blk;
     let tb = nb * p.tiles;
     let mut wk = Work::new(p, nb);
     for co in 0..p.cout {
@@ -400,7 +412,7 @@ fn output_transform<const W: usize>(
                 quarter(&mut wk.sub, li * p.tiles, p.tiles),
                 geom,
                 p,
-                &mut image[co],
+                image[co],
             );
         }
     }
@@ -429,14 +441,8 @@ fn interleave<const W: usize>(sub: [&mut [f32]; 4], geom: &ConvGeom, p: &Plan, p
 
 /// `A dY A^T` of every 2x2 tile of the output gradient of images `b0..b0+nb`, into
 /// `m[16][cout][tiles]` (pixels beyond the image's edge count as zeros).
-fn gradient_transform<const W: usize>(
-    dy: &[f32],
-    geom: &ConvGeom,
-    p: &Plan,
-    b0: usize,
-    nb: usize,
-    m: &mut [f32],
-) {
+fn gradient_transform<const W: usize>(dy: &[f32], blk: Block<'_>, m: &mut [f32]) {
+    let Block { geom, p, b0, nb } = blk;
     let hw = geom.h * geom.w;
     let (tb, w, tw) = (nb * p.tiles, width::<W>(geom), tile_cols::<W>(p));
     let mut wk = Work::new(p, nb);
@@ -488,13 +494,8 @@ fn gradient_transform<const W: usize>(
 /// `B dV B^T` of every tile of `v[16][c][tiles]`, added up over the overlapping 4x4
 /// patches into the block's input planes (`planes[image][channel]`, overwritten); the
 /// parts outside the image are dropped.
-fn input_gradient<const W: usize>(
-    v: &[f32],
-    geom: &ConvGeom,
-    p: &Plan,
-    nb: usize,
-    planes: &mut [Vec<&mut [f32]>],
-) {
+fn input_gradient<const W: usize>(v: &[f32], blk: Block<'_>, planes: BlockPlanes<'_, '_>) {
+    let Block { geom, p, nb, .. } = blk;
     let tb = nb * p.tiles;
     let (w, tw) = (width::<W>(geom), tile_cols::<W>(p));
     let w1 = tw + 1;
@@ -592,12 +593,21 @@ fn input_gradient<const W: usize>(
     }
 }
 
+/// One block of images: the convolution, its plan, and images `b0..b0 + nb`.
+#[derive(Clone, Copy)]
+struct Block<'a> {
+    geom: &'a ConvGeom,
+    p: &'a Plan,
+    b0: usize,
+    nb: usize,
+}
+
 /// The transforms, built for one image width (see `width`).
 struct Transforms {
-    input: fn(&[f32], &ConvGeom, &Plan, usize, usize, &mut [f32]),
-    gradient: fn(&[f32], &ConvGeom, &Plan, usize, usize, &mut [f32]),
-    output: fn(&[f32], &ConvGeom, &Plan, usize, &mut [Vec<&mut [f32]>]),
-    input_gradient: fn(&[f32], &ConvGeom, &Plan, usize, &mut [Vec<&mut [f32]>]),
+    input: fn(&[f32], Block<'_>, &mut [f32]),
+    gradient: fn(&[f32], Block<'_>, &mut [f32]),
+    output: fn(&[f32], Block<'_>, BlockPlanes<'_, '_>),
+    input_gradient: fn(&[f32], Block<'_>, BlockPlanes<'_, '_>),
 }
 
 impl Transforms {
@@ -622,11 +632,7 @@ impl Transforms {
 }
 
 /// Each group's planes of a `[c, n, h, w]` activation: `[group][image - i0][channel]`.
-fn planes_by_group<'a>(
-    buf: &'a mut [f32],
-    geom: &ConvGeom,
-    p: &Plan,
-) -> Vec<Vec<Vec<&'a mut [f32]>>> {
+fn planes_by_group<'a>(buf: &'a mut [f32], geom: &ConvGeom, p: &Plan) -> Vec<Planes<'a>> {
     let mut all = planes_by_image(buf, geom, 0, geom.n).into_iter();
     (0..p.groups)
         .map(|g| {
@@ -655,34 +661,25 @@ pub(super) fn forward(op: ConvForwardArgs<'_, CpuBackend>, block_floats: usize) 
     weight_transform(w, &p, u);
     let u = &*u;
     let mut planes = planes_by_group(y, &geom, &p);
-    groups
-        .par_chunks_mut(p.per_group)
-        .zip(planes.par_iter_mut())
-        .enumerate()
-        .for_each(|(g, (sc, planes))| {
-            let (i0, i1) = p.images(g, n);
-            for b0 in (i0..i1).step_by(p.block) {
-                let nb = p.block.min(i1 - b0);
-                let tb = nb * p.tiles;
-                let (v, m, _) = p.split(sc, nb);
-                (t.input)(x, &geom, &p, b0, nb, v);
-                let (uw, vw, mw) = (p.cout * p.c, p.c * tb, p.cout * tb);
-                for xi in 0..XI {
-                    // M[xi][cout, tb] = U[xi][cout, c] V[xi][c, tb]
-                    // SAFETY: the three are dense slices of these shapes.
-                    unsafe {
-                        gemm(
-                            (p.cout, tb, p.c),
-                            (&u[xi * uw..][..uw], rows(p.c)),
-                            (&v[xi * vw..][..vw], rows(tb)),
-                            &mut m[xi * mw..][..mw],
-                            false,
-                        );
-                    }
-                }
-                (t.output)(m, &geom, &p, nb, &mut planes[b0 - i0..]);
+    p.each_block(&geom, groups, &mut planes, |_, blk, (v, m, _), planes| {
+        let tb = blk.nb * p.tiles;
+        (t.input)(x, blk, v);
+        let (uw, vw, mw) = (p.cout * p.c, p.c * tb, p.cout * tb);
+        for xi in 0..XI {
+            // M[xi][cout, tb] = U[xi][cout, c] V[xi][c, tb]
+            // SAFETY: the three are dense slices of these shapes.
+            unsafe {
+                gemm(
+                    (p.cout, tb, p.c),
+                    (&u[xi * uw..][..uw], Strided::rows(p.c)),
+                    (&v[xi * vw..][..vw], Strided::rows(tb)),
+                    &mut m[xi * mw..][..mw],
+                    false,
+                );
             }
-        });
+        }
+        (t.output)(m, blk, planes);
+    });
     Ok(())
 }
 
@@ -718,48 +715,39 @@ pub(super) fn backward(op: ConvBackwardArgs<'_, CpuBackend>, block_floats: usize
     let (u, groups) = scratch.split_at_mut(p.weights());
     weight_transform(w, &p, u);
     let u = &*u;
-    groups
-        .par_chunks_mut(p.per_group)
-        .zip(planes.par_iter_mut())
-        .enumerate()
-        .for_each(|(g, (sc, planes))| {
-            let (i0, i1) = p.images(g, n);
-            for (bi, b0) in (i0..i1).step_by(p.block).enumerate() {
-                let nb = p.block.min(i1 - b0);
-                let tb = nb * p.tiles;
-                let (v, m, du) = p.split(sc, nb);
-                (t.input)(x, &geom, &p, b0, nb, v);
-                (t.gradient)(dy, &geom, &p, b0, nb, m);
-                let (uw, vw, mw) = (p.cout * p.c, p.c * tb, p.cout * tb);
-                for xi in 0..XI {
-                    let (vx, mx) = (&mut v[xi * vw..][..vw], &m[xi * mw..][..mw]);
-                    // SAFETY (both): dense slices of these shapes.
-                    unsafe {
-                        // dU[xi][cout, c] (+)= dM[xi][cout, tb] V[xi]^T[tb, c]
-                        gemm(
-                            (p.cout, p.c, tb),
-                            (mx, rows(tb)),
-                            (vx, cols(tb)),
-                            &mut du[xi * uw..][..uw],
-                            bi > 0,
-                        );
-                        if with_dx {
-                            // dV[xi][c, tb] = U[xi]^T[c, cout] dM[xi][cout, tb], over V.
-                            gemm(
-                                (p.c, tb, p.cout),
-                                (&u[xi * uw..][..uw], cols(p.c)),
-                                (mx, rows(tb)),
-                                vx,
-                                false,
-                            );
-                        }
-                    }
-                }
+    p.each_block(&geom, groups, &mut planes, |bi, blk, (v, m, du), planes| {
+        let tb = blk.nb * p.tiles;
+        (t.input)(x, blk, v);
+        (t.gradient)(dy, blk, m);
+        let (uw, vw, mw) = (p.cout * p.c, p.c * tb, p.cout * tb);
+        for xi in 0..XI {
+            let (vx, mx) = (&mut v[xi * vw..][..vw], &m[xi * mw..][..mw]);
+            // SAFETY (both): dense slices of these shapes.
+            unsafe {
+                // dU[xi][cout, c] (+)= dM[xi][cout, tb] V[xi]^T[tb, c]
+                gemm(
+                    (p.cout, p.c, tb),
+                    (mx, Strided::rows(tb)),
+                    (vx, Strided::cols(tb)),
+                    &mut du[xi * uw..][..uw],
+                    bi > 0,
+                );
                 if with_dx {
-                    (t.input_gradient)(v, &geom, &p, nb, &mut planes[b0 - i0..]);
+                    // dV[xi][c, tb] = U[xi]^T[c, cout] dM[xi][cout, tb], over V.
+                    gemm(
+                        (p.c, tb, p.cout),
+                        (&u[xi * uw..][..uw], Strided::cols(p.c)),
+                        (mx, Strided::rows(tb)),
+                        vx,
+                        false,
+                    );
                 }
             }
-        });
+        }
+        if with_dx {
+            (t.input_gradient)(v, blk, planes);
+        }
+    });
     // The groups' transformed gradients, added in group order, then taken back to 3x3.
     let uw = p.weights();
     let grad_at = p.per_group - uw;
@@ -777,9 +765,14 @@ pub(super) fn backward(op: ConvBackwardArgs<'_, CpuBackend>, block_floats: usize
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::cpu::conv::check_convolution;
-    use crate::backend::cpu::CpuBuf;
-    use crate::backend::{ColLayout, In, Out};
+    use crate::backend::cpu::conv::{check_convolution, run_convolution, Blocked};
+    use crate::backend::ColLayout;
+
+    const WINOGRAD: Blocked = Blocked {
+        forward,
+        backward,
+        scratch: |g, cout, block| Plan::new(g, cout, block).scratch(),
+    };
 
     fn geom(c: usize, n: usize, h: usize, w: usize) -> ConvGeom {
         ConvGeom {
@@ -809,80 +802,41 @@ mod tests {
             (3, 2, 2, 15, 16),
             (2, 3, 3, 32, 32),
         ] {
-            let g = geom(c, n, h, w);
-            let per_image = XI * (c + cout) * h.div_ceil(2) * w.div_ceil(2);
-            for block_floats in [1, 2 * per_image, 1 << 20] {
-                let p = Plan::new(&g, cout, block_floats);
-                check_convolution(
-                    g,
-                    cout,
-                    p.scratch(),
-                    |op| forward(op, block_floats),
-                    |op| backward(op, block_floats),
-                    &format!("block {block_floats} ({p:?})"),
-                );
-            }
+            let per_image = XI * (c + cout) * usize::div_ceil(h, 2) * usize::div_ceil(w, 2);
+            check_convolution(
+                &WINOGRAD,
+                geom(c, n, h, w),
+                cout,
+                &[1, 2 * per_image, 1 << 20],
+            );
         }
     }
 
-    /// The weight gradient and the output are the same bits on one thread and on
-    /// three, and the weight gradient does not depend on whether dx is wanted.
+    /// The output and both gradients are the same bits on one thread and on three, and
+    /// the weight gradient does not depend on whether dx is wanted.
     #[test]
     fn winograd_does_not_depend_on_the_threads() {
         let (g, cout) = (geom(9, 13, 6, 10), 7);
-        let vals = |len: usize, f: f32| {
-            CpuBuf::from((0..len).map(|i| (i as f32 * f).cos()).collect::<Vec<_>>())
-        };
+        let vals = |len: usize, f: f32| (0..len).map(|i| (i as f32 * f).cos()).collect::<Vec<_>>();
         let (x, w, dy) = (
             vals(g.input_len(), 0.3),
             vals(cout * g.c * 9, 0.7),
             vals(cout * g.n * 60, 0.2),
         );
-        let p = Plan::new(&g, cout, BLOCK_FLOATS);
         let run = |threads: usize, with_dx: bool| {
-            let mut y = CpuBuf::from(vec![0.0; cout * g.n * 60]);
-            let mut dw = CpuBuf::from(vec![0.0; cout * g.c * 9]);
-            let mut dx = CpuBuf::from(vec![0.0; g.input_len()]);
-            let mut sc = CpuBuf::from(vec![0.0; p.scratch()]);
+            let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
             rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
                 .build()
                 .unwrap()
                 .install(|| {
-                    forward(
-                        ConvForwardArgs {
-                            x: In::new(&x),
-                            w: In::new(&w),
-                            geom: g,
-                            cout,
-                            y: Out::new(&mut y),
-                            scratch: Out::new(&mut sc),
-                        },
-                        BLOCK_FLOATS,
-                    )
-                    .unwrap();
-                    backward(
-                        ConvBackwardArgs {
-                            x: In::new(&x),
-                            w: In::new(&w),
-                            dy: In::new(&dy),
-                            geom: g,
-                            cout,
-                            dw: Out::new(&mut dw),
-                            dx: with_dx.then(|| Out::new(&mut dx)),
-                            scratch: Out::new(&mut sc),
-                            reuse: false,
-                        },
-                        BLOCK_FLOATS,
-                    )
-                    .unwrap();
-                });
-            let bits = |b: &CpuBuf<f32>| b.0.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-            (bits(&y), bits(&dw), bits(&dx))
+                    run_convolution(&WINOGRAD, (g, cout, BLOCK_FLOATS), [&x, &w, &dy], with_dx)
+                })
+                .map(bits)
         };
         let one = run(1, true);
         assert_eq!(one, run(3, true));
-        assert_eq!(one.1, run(2, false).1);
+        assert_eq!(one[1], run(2, false)[1]);
     }
 
     /// Only the 3x3, stride-1, pad-1 convolutions with enough channels come here.

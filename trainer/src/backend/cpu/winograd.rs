@@ -23,7 +23,7 @@ use rayon::prelude::*;
 use super::conv::planes_by_image;
 use super::gemm::{RawGemm, Strided};
 use super::{read_slice, write_slice, CpuBackend};
-use crate::backend::{BResult, ConvBackwardArgs, ConvForwardArgs, ConvGeom};
+use crate::backend::{BResult, ConvBackwardArgs, ConvForwardArgs, ConvGeom, In, Out};
 
 /// Transformed positions per tile (4 x 4).
 const XI: usize = 16;
@@ -78,6 +78,11 @@ impl Plan {
             groups: GROUPS.min(n),
             per_group: block * per_image + XI * cout * geom.c,
         }
+    }
+
+    /// Nothing to compute: no images, no pixels or no output channels.
+    fn is_empty(&self, geom: &ConvGeom) -> bool {
+        geom.n == 0 || geom.h == 0 || geom.w == 0 || self.cout == 0
     }
 
     fn weights(&self) -> usize {
@@ -642,24 +647,46 @@ fn planes_by_group<'a>(buf: &'a mut [f32], geom: &ConvGeom, p: &Plan) -> Vec<Pla
         .collect()
 }
 
+/// What both directions start from.
+struct Prepared<'x, 's> {
+    p: Plan,
+    /// The input.
+    x: &'x [f32],
+    /// The transformed weights, at the head of the scratch.
+    u: &'s [f32],
+    /// The groups' parts of the scratch, after `u`.
+    groups: &'s mut [f32],
+}
+
+/// A call's plan, its input `x`, and its scratch with the weights `w` transformed into
+/// its head.
+fn prepare<'x, 's>(
+    (geom, cout, block_floats): (&ConvGeom, usize, usize),
+    x: In<'x, CpuBackend>,
+    (w, scratch): (In<'_, CpuBackend>, Out<'s, CpuBackend>),
+    op: &'static str,
+) -> BResult<Prepared<'x, 's>> {
+    let p = Plan::new(geom, cout, block_floats);
+    let x = read_slice(x, geom.input_len(), op)?;
+    let w = read_slice(w, cout * geom.c * 9, op)?;
+    let scratch = write_slice(scratch, p.scratch(), op)?;
+    let (u, groups) = scratch.split_at_mut(p.weights());
+    weight_transform(w, &p, u);
+    Ok(Prepared { p, x, u, groups })
+}
+
 /// `conv_forward` by blocks of at most `block_floats` floats of transformed input and
 /// output.
 pub(super) fn forward(op: ConvForwardArgs<'_, CpuBackend>, block_floats: usize) -> BResult<()> {
     const OP: &str = "conv_forward";
-    let (geom, cout) = (op.geom, op.cout);
-    let p = Plan::new(&geom, cout, block_floats);
-    let n = geom.n;
-    let x = read_slice(op.x, geom.input_len(), OP)?;
-    let w = read_slice(op.w, cout * geom.c * 9, OP)?;
-    let y = write_slice(op.y, cout * n * geom.h * geom.w, OP)?;
-    let scratch = write_slice(op.scratch, p.scratch(), OP)?;
-    if n == 0 || geom.h == 0 || geom.w == 0 || cout == 0 {
+    let geom = op.geom;
+    let shape = (&geom, op.cout, block_floats);
+    let Prepared { p, x, u, groups } = prepare(shape, op.x, (op.w, op.scratch), OP)?;
+    let y = write_slice(op.y, p.cout * geom.n * geom.h * geom.w, OP)?;
+    if p.is_empty(&geom) {
         return Ok(());
     }
     let t = Transforms::for_width(geom.w);
-    let (u, groups) = scratch.split_at_mut(p.weights());
-    weight_transform(w, &p, u);
-    let u = &*u;
     let mut planes = planes_by_group(y, &geom, &p);
     p.each_block(&geom, groups, &mut planes, |_, blk, (v, m, _), planes| {
         let tb = blk.nb * p.tiles;
@@ -687,19 +714,16 @@ pub(super) fn forward(op: ConvForwardArgs<'_, CpuBackend>, block_floats: usize) 
 /// output gradient.
 pub(super) fn backward(op: ConvBackwardArgs<'_, CpuBackend>, block_floats: usize) -> BResult<()> {
     const OP: &str = "conv_backward";
-    let (geom, cout) = (op.geom, op.cout);
-    let p = Plan::new(&geom, cout, block_floats);
-    let n = geom.n;
-    let x = read_slice(op.x, geom.input_len(), OP)?;
-    let w = read_slice(op.w, cout * geom.c * 9, OP)?;
-    let dy = read_slice(op.dy, cout * n * geom.h * geom.w, OP)?;
-    let dw = write_slice(op.dw, cout * geom.c * 9, OP)?;
+    let geom = op.geom;
+    let Prepared { p, x, u, groups } =
+        prepare((&geom, op.cout, block_floats), op.x, (op.w, op.scratch), OP)?;
+    let dy = read_slice(op.dy, p.cout * geom.n * geom.h * geom.w, OP)?;
+    let dw = write_slice(op.dw, p.cout * geom.c * 9, OP)?;
     let dx = op
         .dx
         .map(|d| write_slice(d, geom.input_len(), OP))
         .transpose()?;
-    let scratch = write_slice(op.scratch, p.scratch(), OP)?;
-    if n == 0 || geom.h == 0 || geom.w == 0 || cout == 0 {
+    if p.is_empty(&geom) {
         dw.fill(0.0);
         if let Some(dx) = dx {
             dx.fill(0.0);
@@ -712,9 +736,6 @@ pub(super) fn backward(op: ConvBackwardArgs<'_, CpuBackend>, block_floats: usize
         None => (0..p.groups).map(|_| Vec::new()).collect(),
     };
     let t = Transforms::for_width(geom.w);
-    let (u, groups) = scratch.split_at_mut(p.weights());
-    weight_transform(w, &p, u);
-    let u = &*u;
     p.each_block(&geom, groups, &mut planes, |bi, blk, (v, m, du), planes| {
         let tb = blk.nb * p.tiles;
         (t.input)(x, blk, v);

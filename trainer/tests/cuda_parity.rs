@@ -990,6 +990,14 @@ layer_maker!(MkConvSame, Shape::new(4, 8, 8), |bld, inp| Conv2d::new(
     ConvSpec::same(6, 3, 1)
 )
 .unwrap());
+// 8 input channels: the CPU runs this one as Winograd F(2x2, 3x3), CUDA as im2col.
+layer_maker!(MkConvWinograd, Shape::new(8, 10, 7), |bld, inp| Conv2d::new(
+    bld,
+    "conv_winograd",
+    inp,
+    ConvSpec::same(5, 3, 1)
+)
+.unwrap());
 layer_maker!(MkBn, Shape::new(6, 5, 5), |bld, inp| BatchNorm2d::new(
     bld, "bn", inp, true
 )
@@ -1013,6 +1021,7 @@ fn every_layer_matches_forward_and_backward() {
     layer_parity("linear", &MkLinear, 13);
     layer_parity("conv stride 2 + bias + relu", &MkConv, 6);
     layer_parity("conv same", &MkConvSame, 5);
+    layer_parity("conv same, Winograd on the CPU", &MkConvWinograd, 5);
     layer_parity("batchnorm + relu", &MkBn, 7);
     layer_parity("maxpool", &MkPool, 3);
     // The CPU's fused op against the CUDA backend's sequence of the two kernels.

@@ -234,6 +234,13 @@ mod tests {
         check(Shape::new(2, 5, 5), ConvSpec::same(3, 3, 1), 2);
     }
 
+    /// 8 input channels: the CPU backend runs this one as Winograd, with the scratch
+    /// the layer asks for.
+    #[test]
+    fn winograd_backward_matches_finite_differences() {
+        check(Shape::new(8, 6, 5), ConvSpec::same(3, 3, 1), 3);
+    }
+
     #[test]
     fn strided_with_bias_backward_matches_finite_differences() {
         let s = ConvSpec {

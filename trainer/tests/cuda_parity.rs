@@ -991,13 +991,9 @@ layer_maker!(MkConvSame, Shape::new(4, 8, 8), |bld, inp| Conv2d::new(
 )
 .unwrap());
 // 8 input channels: the CPU runs this one as Winograd F(2x2, 3x3), CUDA as im2col.
-layer_maker!(MkConvWinograd, Shape::new(8, 10, 7), |bld, inp| Conv2d::new(
-    bld,
-    "conv_winograd",
-    inp,
-    ConvSpec::same(5, 3, 1)
-)
-.unwrap());
+layer_maker!(MkConvWinograd, Shape::new(8, 10, 7), |bld, inp| {
+    Conv2d::new(bld, "conv_winograd", inp, ConvSpec::same(5, 3, 1)).unwrap()
+});
 layer_maker!(MkBn, Shape::new(6, 5, 5), |bld, inp| BatchNorm2d::new(
     bld, "bn", inp, true
 )

@@ -125,12 +125,12 @@ type BlockPlanes<'p, 'a> = &'p mut [Vec<&'a mut [f32]>];
 
 impl Plan {
     /// Runs `f` on every block, the groups in parallel (a task each, with its part of
-    /// `scratch` and its images' planes, none if `planes` has none), a group's blocks
-    /// in order; `f` gets the block's index in its group, the block, its scratch and
-    /// its images' planes.
+    /// `scratch`, its images' planes, none if `planes` has none, and its transforms'
+    /// buffers), a group's blocks in order; `f` gets the block's index in its group,
+    /// the block, its scratch, its images' planes and the buffers.
     fn each_block<F>(&self, geom: &ConvGeom, scratch: &mut [f32], planes: &mut [Planes<'_>], f: F)
     where
-        F: Fn(usize, Block<'_>, Parts<'_>, BlockPlanes<'_, '_>) + Sync,
+        F: Fn(usize, Block<'_>, Parts<'_>, BlockPlanes<'_, '_>, &mut Work) + Sync,
     {
         scratch
             .par_chunks_mut(self.per_group)
@@ -138,6 +138,7 @@ impl Plan {
             .enumerate()
             .for_each(|(g, (sc, planes))| {
                 let (i0, i1) = self.images(g, geom.n);
+                let mut wk = Work::new(self);
                 for (bi, b0) in (i0..i1).step_by(self.block).enumerate() {
                     let nb = self.block.min(i1 - b0);
                     let blk = Block {
@@ -147,7 +148,7 @@ impl Plan {
                         nb,
                     };
                     let planes = planes.get_mut(b0 - i0..).unwrap_or_default();
-                    f(bi, blk, self.split(sc, nb), planes);
+                    f(bi, blk, self.split(sc, nb), planes, &mut wk);
                 }
             });
     }
@@ -187,7 +188,7 @@ unsafe fn gemm(
 /// `G g G^T` of every 3x3 kernel `w[cout][c]` into `u[16][cout][c]`.
 fn weight_transform(w: &[f32], p: &Plan, u: &mut [f32]) {
     let plane = p.cout * p.c;
-    for (k, g) in w.chunks_exact(9).enumerate().take(plane) {
+    for (k, g) in w.chunks_exact(9).enumerate() {
         // G g: each column of the kernel, from 3 values to 4.
         let mut t = [[0f32; 3]; 4];
         for x in 0..3 {
@@ -220,7 +221,7 @@ fn weight_gradient(du: &[f32], p: &Plan, dw: &mut [f32]) {
             0.5 * (m[1] + m[2]) + m[3],
         ]
     };
-    for (k, g) in dw.chunks_exact_mut(9).enumerate().take(plane) {
+    for (k, g) in dw.chunks_exact_mut(9).enumerate() {
         let mut t = [[0f32; 3]; 4];
         for (i, r) in t.iter_mut().enumerate() {
             *r = gt(std::array::from_fn(|j| du[(i * 4 + j) * plane + k]));
@@ -242,6 +243,14 @@ fn map2(dst: &mut [f32], a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) {
     }
 }
 
+/// `dst = -a`, element by element.
+#[inline(always)]
+fn negate(dst: &mut [f32], a: &[f32]) {
+    for (d, a) in dst.iter_mut().zip(a) {
+        *d = -a;
+    }
+}
+
 /// `dst = f(a, b, c)`, element by element.
 #[inline(always)]
 fn map3(dst: &mut [f32], a: &[f32], b: &[f32], c: &[f32], f: impl Fn(f32, f32, f32) -> f32) {
@@ -250,25 +259,29 @@ fn map3(dst: &mut [f32], a: &[f32], b: &[f32], c: &[f32], f: impl Fn(f32, f32, f
     }
 }
 
-/// Per-task buffers of the transforms, for a block of `nb` images.
+/// A task's buffers for the transforms of its blocks, made once per call and group.
 struct Work {
     /// Sub-planes `[a * 2 + b]`: the pixels of each image at even or odd rows (`a`) and
     /// columns (`b`), either of the zero-padded input (`(th + 1) x (tw + 1)` an image,
     /// see `split_padded`) or of the output (`th x tw`).
     sub: [Vec<f32>; 4],
-    /// Two stages' intermediate values: sixteen arrays each, of one value per tile (or
-    /// per element of a padded sub-plane) of the block.
+    /// A transform's first pass: up to sixteen arrays, of one value per element of the
+    /// block's padded sub-planes or per tile.
     one: Vec<f32>,
+    /// The input gradient's second pass: sixteen arrays of one value per tile.
     two: Vec<f32>,
+    /// A row of zeros, `tw` long: the missing neighbour rows at the planes' edges.
+    zeros: Vec<f32>,
 }
 
 impl Work {
-    fn new(p: &Plan, nb: usize) -> Self {
-        let len = nb * (p.th + 1) * (p.tw + 1);
+    fn new(p: &Plan) -> Self {
+        let padded = p.block * (p.th + 1) * (p.tw + 1);
         Self {
-            sub: std::array::from_fn(|_| vec![0.0; len]),
-            one: vec![0.0; 16 * len],
-            two: vec![0.0; 16 * len],
+            sub: std::array::from_fn(|_| vec![0.0; padded]),
+            one: vec![0.0; 16 * padded],
+            two: vec![0.0; 16 * p.block * p.tiles],
+            zeros: vec![0.0; p.tw],
         }
     }
 }
@@ -330,7 +343,7 @@ fn quarter(sub: &mut [Vec<f32>; 4], at: usize, len: usize) -> [&mut [f32]; 4] {
 }
 
 /// `B^T d B` of every 4x4 input patch of images `b0..b0+nb`, into `v[16][c][tiles]`.
-fn input_transform<const W: usize>(x: &[f32], blk: Block<'_>, v: &mut [f32]) {
+fn input_transform<const W: usize>(x: &[f32], blk: Block<'_>, wk: &mut Work, v: &mut [f32]) {
     let Block { geom, p, b0, nb } = blk;
     let hw = geom.h * geom.w;
     let tb = nb * p.tiles;
@@ -340,7 +353,6 @@ fn input_transform<const W: usize>(x: &[f32], blk: Block<'_>, v: &mut [f32]) {
     // The sub-planes of the block's images, one after another; the flat loops below
     // run over all of them but their last row (which only the row above reads).
     let len = nb * ps - w1;
-    let mut wk = Work::new(p, nb);
     for ci in 0..p.c {
         for li in 0..nb {
             let plane = &x[(ci * geom.n + b0 + li) * hw..][..hw];
@@ -381,10 +393,14 @@ fn input_transform<const W: usize>(x: &[f32], blk: Block<'_>, v: &mut [f32]) {
 /// `A^T M A` of every tile of `m[16][cout][tiles]` into the output planes of the
 /// block's images (`planes[image][channel]`, `h x w`; a tile's pixels beyond the
 /// image's edge are dropped).
-fn output_transform<const W: usize>(m: &[f32], blk: Block<'_>, planes: BlockPlanes<'_, '_>) {
+fn output_transform<const W: usize>(
+    m: &[f32],
+    blk: Block<'_>,
+    wk: &mut Work,
+    planes: BlockPlanes<'_, '_>,
+) {
     let Block { geom, p, nb, .. } = blk;
     let tb = nb * p.tiles;
-    let mut wk = Work::new(p, nb);
     for co in 0..p.cout {
         let at = |i: usize, j: usize| &m[(i * 4 + j) * p.cout * tb + co * tb..][..tb];
         // A^T along each tile's rows: h[i * 2 + b].
@@ -446,11 +462,10 @@ fn interleave<const W: usize>(sub: [&mut [f32]; 4], geom: &ConvGeom, p: &Plan, p
 
 /// `A dY A^T` of every 2x2 tile of the output gradient of images `b0..b0+nb`, into
 /// `m[16][cout][tiles]` (pixels beyond the image's edge count as zeros).
-fn gradient_transform<const W: usize>(dy: &[f32], blk: Block<'_>, m: &mut [f32]) {
+fn gradient_transform<const W: usize>(dy: &[f32], blk: Block<'_>, wk: &mut Work, m: &mut [f32]) {
     let Block { geom, p, b0, nb } = blk;
     let hw = geom.h * geom.w;
     let (tb, w, tw) = (nb * p.tiles, width::<W>(geom), tile_cols::<W>(p));
-    let mut wk = Work::new(p, nb);
     for co in 0..p.cout {
         // The tiles' pixels (a, b), as sub-planes th x tw an image.
         for s in wk.sub.iter_mut() {
@@ -482,7 +497,7 @@ fn gradient_transform<const W: usize>(dy: &[f32], blk: Block<'_>, m: &mut [f32])
             a.next().unwrap().copy_from_slice(d0);
             map2(a.next().unwrap(), d0, d1, |x, y| x + y);
             map2(a.next().unwrap(), d0, d1, |x, y| x - y);
-            map2(a.next().unwrap(), d0, d1, |_, y| -y);
+            negate(a.next().unwrap(), d1);
         }
         // A along the rows, into the 16 matrices.
         for i in 0..4 {
@@ -491,7 +506,7 @@ fn gradient_transform<const W: usize>(dy: &[f32], blk: Block<'_>, m: &mut [f32])
             m[at(0)..][..tb].copy_from_slice(a0);
             map2(&mut m[at(1)..][..tb], a0, a1, |x, y| x + y);
             map2(&mut m[at(2)..][..tb], a0, a1, |x, y| x - y);
-            map2(&mut m[at(3)..][..tb], a0, a1, |_, y| -y);
+            negate(&mut m[at(3)..][..tb], a1);
         }
     }
 }
@@ -499,50 +514,53 @@ fn gradient_transform<const W: usize>(dy: &[f32], blk: Block<'_>, m: &mut [f32])
 /// `B dV B^T` of every tile of `v[16][c][tiles]`, added up over the overlapping 4x4
 /// patches into the block's input planes (`planes[image][channel]`, overwritten); the
 /// parts outside the image are dropped.
-fn input_gradient<const W: usize>(v: &[f32], blk: Block<'_>, planes: BlockPlanes<'_, '_>) {
+fn input_gradient<const W: usize>(
+    v: &[f32],
+    blk: Block<'_>,
+    wk: &mut Work,
+    planes: BlockPlanes<'_, '_>,
+) {
     let Block { geom, p, nb, .. } = blk;
     let tb = nb * p.tiles;
     let (w, tw) = (width::<W>(geom), tile_cols::<W>(p));
     let w1 = tw + 1;
-    let zeros = vec![0f32; tw];
     let ps = (p.th + 1) * w1;
-    let mut wk = Work::new(p, nb);
     for ci in 0..p.c {
-        let at = |i: usize, j: usize| &v[(i * 4 + j) * p.c * tb + ci * tb..][..tb];
-        // B along each tile's rows: c[i * 4 + k], for patch column k.
-        let c = &mut wk.one[..16 * tb];
-        for (i, ci4) in c.chunks_exact_mut(4 * tb).enumerate() {
-            let mut k = ci4.chunks_exact_mut(tb);
-            k.next().unwrap().copy_from_slice(at(i, 0));
+        let dv = |i: usize, j: usize| &v[(i * 4 + j) * p.c * tb + ci * tb..][..tb];
+        // B along each tile's rows: rows[i * 4 + k], for patch column k.
+        let rows = &mut wk.one[..16 * tb];
+        for (i, row_i) in rows.chunks_exact_mut(4 * tb).enumerate() {
+            let mut k = row_i.chunks_exact_mut(tb);
+            k.next().unwrap().copy_from_slice(dv(i, 0));
             map3(
                 k.next().unwrap(),
-                at(i, 1),
-                at(i, 2),
-                at(i, 3),
+                dv(i, 1),
+                dv(i, 2),
+                dv(i, 3),
                 |a, b, c| a - b + c,
             );
             map3(
                 k.next().unwrap(),
-                at(i, 1),
-                at(i, 2),
-                at(i, 0),
+                dv(i, 1),
+                dv(i, 2),
+                dv(i, 0),
                 |a, b, c| a + b - c,
             );
-            map2(k.next().unwrap(), at(i, 3), at(i, 3), |a, _| -a);
+            negate(k.next().unwrap(), dv(i, 3));
         }
         // B down the columns: q[r * 4 + k], patch element (r, k) of every tile.
         let qs = &mut wk.two[..16 * tb];
         for k in 0..4 {
-            let cr = |r: usize| &c[(r * 4 + k) * tb..][..tb];
-            let at = |r: usize| (r * 4 + k) * tb;
-            qs[at(0)..][..tb].copy_from_slice(cr(0));
-            map3(&mut qs[at(1)..][..tb], cr(1), cr(2), cr(3), |a, b, c| {
+            let cr = |r: usize| &rows[(r * 4 + k) * tb..][..tb];
+            let q_at = |r: usize| (r * 4 + k) * tb;
+            qs[q_at(0)..][..tb].copy_from_slice(cr(0));
+            map3(&mut qs[q_at(1)..][..tb], cr(1), cr(2), cr(3), |a, b, c| {
                 a - b + c
             });
-            map3(&mut qs[at(2)..][..tb], cr(1), cr(2), cr(0), |a, b, c| {
+            map3(&mut qs[q_at(2)..][..tb], cr(1), cr(2), cr(0), |a, b, c| {
                 a + b - c
             });
-            map2(&mut qs[at(3)..][..tb], cr(3), cr(3), |a, _| -a);
+            negate(&mut qs[q_at(3)..][..tb], cr(3));
         }
         for (li, image) in planes.iter_mut().enumerate().take(nb) {
             // Patch element (r, k) of tile (ty, tx) is P[2ty + r][2tx + k]: sub-plane
@@ -553,19 +571,19 @@ fn input_gradient<const W: usize>(v: &[f32], blk: Block<'_>, planes: BlockPlanes
             for (ab, s) in wk.sub.iter_mut().enumerate() {
                 let (a, b) = (ab >> 1, ab & 1);
                 for (u, srow) in s[..ps].chunks_exact_mut(w1).enumerate() {
-                    // S[u][v] = Q(a, b)[u][v] + Q(a, b + 2)[u][v - 1] + Q(a + 2, b)[u - 1][v]
-                    // + Q(a + 2, b + 2)[u - 1][v - 1], the rows that exist; in one pass,
-                    // since adding into the row four times, at shifts of one, stalls on
-                    // every load of what the last pass just stored.
+                    // S[u][v] = Q(a, b)[u][v] + Q(a, b + 2)[u][v - 1]
+                    //   + Q(a + 2, b)[u - 1][v] + Q(a + 2, b + 2)[u - 1][v - 1],
+                    // of the rows that exist, in one pass: adding into the row four times,
+                    // at shifts of one, stalls on every load of what the last pass stored.
                     let (q1, q2) = if u < p.th {
                         (qrow(a, b, u), qrow(a, b + 2, u))
                     } else {
-                        (&zeros[..], &zeros[..])
+                        (&wk.zeros[..tw], &wk.zeros[..tw])
                     };
                     let (q3, q4) = if u > 0 {
                         (qrow(a + 2, b, u - 1), qrow(a + 2, b + 2, u - 1))
                     } else {
-                        (&zeros[..], &zeros[..])
+                        (&wk.zeros[..tw], &wk.zeros[..tw])
                     };
                     srow[0] = q1[0] + q3[0];
                     for (d, (((q1, q2), q3), q4)) in srow[1..tw]
@@ -584,7 +602,8 @@ fn input_gradient<const W: usize>(v: &[f32], blk: Block<'_>, planes: BlockPlanes
                     &wk.sub[a * 2][u * w1..][..w1],
                     &wk.sub[a * 2 + 1][u * w1..][..w1],
                 );
-                // Even ix: P column ix + 1, odd (b = 1, v = ix / 2); odd ix: b = 0, v = ix / 2 + 1.
+                // Even ix is P's odd column ix + 1 (b = 1, v = ix / 2); odd ix is even
+                // (b = 0, v = ix / 2 + 1).
                 let mut pairs = row.chunks_exact_mut(2);
                 for (d, (o, e)) in (&mut pairs).zip(s1.iter().zip(&s0[1..])) {
                     d[0] = *o;
@@ -609,10 +628,10 @@ struct Block<'a> {
 
 /// The transforms, built for one image width (see `width`).
 struct Transforms {
-    input: fn(&[f32], Block<'_>, &mut [f32]),
-    gradient: fn(&[f32], Block<'_>, &mut [f32]),
-    output: fn(&[f32], Block<'_>, BlockPlanes<'_, '_>),
-    input_gradient: fn(&[f32], Block<'_>, BlockPlanes<'_, '_>),
+    input: fn(&[f32], Block<'_>, &mut Work, &mut [f32]),
+    gradient: fn(&[f32], Block<'_>, &mut Work, &mut [f32]),
+    output: fn(&[f32], Block<'_>, &mut Work, BlockPlanes<'_, '_>),
+    input_gradient: fn(&[f32], Block<'_>, &mut Work, BlockPlanes<'_, '_>),
 }
 
 impl Transforms {
@@ -688,25 +707,30 @@ pub(super) fn forward(op: ConvForwardArgs<'_, CpuBackend>, block_floats: usize) 
     }
     let t = Transforms::for_width(geom.w);
     let mut planes = planes_by_group(y, &geom, &p);
-    p.each_block(&geom, groups, &mut planes, |_, blk, (v, m, _), planes| {
-        let tb = blk.nb * p.tiles;
-        (t.input)(x, blk, v);
-        let (uw, vw, mw) = (p.cout * p.c, p.c * tb, p.cout * tb);
-        for xi in 0..XI {
-            // M[xi][cout, tb] = U[xi][cout, c] V[xi][c, tb]
-            // SAFETY: the three are dense slices of these shapes.
-            unsafe {
-                gemm(
-                    (p.cout, tb, p.c),
-                    (&u[xi * uw..][..uw], Strided::rows(p.c)),
-                    (&v[xi * vw..][..vw], Strided::rows(tb)),
-                    &mut m[xi * mw..][..mw],
-                    false,
-                );
+    p.each_block(
+        &geom,
+        groups,
+        &mut planes,
+        |_, blk, (v, m, _), planes, wk| {
+            let tb = blk.nb * p.tiles;
+            (t.input)(x, blk, wk, v);
+            let (uw, vw, mw) = (p.cout * p.c, p.c * tb, p.cout * tb);
+            for xi in 0..XI {
+                // M[xi][cout, tb] = U[xi][cout, c] V[xi][c, tb]
+                // SAFETY: the three are dense slices of these shapes.
+                unsafe {
+                    gemm(
+                        (p.cout, tb, p.c),
+                        (&u[xi * uw..][..uw], Strided::rows(p.c)),
+                        (&v[xi * vw..][..vw], Strided::rows(tb)),
+                        &mut m[xi * mw..][..mw],
+                        false,
+                    );
+                }
             }
-        }
-        (t.output)(m, blk, planes);
-    });
+            (t.output)(m, blk, wk, planes);
+        },
+    );
     Ok(())
 }
 
@@ -736,50 +760,56 @@ pub(super) fn backward(op: ConvBackwardArgs<'_, CpuBackend>, block_floats: usize
         None => (0..p.groups).map(|_| Vec::new()).collect(),
     };
     let t = Transforms::for_width(geom.w);
-    p.each_block(&geom, groups, &mut planes, |bi, blk, (v, m, du), planes| {
-        let tb = blk.nb * p.tiles;
-        (t.input)(x, blk, v);
-        (t.gradient)(dy, blk, m);
-        let (uw, vw, mw) = (p.cout * p.c, p.c * tb, p.cout * tb);
-        for xi in 0..XI {
-            let (vx, mx) = (&mut v[xi * vw..][..vw], &m[xi * mw..][..mw]);
-            // SAFETY (both): dense slices of these shapes.
-            unsafe {
-                // dU[xi][cout, c] (+)= dM[xi][cout, tb] V[xi]^T[tb, c]
-                gemm(
-                    (p.cout, p.c, tb),
-                    (mx, Strided::rows(tb)),
-                    (vx, Strided::cols(tb)),
-                    &mut du[xi * uw..][..uw],
-                    bi > 0,
-                );
-                if with_dx {
-                    // dV[xi][c, tb] = U[xi]^T[c, cout] dM[xi][cout, tb], over V.
+    p.each_block(
+        &geom,
+        groups,
+        &mut planes,
+        |bi, blk, (v, m, du), planes, wk| {
+            let tb = blk.nb * p.tiles;
+            (t.input)(x, blk, wk, v);
+            (t.gradient)(dy, blk, wk, m);
+            let (uw, vw, mw) = (p.cout * p.c, p.c * tb, p.cout * tb);
+            for xi in 0..XI {
+                let (vx, mx) = (&mut v[xi * vw..][..vw], &m[xi * mw..][..mw]);
+                // SAFETY (both): dense slices of these shapes.
+                unsafe {
+                    // dU[xi][cout, c] (+)= dM[xi][cout, tb] V[xi]^T[tb, c]
                     gemm(
-                        (p.c, tb, p.cout),
-                        (&u[xi * uw..][..uw], Strided::cols(p.c)),
+                        (p.cout, p.c, tb),
                         (mx, Strided::rows(tb)),
-                        vx,
-                        false,
+                        (vx, Strided::cols(tb)),
+                        &mut du[xi * uw..][..uw],
+                        bi > 0,
                     );
+                    if with_dx {
+                        // dV[xi][c, tb] = U[xi]^T[c, cout] dM[xi][cout, tb], over V.
+                        gemm(
+                            (p.c, tb, p.cout),
+                            (&u[xi * uw..][..uw], Strided::cols(p.c)),
+                            (mx, Strided::rows(tb)),
+                            vx,
+                            false,
+                        );
+                    }
                 }
             }
-        }
-        if with_dx {
-            (t.input_gradient)(v, blk, planes);
-        }
-    });
-    // The groups' transformed gradients, added in group order, then taken back to 3x3.
+            if with_dx {
+                (t.input_gradient)(v, blk, wk, planes);
+            }
+        },
+    );
+    // The groups' transformed gradients, added in group order into the first group's,
+    // then taken back to 3x3.
     let uw = p.weights();
     let grad_at = p.per_group - uw;
-    let sum: Vec<f32> = (0..uw)
-        .map(|j| {
-            (0..p.groups)
-                .map(|g| groups[g * p.per_group + grad_at + j])
-                .fold(0.0, |s, t| s + t)
-        })
-        .collect();
-    weight_gradient(&sum, &p, dw);
+    let (first, rest) = groups.split_at_mut(p.per_group);
+    let sum = &mut first[grad_at..];
+    for g in rest.chunks_exact(p.per_group) {
+        for (s, t) in sum.iter_mut().zip(&g[grad_at..]) {
+            *s += t;
+        }
+    }
+    weight_gradient(sum, &p, dw);
     Ok(())
 }
 
@@ -810,8 +840,8 @@ mod tests {
     }
 
     /// Against a direct convolution: odd and even sides (tiles cut by the edge), one
-    /// pixel, the widths with transforms of their own (8, 16, 32) and others, blocks of
-    /// one image and of several, groups of one image and of several.
+    /// pixel, the widths with transforms of their own (8, 16, 32, 64) and others,
+    /// blocks of one image and of several, groups of one image and of several.
     #[test]
     fn winograd_matches_a_direct_convolution() {
         for (c, cout, n, h, w) in [
@@ -822,6 +852,7 @@ mod tests {
             (5, 6, 17, 4, 9),
             (3, 2, 2, 15, 16),
             (2, 3, 3, 32, 32),
+            (2, 3, 2, 9, 64),
         ] {
             let per_image = XI * (c + cout) * usize::div_ceil(h, 2) * usize::div_ceil(w, 2);
             check_convolution(

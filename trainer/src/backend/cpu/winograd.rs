@@ -100,7 +100,11 @@ impl Plan {
 
     /// A group's scratch cut into `V` and `M` for blocks of `nb` images (dense, `nb *
     /// tiles` columns), and its weight gradient.
-    fn split<'s>(&self, sc: &'s mut [f32], nb: usize) -> Parts<'s> {
+    fn split<'s>(
+        &self,
+        sc: &'s mut [f32],
+        nb: usize,
+    ) -> (&'s mut [f32], &'s mut [f32], &'s mut [f32]) {
         let tiles = self.block * self.tiles;
         let (v, rest) = sc.split_at_mut(XI * self.c * tiles);
         let (m, du) = rest.split_at_mut(XI * self.cout * tiles);
@@ -113,24 +117,35 @@ impl Plan {
     }
 }
 
-/// A block's parts of its group's scratch: `V`, `M` and the group's transformed
-/// weight gradient.
-type Parts<'s> = (&'s mut [f32], &'s mut [f32], &'s mut [f32]);
-
 /// The planes of a group's images, by image then channel.
 type Planes<'a> = Vec<Vec<&'a mut [f32]>>;
 
 /// The planes of a block's images, by image then channel.
-type BlockPlanes<'p, 'a> = &'p mut [Vec<&'a mut [f32]>];
+type Images<'p, 'a> = &'p mut [Vec<&'a mut [f32]>];
+
+/// One block's work, as `Plan::each_block` hands it over.
+struct Job<'j, 'a> {
+    /// The block's index in its group.
+    index: usize,
+    blk: Block<'j>,
+    /// The block's transformed input `V`, its `M`, and its group's transformed weight
+    /// gradient.
+    v: &'j mut [f32],
+    m: &'j mut [f32],
+    du: &'j mut [f32],
+    /// The planes of the block's images (none if the call gave none).
+    out: Images<'j, 'a>,
+    /// The task's buffers for the transforms.
+    wk: &'j mut Work,
+}
 
 impl Plan {
     /// Runs `f` on every block, the groups in parallel (a task each, with its part of
     /// `scratch`, its images' planes, none if `planes` has none, and its transforms'
-    /// buffers), a group's blocks in order; `f` gets the block's index in its group,
-    /// the block, its scratch, its images' planes and the buffers.
+    /// buffers), a group's blocks in order.
     fn each_block<F>(&self, geom: &ConvGeom, scratch: &mut [f32], planes: &mut [Planes<'_>], f: F)
     where
-        F: Fn(usize, Block<'_>, Parts<'_>, BlockPlanes<'_, '_>, &mut Work) + Sync,
+        F: Fn(Job<'_, '_>) + Sync,
     {
         scratch
             .par_chunks_mut(self.per_group)
@@ -147,8 +162,16 @@ impl Plan {
                         b0,
                         nb,
                     };
-                    let planes = planes.get_mut(b0 - i0..).unwrap_or_default();
-                    f(bi, blk, self.split(sc, nb), planes, &mut wk);
+                    let (v, m, du) = self.split(sc, nb);
+                    f(Job {
+                        index: bi,
+                        blk,
+                        v,
+                        m,
+                        du,
+                        out: planes.get_mut(b0 - i0..).unwrap_or_default(),
+                        wk: &mut wk,
+                    });
                 }
             });
     }
@@ -391,14 +414,9 @@ fn input_transform<const W: usize>(x: &[f32], blk: Block<'_>, wk: &mut Work, v: 
 }
 
 /// `A^T M A` of every tile of `m[16][cout][tiles]` into the output planes of the
-/// block's images (`planes[image][channel]`, `h x w`; a tile's pixels beyond the
+/// block's images (`out[image][channel]`, `h x w`; a tile's pixels beyond the
 /// image's edge are dropped).
-fn output_transform<const W: usize>(
-    m: &[f32],
-    blk: Block<'_>,
-    wk: &mut Work,
-    planes: BlockPlanes<'_, '_>,
-) {
+fn output_transform<const W: usize>(m: &[f32], blk: Block<'_>, wk: &mut Work, out: Images<'_, '_>) {
     let Block { geom, p, nb, .. } = blk;
     let tb = nb * p.tiles;
     for co in 0..p.cout {
@@ -428,7 +446,7 @@ fn output_transform<const W: usize>(
                 |a, b, c| a - b - c,
             );
         }
-        for (li, image) in planes.iter_mut().enumerate().take(nb) {
+        for (li, image) in out.iter_mut().enumerate().take(nb) {
             interleave::<W>(
                 quarter(&mut wk.sub, li * p.tiles, p.tiles),
                 geom,
@@ -512,14 +530,9 @@ fn gradient_transform<const W: usize>(dy: &[f32], blk: Block<'_>, wk: &mut Work,
 }
 
 /// `B dV B^T` of every tile of `v[16][c][tiles]`, added up over the overlapping 4x4
-/// patches into the block's input planes (`planes[image][channel]`, overwritten); the
+/// patches into the block's input planes (`out[image][channel]`, overwritten); the
 /// parts outside the image are dropped.
-fn input_gradient<const W: usize>(
-    v: &[f32],
-    blk: Block<'_>,
-    wk: &mut Work,
-    planes: BlockPlanes<'_, '_>,
-) {
+fn input_gradient<const W: usize>(v: &[f32], blk: Block<'_>, wk: &mut Work, out: Images<'_, '_>) {
     let Block { geom, p, nb, .. } = blk;
     let tb = nb * p.tiles;
     let (w, tw) = (width::<W>(geom), tile_cols::<W>(p));
@@ -562,7 +575,7 @@ fn input_gradient<const W: usize>(
             });
             negate(&mut qs[q_at(3)..][..tb], cr(3));
         }
-        for (li, image) in planes.iter_mut().enumerate().take(nb) {
+        for (li, image) in out.iter_mut().enumerate().take(nb) {
             // Patch element (r, k) of tile (ty, tx) is P[2ty + r][2tx + k]: sub-plane
             // (r & 1, k & 1) at (ty + r / 2, tx + k / 2).
             let qrow = |r: usize, k: usize, ty: usize| {
@@ -630,8 +643,8 @@ struct Block<'a> {
 struct Transforms {
     input: fn(&[f32], Block<'_>, &mut Work, &mut [f32]),
     gradient: fn(&[f32], Block<'_>, &mut Work, &mut [f32]),
-    output: fn(&[f32], Block<'_>, &mut Work, BlockPlanes<'_, '_>),
-    input_gradient: fn(&[f32], Block<'_>, &mut Work, BlockPlanes<'_, '_>),
+    output: fn(&[f32], Block<'_>, &mut Work, Images<'_, '_>),
+    input_gradient: fn(&[f32], Block<'_>, &mut Work, Images<'_, '_>),
 }
 
 impl Transforms {
@@ -707,30 +720,28 @@ pub(super) fn forward(op: ConvForwardArgs<'_, CpuBackend>, block_floats: usize) 
     }
     let t = Transforms::for_width(geom.w);
     let mut planes = planes_by_group(y, &geom, &p);
-    p.each_block(
-        &geom,
-        groups,
-        &mut planes,
-        |_, blk, (v, m, _), planes, wk| {
-            let tb = blk.nb * p.tiles;
-            (t.input)(x, blk, wk, v);
-            let (uw, vw, mw) = (p.cout * p.c, p.c * tb, p.cout * tb);
-            for xi in 0..XI {
-                // M[xi][cout, tb] = U[xi][cout, c] V[xi][c, tb]
-                // SAFETY: the three are dense slices of these shapes.
-                unsafe {
-                    gemm(
-                        (p.cout, tb, p.c),
-                        (&u[xi * uw..][..uw], Strided::rows(p.c)),
-                        (&v[xi * vw..][..vw], Strided::rows(tb)),
-                        &mut m[xi * mw..][..mw],
-                        false,
-                    );
-                }
+    p.each_block(&geom, groups, &mut planes, |job| {
+        let Job {
+            blk, v, m, out, wk, ..
+        } = job;
+        let tb = blk.nb * p.tiles;
+        (t.input)(x, blk, wk, v);
+        let (uw, vw, mw) = (p.cout * p.c, p.c * tb, p.cout * tb);
+        for xi in 0..XI {
+            // M[xi][cout, tb] = U[xi][cout, c] V[xi][c, tb]
+            // SAFETY: the three are dense slices of these shapes.
+            unsafe {
+                gemm(
+                    (p.cout, tb, p.c),
+                    (&u[xi * uw..][..uw], Strided::rows(p.c)),
+                    (&v[xi * vw..][..vw], Strided::rows(tb)),
+                    &mut m[xi * mw..][..mw],
+                    false,
+                );
             }
-            (t.output)(m, blk, wk, planes);
-        },
-    );
+        }
+        (t.output)(m, blk, wk, out);
+    });
     Ok(())
 }
 
@@ -760,44 +771,48 @@ pub(super) fn backward(op: ConvBackwardArgs<'_, CpuBackend>, block_floats: usize
         None => (0..p.groups).map(|_| Vec::new()).collect(),
     };
     let t = Transforms::for_width(geom.w);
-    p.each_block(
-        &geom,
-        groups,
-        &mut planes,
-        |bi, blk, (v, m, du), planes, wk| {
-            let tb = blk.nb * p.tiles;
-            (t.input)(x, blk, wk, v);
-            (t.gradient)(dy, blk, wk, m);
-            let (uw, vw, mw) = (p.cout * p.c, p.c * tb, p.cout * tb);
-            for xi in 0..XI {
-                let (vx, mx) = (&mut v[xi * vw..][..vw], &m[xi * mw..][..mw]);
-                // SAFETY (both): dense slices of these shapes.
-                unsafe {
-                    // dU[xi][cout, c] (+)= dM[xi][cout, tb] V[xi]^T[tb, c]
+    p.each_block(&geom, groups, &mut planes, |job| {
+        let Job {
+            index: bi,
+            blk,
+            v,
+            m,
+            du,
+            out,
+            wk,
+        } = job;
+        let tb = blk.nb * p.tiles;
+        (t.input)(x, blk, wk, v);
+        (t.gradient)(dy, blk, wk, m);
+        let (uw, vw, mw) = (p.cout * p.c, p.c * tb, p.cout * tb);
+        for xi in 0..XI {
+            let (vx, mx) = (&mut v[xi * vw..][..vw], &m[xi * mw..][..mw]);
+            // SAFETY (both): dense slices of these shapes.
+            unsafe {
+                // dU[xi][cout, c] (+)= dM[xi][cout, tb] V[xi]^T[tb, c]
+                gemm(
+                    (p.cout, p.c, tb),
+                    (mx, Strided::rows(tb)),
+                    (vx, Strided::cols(tb)),
+                    &mut du[xi * uw..][..uw],
+                    bi > 0,
+                );
+                if with_dx {
+                    // dV[xi][c, tb] = U[xi]^T[c, cout] dM[xi][cout, tb], over V.
                     gemm(
-                        (p.cout, p.c, tb),
+                        (p.c, tb, p.cout),
+                        (&u[xi * uw..][..uw], Strided::cols(p.c)),
                         (mx, Strided::rows(tb)),
-                        (vx, Strided::cols(tb)),
-                        &mut du[xi * uw..][..uw],
-                        bi > 0,
+                        vx,
+                        false,
                     );
-                    if with_dx {
-                        // dV[xi][c, tb] = U[xi]^T[c, cout] dM[xi][cout, tb], over V.
-                        gemm(
-                            (p.c, tb, p.cout),
-                            (&u[xi * uw..][..uw], Strided::cols(p.c)),
-                            (mx, Strided::rows(tb)),
-                            vx,
-                            false,
-                        );
-                    }
                 }
             }
-            if with_dx {
-                (t.input_gradient)(v, blk, wk, planes);
-            }
-        },
-    );
+        }
+        if with_dx {
+            (t.input_gradient)(v, blk, wk, out);
+        }
+    });
     // The groups' transformed gradients, added in group order into the first group's,
     // then taken back to 3x3.
     let uw = p.weights();

@@ -2,16 +2,17 @@
 //! released, in slices of [`POLL`], checking for signals in between, so Ctrl-C
 //! raises KeyboardInterrupt within about that long even while the loader is stuck.
 //!
-//! A signal that arrives while a batch is being made is handled before the batch is
-//! handed over: when its handler raises (Ctrl-C), the batch is kept for the next call,
-//! so an interrupted `next(it)` loses nothing and the position (`state_dict`) moves
-//! only when a batch reaches Python.
+//! A signal that arrives while a batch is being made, mapped or turned into arrays is
+//! handled before the batch is handed over: when its handler raises (Ctrl-C), the
+//! batch, already in Python objects, is kept for the next call, so an interrupted
+//! `next(it)` loses nothing and the position (`state_dict`) moves only when a batch
+//! reaches Python.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
-use stoker_loader::{Batch, Cursor, Mode, Next};
+use stoker_loader::{Cursor, Mode, Next};
 
 use crate::batch::{to_map_input, to_python};
 use crate::errors::{busy, loader_error, LoaderError};
@@ -25,9 +26,9 @@ use crate::signals::POLL;
 pub struct EpochIter {
     loader: Py<PyLoader>,
     cursor: Cursor,
-    /// The batch made when a signal handler raised instead of returning it: the next
-    /// call returns it.
-    held: Option<Batch>,
+    /// The batch, ready for Python, that a signal handler kept from being returned:
+    /// the next call returns it.
+    held: Option<Py<PyAny>>,
     /// With `map=`: the batches handed to the map threads, in order, the first the
     /// one the next call returns (an interrupt while waiting for it leaves it here).
     mapping: VecDeque<Ahead>,
@@ -41,6 +42,9 @@ const MAP_AHEAD: usize = 1;
 enum Ahead {
     /// A batch with the map threads, and the position after it.
     Batch(InFlight, (u64, usize)),
+    /// A mapped batch, ready for Python, waiting to be handed over (a signal handler
+    /// raised first), and the position after it.
+    Ready(Py<PyAny>, (u64, usize)),
     /// The loader failed on the batch at this place.
     Failed(PyErr),
     /// The epoch ended at this place.
@@ -67,7 +71,7 @@ impl EpochIter {
             + self
                 .mapping
                 .iter()
-                .filter(|a| matches!(a, Ahead::Batch(..)))
+                .filter(|a| matches!(a, Ahead::Batch(..) | Ahead::Ready(..)))
                 .count()
     }
 
@@ -152,6 +156,24 @@ impl EpochIter {
         out
     }
 
+    /// Hands the mapped batch at the front of the queue to Python, unless a signal
+    /// handler raises first (then it stays there for the next call).
+    fn hand_over_mapped<'py>(
+        &mut self,
+        py: Python<'py>,
+        this: &mut PyLoader,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        py.check_signals()?;
+        match self.mapping.pop_front() {
+            Some(Ahead::Ready(b, after)) => {
+                this.position = after;
+                this.last_batch = Some(Instant::now());
+                Ok(Some(b.into_bound(py)))
+            }
+            _ => Err(LoaderError::new_err("no mapped batch to hand over")),
+        }
+    }
+
     fn next_mapped_with<'py>(
         &mut self,
         py: Python<'py>,
@@ -176,6 +198,7 @@ impl EpochIter {
                     Some(Ahead::Failed(e)) => return Err(e),
                     _ => unreachable!("the front was a failure"),
                 },
+                Some(Ahead::Ready(..)) => return self.hand_over_mapped(py, this),
                 Some(Ahead::Batch(job, after)) => (pool.finish(py, job, &describe), *after),
             };
             let mapped = match outcome {
@@ -186,15 +209,18 @@ impl EpochIter {
                     return Err(e);
                 }
             };
-            self.mapping.pop_front();
             this.map_skipped += mapped.skipped;
-            this.position = after;
-            this.last_batch = Some(Instant::now());
             if let Some(b) = mapped.batch {
-                // The next batch starts mapping while the caller works on this one.
-                self.run_ahead(py, this, pool, MAP_AHEAD);
-                return Ok(Some(b.into_bound(py)));
+                // Kept at the front until it reaches Python; the next batch starts
+                // mapping while the caller works on this one.
+                if let Some(front) = self.mapping.front_mut() {
+                    *front = Ahead::Ready(b, after);
+                }
+                self.run_ahead(py, this, pool, 1 + MAP_AHEAD);
+                return self.hand_over_mapped(py, this);
             }
+            self.mapping.pop_front();
+            this.position = after;
             // Every sample skipped: on to the next batch, as the loader does.
         }
     }
@@ -219,9 +245,11 @@ impl EpochIter {
             return me.next_mapped(py, this);
         }
         let batch = match me.held.take() {
-            Some(b) => b,
+            Some(b) => b.into_bound(py),
             None => match me.fetch(py, this, true)? {
-                Some(Next::Batch(Ok(batch))) => batch,
+                Some(Next::Batch(Ok(batch))) => {
+                    to_python(py, batch, this.inner.source().classes().len())?
+                }
                 Some(Next::Batch(Err(e))) => return Err(loader_error(e)),
                 _ => {
                     // Batches whose samples were all skipped may end the epoch.
@@ -230,17 +258,17 @@ impl EpochIter {
                 }
             },
         };
-        // Handlers of signals that came while the batch was made run here, before it
-        // is handed over; Python would otherwise run them right after this call and
-        // drop the batch it returned.
+        // Handlers of signals that came while the batch was made or turned into arrays
+        // run here, before it is handed over; Python would otherwise run them right
+        // after this call and drop the batch it returned. (One that comes after this
+        // check still can: that window is this function's last few instructions.)
         if let Err(e) = py.check_signals() {
-            me.held = Some(batch);
+            me.held = Some(batch.unbind());
             return Err(e);
         }
-        let classes = this.inner.source().classes().len();
         this.position = (me.cursor.epoch(), me.cursor.position());
         this.last_batch = Some(Instant::now());
-        to_python(py, batch, classes).map(Some)
+        Ok(Some(batch))
     }
 
     /// Batches left in this epoch (at most: under on_error="skip", a batch whose

@@ -447,19 +447,15 @@ fn output_transform<const W: usize>(m: &[f32], blk: Block<'_>, wk: &mut Work, ou
             );
         }
         for (li, image) in out.iter_mut().enumerate().take(nb) {
-            interleave::<W>(
-                quarter(&mut wk.sub, li * p.tiles, p.tiles),
-                geom,
-                p,
-                image[co],
-            );
+            let sub = wk.sub.each_ref().map(|s| &s[li * p.tiles..][..p.tiles]);
+            interleave::<W>(sub, geom, p, image[co]);
         }
     }
 }
 
 /// Writes a `h x w` plane from its sub-planes of even and odd rows and columns
 /// (`sub[a * 2 + b][ty * tw + tx]` is pixel `(2ty + a, 2tx + b)`).
-fn interleave<const W: usize>(sub: [&mut [f32]; 4], geom: &ConvGeom, p: &Plan, plane: &mut [f32]) {
+fn interleave<const W: usize>(sub: [&[f32]; 4], geom: &ConvGeom, p: &Plan, plane: &mut [f32]) {
     let (w, tw) = (width::<W>(geom), tile_cols::<W>(p));
     for (y, row) in plane.chunks_exact_mut(w).take(geom.h).enumerate() {
         let (a, ty) = (y & 1, y >> 1);
@@ -478,34 +474,41 @@ fn interleave<const W: usize>(sub: [&mut [f32]; 4], geom: &ConvGeom, p: &Plan, p
     }
 }
 
+/// `interleave`'s inverse: a `h x w` plane into its sub-planes of even and odd rows
+/// and columns, `th x tw` each, zeros where a tile runs past the plane's edge.
+fn deinterleave<const W: usize>(plane: &[f32], geom: &ConvGeom, p: &Plan, sub: [&mut [f32]; 4]) {
+    let (w, tw) = (width::<W>(geom), tile_cols::<W>(p));
+    let [s00, s01, s10, s11] = sub;
+    for s in [&mut *s00, &mut *s01, &mut *s10, &mut *s11] {
+        s.fill(0.0);
+    }
+    let mut parity = [(s00, s01), (s10, s11)];
+    for (y, row) in plane.chunks_exact(w).take(geom.h).enumerate() {
+        let (a, ty) = (y & 1, y >> 1);
+        let (s0, s1) = &mut parity[a];
+        let (s0, s1) = (&mut s0[ty * tw..][..tw], &mut s1[ty * tw..][..tw]);
+        let mut pairs = row.chunks_exact(2);
+        for (pair, (e, o)) in (&mut pairs).zip(s0.iter_mut().zip(s1.iter_mut())) {
+            *e = pair[0];
+            *o = pair[1];
+        }
+        if let [last] = pairs.remainder() {
+            s0[tw - 1] = *last;
+        }
+    }
+}
+
 /// `A dY A^T` of every 2x2 tile of the output gradient of images `b0..b0+nb`, into
 /// `m[16][cout][tiles]` (pixels beyond the image's edge count as zeros).
 fn gradient_transform<const W: usize>(dy: &[f32], blk: Block<'_>, wk: &mut Work, m: &mut [f32]) {
     let Block { geom, p, b0, nb } = blk;
     let hw = geom.h * geom.w;
-    let (tb, w, tw) = (nb * p.tiles, width::<W>(geom), tile_cols::<W>(p));
+    let tb = nb * p.tiles;
     for co in 0..p.cout {
         // The tiles' pixels (a, b), as sub-planes th x tw an image.
-        for s in wk.sub.iter_mut() {
-            s[..tb].fill(0.0);
-        }
         for li in 0..nb {
             let plane = &dy[(co * geom.n + b0 + li) * hw..][..hw];
-            let [s00, s01, s10, s11] = quarter(&mut wk.sub, li * p.tiles, p.tiles);
-            let mut parity = [(s00, s01), (s10, s11)];
-            for (y, row) in plane.chunks_exact(w).enumerate() {
-                let (a, ty) = (y & 1, y >> 1);
-                let (s0, s1) = &mut parity[a];
-                let (s0, s1) = (&mut s0[ty * tw..][..tw], &mut s1[ty * tw..][..tw]);
-                let mut pairs = row.chunks_exact(2);
-                for (pair, (e, o)) in (&mut pairs).zip(s0.iter_mut().zip(s1.iter_mut())) {
-                    *e = pair[0];
-                    *o = pair[1];
-                }
-                if let [last] = pairs.remainder() {
-                    s0[tw - 1] = *last;
-                }
-            }
+            deinterleave::<W>(plane, geom, p, quarter(&mut wk.sub, li * p.tiles, p.tiles));
         }
         // A down the columns: y0, y0 + y1, y0 - y1, -y1, as a[i * 2 + b].
         let a = &mut wk.one[..8 * tb];

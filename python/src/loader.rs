@@ -30,12 +30,12 @@ const MAX_MAP_THREADS: usize = 256;
 #[pymethods]
 impl PyLoader {
     // Thirty-seven parameters: bound into one struct (`loader_args.rs`), as pyo3 would
-    // bind them to as many Rust parameters; the text signature is the one pyo3 made of
-    // them (a default that is not a Python literal shows as `...`).
+    // bind them to as many Rust parameters. The text signature, which `help()` and
+    // `inspect.signature` show, is written out with every default as a Python literal.
     #[new]
     #[pyo3(
         signature = (*args, **kwargs),
-        text_signature = "(data, batch_size=..., transform=\"\", mode=\"async\", workers=..., prefetch=..., seed=..., shuffle=True, drop_last=False, on_error=\"fail\", rank=None, world_size=None, io_depth=..., split=None, channels=None, cpu_budget=None, mixup=None, cutmix=None, mix_prob=None, fields=None, images=None, masks=None, image_column=\"image\", label_column=\"label\", text_column=None, boxes_column=None, box_format=\"xyxy\", box_classes_column=None, labels_column=None, mask_column=None, min_box_visibility=0.0, max_instances=None, map=None, map_threads=None, weights=None, stop=None, steps=None)"
+        text_signature = "(data, batch_size=64, transform=\"\", mode=\"async\", workers=2, prefetch=2, seed=0, shuffle=True, drop_last=False, on_error=\"fail\", rank=None, world_size=None, io_depth=8, split=None, channels=None, cpu_budget=None, mixup=None, cutmix=None, mix_prob=None, fields=None, images=None, masks=None, image_column=\"image\", label_column=\"label\", text_column=None, boxes_column=None, box_format=\"xyxy\", box_classes_column=None, labels_column=None, mask_column=None, min_box_visibility=0.0, max_instances=None, map=None, map_threads=None, weights=None, stop=None, steps=None)"
     )]
     fn new(
         py: Python<'_>,
@@ -246,7 +246,7 @@ impl PyLoader {
         let options = source::OpenOptions {
             train,
             images: images.map(|p| p.to_string_lossy().into_owned()),
-            masks,
+            masks: masks.map(|p| p.to_string_lossy().into_owned()),
             parquet: source::ParquetColumns {
                 image: image_column.to_string(),
                 label: Some(label_column.to_string()),

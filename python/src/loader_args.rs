@@ -64,9 +64,9 @@ loader_args! {
     cutmix: Option<f64> = None,
     mix_prob: Option<f64> = None,
     fields: Option<Vec<String>> = None,
-    // A path or a URL: a `pathlib.Path` works as well as a str.
+    // Paths or URLs: a `pathlib.Path` works as well as a str.
     images: Option<PathBuf> = None,
-    masks: Option<String> = None,
+    masks: Option<PathBuf> = None,
     image_column: String = "image".into(),
     label_column: String = "label".into(),
     text_column: Option<String> = None,

@@ -196,7 +196,7 @@ class Loader(Generic[_B]):
       Batches are then `_MixedBatch` dicts.
     - fields=None: the fields to load, e.g. ["image", "boxes"]; None is all the set has.
     - images=None: the images folder (path or URL) of a COCO file.
-    - masks=None: the folder (path or URL, a str) of masks paired by stem.
+    - masks=None: the folder (path or URL) of masks paired by stem.
     - image_column="image", label_column="label", text_column, boxes_column,
       box_format="xyxy" (or "xywh"), box_classes_column, labels_column, mask_column:
       Parquet columns (docs/parquet.md).
@@ -237,7 +237,7 @@ class Loader(Generic[_B]):
         mix_prob: None = None,
         fields: Sequence[str] | None = None,
         images: _StrPath | None = None,
-        masks: str | None = None,
+        masks: _StrPath | None = None,
         image_column: str = "image",
         label_column: str = "label",
         text_column: str | None = None,
@@ -278,7 +278,7 @@ class Loader(Generic[_B]):
         mix_prob: None = None,
         fields: Sequence[str] | None = None,
         images: _StrPath | None = None,
-        masks: str | None = None,
+        masks: _StrPath | None = None,
         image_column: str = "image",
         label_column: str = "label",
         text_column: str | None = None,
@@ -321,7 +321,7 @@ class Loader(Generic[_B]):
         mix_prob: float | None = None,
         fields: Sequence[str] | None = None,
         images: _StrPath | None = None,
-        masks: str | None = None,
+        masks: _StrPath | None = None,
         image_column: str = "image",
         label_column: str = "label",
         text_column: str | None = None,
@@ -363,7 +363,7 @@ class Loader(Generic[_B]):
         mix_prob: float | None = None,
         fields: Sequence[str] | None = None,
         images: _StrPath | None = None,
-        masks: str | None = None,
+        masks: _StrPath | None = None,
         image_column: str = "image",
         label_column: str = "label",
         text_column: str | None = None,

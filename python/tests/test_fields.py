@@ -72,10 +72,17 @@ def test_classification_keeps_its_pair(tmp_path):
 def test_segmentation_pairs_by_folder_and_by_keyword(scenes, tmp_path):
     a = stoker.Loader(scenes, batch_size=6, shuffle=False)
     b = stoker.Loader(scenes / "images", masks=str(scenes / "masks"), batch_size=6, shuffle=False)
-    for x, y in zip(a, b):
+    # masks= takes a pathlib.Path as data= and images= do.
+    c = stoker.Loader(scenes / "images", masks=scenes / "masks", batch_size=6, shuffle=False)
+    n = 0
+    for x, y, z in zip(a, b, c):
         assert set(x) == {"image", "mask"}
-        assert np.array_equal(x["image"], y["image"]) and np.array_equal(x["mask"], y["mask"])
+        for other in (y, z):
+            assert np.array_equal(x["image"], other["image"])
+            assert np.array_equal(x["mask"], other["mask"])
         assert x["mask"].shape == (6, 40, 48)
+        n += 1
+    assert n == len(a) > 0
 
 
 def write_manifest(scenes, path, lines):

@@ -648,12 +648,55 @@ fn softmax_xent_matches() {
     }
 }
 
+/// `row_loss` of `loss` on the CPU and `g` against each other: the logits' gradient to
+/// within `atol_dlogits`, the mean loss to 1e-5 and the count of correct rows exactly.
+fn row_loss_parity(
+    g: &CudaBackend,
+    loss: RowLoss,
+    name: &str,
+    (z, t): (&[f32], &[f32]),
+    classes: usize,
+    atol_dlogits: f32,
+) {
+    fn run<B: Backend>(
+        be: &B,
+        loss: RowLoss,
+        z: &[f32],
+        t: &[f32],
+        classes: usize,
+    ) -> [Vec<f32>; 2] {
+        let n = z.len() / classes;
+        let (zb, tb) = (up(be, z), up(be, t));
+        let mut dz = be.alloc::<f32>(z.len()).unwrap();
+        let mut st = be.alloc::<f32>(2).unwrap();
+        be.row_loss(RowLossArgs {
+            loss,
+            io: LossIo {
+                logits: In::new(&zb),
+                classes,
+                n,
+                dlogits: Some(Out::new(&mut dz)),
+                stats: Out::new(&mut st),
+            },
+            targets: In::new(&tb),
+        })
+        .unwrap();
+        [down(be, &dz, z.len()), down(be, &st, 2)]
+    }
+    let n = z.len() / classes;
+    let p = run(&CpuBackend::new(), loss, z, t, classes);
+    let q = run(g, loss, z, t, classes);
+    let what = |s: &str| format!("{name} {s} {classes}x{n}");
+    close(&what("dlogits"), &p[0], &q[0], 1e-5, atol_dlogits);
+    close(&what("loss"), &p[1][..1], &q[1][..1], 1e-5, 1e-5);
+    exact(&what("correct"), &p[1][1..], &q[1][1..]);
+}
+
 #[test]
 fn softmax_xent_soft_matches() {
     let Some(g) = gpu("softmax_xent_soft") else {
         return;
     };
-    let c = CpuBackend::new();
     let mut rng = Rng::new(9);
     for (classes, n) in [(10, 300), (2, 1), (1000, 17)] {
         let z = randn(&mut rng, classes * n);
@@ -665,46 +708,7 @@ fn softmax_xent_soft_matches() {
             t[a * n + j] += 0.9 * 0.7;
             t[b * n + j] += 0.9 * 0.3;
         }
-        fn run<B: Backend>(be: &B, z: &[f32], t: &[f32], classes: usize) -> [Vec<f32>; 2] {
-            let n = z.len() / classes;
-            let (zb, tb) = (up(be, z), up(be, t));
-            let mut dz = be.alloc::<f32>(z.len()).unwrap();
-            let mut st = be.alloc::<f32>(2).unwrap();
-            be.row_loss(RowLossArgs {
-                loss: RowLoss::SoftmaxXent,
-                io: LossIo {
-                    logits: In::new(&zb),
-                    classes,
-                    n,
-                    dlogits: Some(Out::new(&mut dz)),
-                    stats: Out::new(&mut st),
-                },
-                targets: In::new(&tb),
-            })
-            .unwrap();
-            [down(be, &dz, z.len()), down(be, &st, 2)]
-        }
-        let p = run(&c, &z, &t, classes);
-        let q = run(&g, &z, &t, classes);
-        close(
-            &format!("soft dlogits {classes}x{n}"),
-            &p[0],
-            &q[0],
-            1e-5,
-            1e-7,
-        );
-        close(
-            &format!("soft loss {classes}x{n}"),
-            &p[1][..1],
-            &q[1][..1],
-            1e-5,
-            1e-5,
-        );
-        exact(
-            &format!("soft correct {classes}x{n}"),
-            &p[1][1..],
-            &q[1][1..],
-        );
+        row_loss_parity(&g, RowLoss::SoftmaxXent, "soft", (&z, &t), classes, 1e-7);
     }
 }
 
@@ -713,7 +717,6 @@ fn sigmoid_bce_matches() {
     let Some(g) = gpu("sigmoid_bce") else {
         return;
     };
-    let c = CpuBackend::new();
     let mut rng = Rng::new(11);
     for (classes, n) in [(10, 300), (2, 1), (80, 17)] {
         // Logits up to ~±24, some far past where a naive log(sigmoid) overflows.
@@ -724,46 +727,7 @@ fn sigmoid_bce_matches() {
         let t: Vec<f32> = (0..classes * n)
             .map(|_| f32::from(u8::from(rng.next_u64().is_multiple_of(4))))
             .collect();
-        fn run<B: Backend>(be: &B, z: &[f32], t: &[f32], classes: usize) -> [Vec<f32>; 2] {
-            let n = z.len() / classes;
-            let (zb, tb) = (up(be, z), up(be, t));
-            let mut dz = be.alloc::<f32>(z.len()).unwrap();
-            let mut st = be.alloc::<f32>(2).unwrap();
-            be.row_loss(RowLossArgs {
-                loss: RowLoss::SigmoidBce,
-                io: LossIo {
-                    logits: In::new(&zb),
-                    classes,
-                    n,
-                    dlogits: Some(Out::new(&mut dz)),
-                    stats: Out::new(&mut st),
-                },
-                targets: In::new(&tb),
-            })
-            .unwrap();
-            [down(be, &dz, z.len()), down(be, &st, 2)]
-        }
-        let p = run(&c, &z, &t, classes);
-        let q = run(&g, &z, &t, classes);
-        close(
-            &format!("bce dlogits {classes}x{n}"),
-            &p[0],
-            &q[0],
-            1e-5,
-            1e-8,
-        );
-        close(
-            &format!("bce loss {classes}x{n}"),
-            &p[1][..1],
-            &q[1][..1],
-            1e-5,
-            1e-5,
-        );
-        exact(
-            &format!("bce exact matches {classes}x{n}"),
-            &p[1][1..],
-            &q[1][1..],
-        );
+        row_loss_parity(&g, RowLoss::SigmoidBce, "bce", (&z, &t), classes, 1e-8);
     }
 }
 

@@ -1,10 +1,10 @@
 //! How a Winograd call cuts its batch: groups of images, one task each, and blocks of
 //! images whose transformed matrices fit `BLOCK_FLOATS`; where each part lives in the
-//! scratch; and the loop that hands every block to the caller's closure.
+//! scratch; each task's buffers for the transforms; and the loop that hands every block
+//! to the caller's closure.
 
 use rayon::prelude::*;
 
-use super::transforms::Work;
 use super::{GROUPS, XI};
 use crate::backend::cpu::conv::planes_by_image;
 use crate::backend::ConvGeom;
@@ -170,4 +170,31 @@ pub(super) fn planes_by_group<'a>(
             all.by_ref().take(i1 - i0).collect()
         })
         .collect()
+}
+
+/// A task's buffers for the transforms of its blocks, made once per call and group.
+pub(super) struct Work {
+    /// Sub-planes `[a * 2 + b]`: the pixels of each image at even or odd rows (`a`) and
+    /// columns (`b`), either of the zero-padded input (`(th + 1) x (tw + 1)` an image,
+    /// see `transforms::split_padded`) or of the output (`th x tw`).
+    pub(super) sub: [Vec<f32>; 4],
+    /// A transform's first pass: up to sixteen arrays, of one value per element of the
+    /// block's padded sub-planes or per tile.
+    pub(super) one: Vec<f32>,
+    /// The input gradient's second pass: sixteen arrays of one value per tile.
+    pub(super) two: Vec<f32>,
+    /// A row of zeros, `tw` long: the missing neighbour rows at the planes' edges.
+    pub(super) zeros: Vec<f32>,
+}
+
+impl Work {
+    fn new(p: &Plan) -> Self {
+        let padded = p.block * (p.th + 1) * (p.tw + 1);
+        Self {
+            sub: std::array::from_fn(|_| vec![0.0; padded]),
+            one: vec![0.0; 16 * padded],
+            two: vec![0.0; 16 * p.block * p.tiles],
+            zeros: vec![0.0; p.tw],
+        }
+    }
 }

@@ -2,7 +2,7 @@
 //! output's `A^T M A`, and their adjoints for the backward, on sub-planes of even and
 //! odd rows and columns (see `split_padded`), built for the common widths.
 
-use super::plan::{Block, Images, Plan};
+use super::plan::{Block, Images, Plan, Work};
 use crate::backend::ConvGeom;
 
 /// `dst = f(a, b)`, element by element (iterators, not indices, so that it vectorises).
@@ -26,33 +26,6 @@ fn negate(dst: &mut [f32], a: &[f32]) {
 fn map3(dst: &mut [f32], a: &[f32], b: &[f32], c: &[f32], f: impl Fn(f32, f32, f32) -> f32) {
     for (d, ((a, b), c)) in dst.iter_mut().zip(a.iter().zip(b).zip(c)) {
         *d = f(*a, *b, *c);
-    }
-}
-
-/// A task's buffers for the transforms of its blocks, made once per call and group.
-pub(super) struct Work {
-    /// Sub-planes `[a * 2 + b]`: the pixels of each image at even or odd rows (`a`) and
-    /// columns (`b`), either of the zero-padded input (`(th + 1) x (tw + 1)` an image,
-    /// see `split_padded`) or of the output (`th x tw`).
-    sub: [Vec<f32>; 4],
-    /// A transform's first pass: up to sixteen arrays, of one value per element of the
-    /// block's padded sub-planes or per tile.
-    one: Vec<f32>,
-    /// The input gradient's second pass: sixteen arrays of one value per tile.
-    two: Vec<f32>,
-    /// A row of zeros, `tw` long: the missing neighbour rows at the planes' edges.
-    zeros: Vec<f32>,
-}
-
-impl Work {
-    pub(super) fn new(p: &Plan) -> Self {
-        let padded = p.block * (p.th + 1) * (p.tw + 1);
-        Self {
-            sub: std::array::from_fn(|_| vec![0.0; padded]),
-            one: vec![0.0; 16 * padded],
-            two: vec![0.0; 16 * p.block * p.tiles],
-            zeros: vec![0.0; p.tw],
-        }
     }
 }
 

@@ -8,7 +8,7 @@ use arrow_array::types::{Float32Type, Float64Type};
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Schema};
 
-use super::int_values;
+use super::cells::{int_values, is_image_type};
 
 /// How a box's four numbers are ordered.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -93,7 +93,7 @@ impl ColumnPath {
         let ok = match kind {
             Kind::Boxes => list_item(t).and_then(list_item).is_some_and(is_number),
             Kind::Ints => list_item(t).is_some_and(|i| i.is_integer()),
-            Kind::Mask => super::is_image_type(t),
+            Kind::Mask => is_image_type(t),
         };
         if !ok {
             let want = match kind {

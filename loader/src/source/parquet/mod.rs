@@ -11,30 +11,29 @@
 //! numbers 0 to the largest; `text` (optional) a string column.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{
-    Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
-};
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::DataType;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
 use parquet::arrow::ProjectionMask;
-use parquet::file::reader::{ChunkReader, Length};
 
 use super::{RecordKind, Source, SourceError, Why};
 use crate::report::printable;
 use crate::sample::{Annotation, Field, Fields, MaskData, MAX_CLASSES};
 
+mod backing;
+mod cells;
 mod fields;
 #[cfg(feature = "remote")]
 mod remote;
+
+use backing::{chunk_ranges, read_column, Backing, Pread};
+use cells::{image_cell, int_values, is_image_type, text_value, ImageCell};
 
 pub use fields::BoxFormat;
 use fields::{ColumnPath, Kind};
@@ -116,149 +115,6 @@ impl FieldColumns {
     }
 }
 
-/// A file read by positioned reads. parquet's own reader for `File` seeks a cloned
-/// descriptor, whose offset every clone shares: two workers decoding two row groups of
-/// one file at once would read each other's bytes.
-#[derive(Clone)]
-struct Pread(Arc<File>);
-
-/// A reader from a position of a [`Pread`] file.
-struct PreadAt {
-    file: Arc<File>,
-    pos: u64,
-}
-
-impl std::io::Read for PreadAt {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        use std::os::unix::fs::FileExt;
-        let n = self.file.read_at(buf, self.pos)?;
-        self.pos += n as u64;
-        Ok(n)
-    }
-}
-
-impl Length for Pread {
-    fn len(&self) -> u64 {
-        self.0.metadata().map_or(0, |m| m.len())
-    }
-}
-
-impl ChunkReader for Pread {
-    type T = std::io::BufReader<PreadAt>;
-
-    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
-        Ok(std::io::BufReader::new(PreadAt {
-            file: self.0.clone(),
-            pos: start,
-        }))
-    }
-
-    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<bytes::Bytes> {
-        use std::os::unix::fs::FileExt;
-        let mut buf = vec![0u8; length];
-        self.0.read_exact_at(&mut buf, start)?;
-        Ok(buf.into())
-    }
-}
-
-/// Where a file's bytes come from: a local file, or an object read by ranged GETs.
-#[derive(Clone)]
-enum Backing {
-    Local(PathBuf, Pread),
-    #[cfg(feature = "remote")]
-    Remote(remote::Chunks),
-}
-
-impl Backing {
-    /// The file's path or URL, for messages.
-    fn name(&self) -> String {
-        match self {
-            Backing::Local(p, _) => p.display().to_string(),
-            #[cfg(feature = "remote")]
-            Backing::Remote(c) => c.url(),
-        }
-    }
-
-    /// An error about the whole file.
-    fn error(&self, why: impl Into<Why>) -> SourceError {
-        let why = why.into();
-        match self {
-            Backing::Local(p, _) => why.format(p),
-            #[cfg(feature = "remote")]
-            Backing::Remote(c) => why.remote(c.url()),
-        }
-    }
-
-    /// Reads the file at `rel` (relative to this file's folder, or an absolute local
-    /// path beside a local file) into `buf`.
-    fn read_beside(&self, rel: &str, buf: &mut Vec<u8>) -> Result<(), Why> {
-        match self {
-            Backing::Local(path, _) => {
-                let full = match path.parent() {
-                    Some(dir) => dir.join(rel),
-                    None => PathBuf::from(rel),
-                };
-                use std::io::Read;
-                super::open_regular(&full)
-                    .map_err(Why::of)?
-                    .read_to_end(buf)
-                    .map(|_| ())
-                    .map_err(|e| Why::because(format!("{}: {e}", full.display()), e))
-            }
-            #[cfg(feature = "remote")]
-            Backing::Remote(c) => {
-                let bytes = c.read_beside(rel)?;
-                buf.extend_from_slice(&bytes);
-                Ok(())
-            }
-        }
-    }
-
-    /// A reader of the file that has `ranges` (byte ranges of column chunks) at hand:
-    /// a remote file fetches them first, all at once, so that decoding a row group
-    /// costs one round of GETs and not one per page.
-    fn with_ranges(&self, ranges: &[Range<u64>]) -> Result<Backing, Why> {
-        match self {
-            Backing::Local(..) => {
-                let _ = ranges;
-                Ok(self.clone())
-            }
-            #[cfg(feature = "remote")]
-            Backing::Remote(c) => Ok(Backing::Remote(c.prefetch(ranges)?)),
-        }
-    }
-}
-
-impl Length for Backing {
-    fn len(&self) -> u64 {
-        match self {
-            Backing::Local(_, f) => f.len(),
-            #[cfg(feature = "remote")]
-            Backing::Remote(c) => c.len(),
-        }
-    }
-}
-
-impl ChunkReader for Backing {
-    type T = Box<dyn std::io::Read + Send>;
-
-    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
-        match self {
-            Backing::Local(_, f) => Ok(Box::new(f.get_read(start)?)),
-            #[cfg(feature = "remote")]
-            Backing::Remote(c) => Ok(Box::new(c.get_read(start))),
-        }
-    }
-
-    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<bytes::Bytes> {
-        match self {
-            Backing::Local(_, f) => f.get_bytes(start, length),
-            #[cfg(feature = "remote")]
-            Backing::Remote(c) => c.get_bytes(start, length),
-        }
-    }
-}
-
 /// One file: its reader metadata and the root columns read for images (and text and
 /// fields).
 struct ParquetFile {
@@ -331,149 +187,9 @@ fn hf_class_names(hf: Option<&String>, column: &str) -> Option<Vec<String>> {
     names.iter().map(|n| n.as_str().map(String::from)).collect()
 }
 
-/// The values of an integer column (null: `None`).
-fn int_values(a: &dyn Array) -> Result<Vec<Option<i64>>, String> {
-    macro_rules! ints {
-        ($t:ty) => {
-            a.as_primitive::<$t>()
-                .iter()
-                .map(|v| v.map(|x| x as i64))
-                .collect()
-        };
-    }
-    Ok(match a.data_type() {
-        DataType::Int8 => ints!(Int8Type),
-        DataType::Int16 => ints!(Int16Type),
-        DataType::Int32 => ints!(Int32Type),
-        DataType::Int64 => ints!(Int64Type),
-        DataType::UInt8 => ints!(UInt8Type),
-        DataType::UInt16 => ints!(UInt16Type),
-        DataType::UInt32 => ints!(UInt32Type),
-        DataType::UInt64 => a
-            .as_primitive::<UInt64Type>()
-            .iter()
-            .map(|v| v.map(|x| i64::try_from(x).unwrap_or(i64::MAX)))
-            .collect(),
-        other => return Err(format!("is {other}, not an integer column")),
-    })
-}
-
-/// What an image cell holds: the image's bytes, or the path of its file.
-#[derive(Debug, PartialEq, Eq)]
-enum ImageCell<'a> {
-    Bytes(&'a [u8]),
-    /// Relative to the Parquet file's folder (or an absolute local path).
-    Path(&'a str),
-}
-
-fn binary_value(data: &dyn Array, row: usize) -> Option<&[u8]> {
-    match data.data_type() {
-        DataType::Binary => Some(data.as_binary::<i32>().value(row)),
-        DataType::LargeBinary => Some(data.as_binary::<i64>().value(row)),
-        DataType::BinaryView => Some(data.as_binary_view().value(row)),
-        _ => None,
-    }
-}
-
-fn string_value(data: &dyn Array, row: usize) -> Option<&str> {
-    match data.data_type() {
-        DataType::Utf8 => Some(data.as_string::<i32>().value(row)),
-        DataType::LargeUtf8 => Some(data.as_string::<i64>().value(row)),
-        DataType::Utf8View => Some(data.as_string_view().value(row)),
-        _ => None,
-    }
-}
-
-/// Row `row` of an image column: the Image struct's `bytes` (its `path` when the bytes
-/// are null, as the `datasets` library writes images it did not embed), binary, or a
-/// string path.
-fn image_cell(col: &ArrayRef, row: usize) -> Result<ImageCell<'_>, String> {
-    if col.is_null(row) {
-        return Err("the image cell is null".into());
-    }
-    if let DataType::Struct(_) = col.data_type() {
-        let st = col.as_struct();
-        if let Some(bytes) = st.column_by_name("bytes").filter(|b| !b.is_null(row)) {
-            return binary_value(bytes.as_ref(), row)
-                .map(ImageCell::Bytes)
-                .ok_or_else(|| format!("the image's bytes are {}", bytes.data_type()));
-        }
-        return match st.column_by_name("path").filter(|p| !p.is_null(row)) {
-            Some(p) => string_value(p.as_ref(), row)
-                .map(ImageCell::Path)
-                .ok_or_else(|| format!("the image's path is {}", p.data_type())),
-            None => Err("the image struct has neither bytes nor a path".into()),
-        };
-    }
-    if let Some(b) = binary_value(col.as_ref(), row) {
-        return Ok(ImageCell::Bytes(b));
-    }
-    string_value(col.as_ref(), row)
-        .map(ImageCell::Path)
-        .ok_or_else(|| format!("the image column holds {}, not images", col.data_type()))
-}
-
 /// How many bytes at the end of a file are read first for its footer: most footers fit,
 /// and a remote file's then costs one GET.
 const FOOTER_GUESS: u64 = 64 << 10;
-
-/// The byte ranges of the column chunks of root columns `roots` in row groups `groups`.
-fn chunk_ranges(
-    md: &parquet::file::metadata::ParquetMetaData,
-    roots: &[usize],
-    groups: impl Iterator<Item = usize>,
-) -> Vec<Range<u64>> {
-    let descr = md.file_metadata().schema_descr();
-    let mut out = Vec::new();
-    for g in groups {
-        for (leaf, c) in md.row_group(g).columns().iter().enumerate() {
-            if roots.contains(&descr.get_column_root_idx(leaf)) {
-                let (start, len) = c.byte_range();
-                out.push(start..start.saturating_add(len));
-            }
-        }
-    }
-    out
-}
-
-/// Every row of root column `root` of a file, in batches.
-fn read_column(
-    file: &Backing,
-    meta: &ArrowReaderMetadata,
-    root: usize,
-) -> Result<Vec<RecordBatch>, Why> {
-    let md = meta.metadata();
-    let at_hand = file.with_ranges(&chunk_ranges(md, &[root], 0..md.num_row_groups()))?;
-    let mask = ProjectionMask::roots(md.file_metadata().schema_descr(), [root]);
-    ParquetRecordBatchReaderBuilder::new_with_metadata(at_hand, meta.clone())
-        .with_projection(mask)
-        .build()
-        .map_err(Why::of)?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(Why::of)
-}
-
-/// Whether `t` can hold images: binary, a string path, or a struct with binary
-/// `bytes` or a string `path` (the `datasets` Image feature has both).
-fn is_image_type(t: &DataType) -> bool {
-    match t {
-        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => true,
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
-        DataType::Struct(fields) => fields.iter().any(|f| {
-            matches!(f.name().as_str(), "bytes" | "path")
-                && is_image_type(f.data_type())
-                && !f.data_type().is_nested()
-        }),
-        _ => false,
-    }
-}
-
-fn text_value(col: &ArrayRef, row: usize) -> Option<String> {
-    if col.is_null(row) {
-        return None;
-    }
-    string_value(col.as_ref(), row).map(String::from)
-}
 
 impl ParquetSource {
     /// Opens `paths` (one or more Parquet files, in order) with `columns`; `what` names

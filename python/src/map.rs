@@ -8,13 +8,15 @@
 //! a free-threaded Python, attach) once a batch, to run `stoker._map.run` (`fn` itself
 //! and the building of its arguments) on the samples they take. A batch dropped in
 //! flight leaves its samples not yet started unrun. Dropping the pool stops and joins
-//! the threads.
+//! the threads, and so does the interpreter's exit ([`stop_map_threads`], an `atexit`
+//! hook), for the loaders still alive then.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
@@ -38,10 +40,56 @@ struct Job {
 
 /// The map threads of one loader.
 pub struct MapPool {
-    jobs: Option<Sender<Job>>,
-    handles: Vec<JoinHandle<()>>,
-    stop: Arc<AtomicBool>,
+    threads: Arc<Threads>,
     skip: bool,
+}
+
+/// What stops a pool's threads: shared with [`LIVE`], so that the interpreter's exit
+/// can stop them while their loader is still alive.
+struct Threads {
+    stop: Arc<AtomicBool>,
+    jobs: Mutex<Option<Sender<Job>>>,
+    handles: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Threads {
+    /// Stops the threads (jobs still queued are dropped unrun) and joins them; once.
+    /// Call with the GIL released: a thread finishing a call of `fn` needs it.
+    fn stop_and_join(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        drop(
+            self.jobs
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+        let handles =
+            std::mem::take(&mut *self.handles.lock().unwrap_or_else(PoisonError::into_inner));
+        for h in handles {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Every pool not yet dropped. A thread that asks for the GIL once the interpreter is
+/// finalizing is ended by Python mid-call (`pthread_exit`, which crashes when it
+/// unwinds Rust frames), and a loader alive at exit is only dropped then, if at all.
+static LIVE: Mutex<Vec<Weak<Threads>>> = Mutex::new(Vec::new());
+
+/// Stops and joins the map threads of every loader still alive: `stoker` registers it
+/// with `atexit`, which runs before the interpreter starts finalizing.
+#[pyfunction]
+pub fn stop_map_threads(py: Python<'_>) {
+    let live: Vec<Arc<Threads>> =
+        std::mem::take(&mut *LIVE.lock().unwrap_or_else(PoisonError::into_inner))
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+    py.detach(move || {
+        for t in live {
+            t.stop_and_join();
+        }
+    });
 }
 
 /// What became of a wait for a batch's map.
@@ -88,28 +136,41 @@ impl MapPool {
     ) -> PyResult<MapPool> {
         let run: Py<PyAny> = py.import("stoker._map")?.getattr("run")?.unbind();
         let (tx, rx) = crossbeam_channel::unbounded::<Job>();
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut pool = MapPool {
-            jobs: Some(tx),
-            handles: Vec::new(),
-            stop: stop.clone(),
+        let pool = MapPool {
+            threads: Arc::new(Threads {
+                stop: Arc::new(AtomicBool::new(false)),
+                jobs: Mutex::new(Some(tx)),
+                handles: Mutex::new(Vec::with_capacity(threads)),
+            }),
             skip,
         };
+        {
+            let mut live = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
+            live.retain(|t| t.strong_count() > 0);
+            live.push(Arc::downgrade(&pool.threads));
+        }
         for id in 0..threads {
-            let (rx, stop) = (rx.clone(), stop.clone());
+            let (rx, stop) = (rx.clone(), pool.threads.stop.clone());
             let (run, func) = (run.clone_ref(py), func.clone_ref(py));
             let h = std::thread::Builder::new()
                 .name(format!("stoker-map-{id}"))
                 .spawn(move || map_thread(&rx, &stop, run, func, seed))
                 .map_err(|e| LoaderError::new_err(format!("cannot start map thread {id}: {e}")))?;
-            pool.handles.push(h);
+            pool.handles().push(h);
         }
         Ok(pool)
     }
 
+    fn handles(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
+        self.threads
+            .handles
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Map threads running.
     pub fn threads(&self) -> usize {
-        self.handles.iter().filter(|h| !h.is_finished()).count()
+        self.handles().iter().filter(|h| !h.is_finished()).count()
     }
 
     /// Hands every sample of `batch` (a loader batch as a dict; `indices` the source
@@ -122,7 +183,11 @@ impl MapPool {
         epoch: u64,
     ) -> PyResult<InFlight> {
         let jobs = self
+            .threads
             .jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let jobs = jobs
             .as_ref()
             .ok_or_else(|| LoaderError::new_err("the map threads were stopped"))?;
         let n = indices.len();
@@ -130,7 +195,7 @@ impl MapPool {
         let abandoned = Arc::new(AtomicBool::new(false));
         let shared: Arc<[usize]> = indices.as_slice().into();
         let next = Arc::new(AtomicUsize::new(0));
-        for _ in 0..self.handles.len().min(n) {
+        for _ in 0..self.handles().len().min(n) {
             let job = Job {
                 batch: batch.clone().unbind(),
                 indices: shared.clone(),
@@ -154,9 +219,9 @@ impl MapPool {
     }
 
     /// Waits for the samples of `job` and collates them. `describe` names a sample
-    /// for errors. A call that raised is a `stoker.LoaderError` naming the sample with
-    /// the Python traceback (its cause the exception itself), or, with `skip`, leaves
-    /// the sample out. An interrupt while waiting is raised at once and leaves `job`
+    /// for errors. A call that raised an `Exception` is a `stoker.LoaderError` naming
+    /// the sample with the Python traceback (its cause the exception itself), or, with
+    /// `skip`, leaves the sample out; any other `BaseException` is raised as it is. An interrupt while waiting is raised at once and leaves `job`
     /// in flight: finish it again to go on waiting.
     pub fn finish(
         &self,
@@ -195,6 +260,9 @@ impl MapPool {
                     kept.push(o);
                     positions.push(pos);
                 }
+                // KeyboardInterrupt, SystemExit: not something wrong with the sample,
+                // so neither skipped nor wrapped, but raised as they are.
+                Some(Err(e)) if !e.is_instance_of::<PyException>(py) => return Err(e),
                 Some(Err(e)) if self.skip => {
                     drop(e);
                     skipped += 1;
@@ -333,13 +401,9 @@ pub fn map_rng<'py>(
 }
 
 impl Drop for MapPool {
-    /// Stops the threads (jobs still queued are dropped unrun) and joins them. Call
-    /// with the GIL released: a thread finishing a call of `fn` needs it.
+    /// Stops and joins the threads. Call with the GIL released: a thread finishing a
+    /// call of `fn` needs it.
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        self.jobs = None;
-        for h in self.handles.drain(..) {
-            let _ = h.join();
-        }
+        self.threads.stop_and_join();
     }
 }

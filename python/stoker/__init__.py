@@ -37,6 +37,7 @@ batch is a dict of what `fn` returns, collated like the built-in fields:
 # numpy first: the native module needs its C API, and without numpy this is a plain
 # ImportError here rather than a panic inside the first batch.
 import numpy as _numpy  # noqa: F401
+import atexit as _atexit
 
 from ._stoker import (
     BatchBuffer,
@@ -52,6 +53,11 @@ from ._stoker import (
     map_rng,
     pack,
 )
+from ._stoker import stop_map_threads as _stop_map_threads
+
+# The map threads of loaders still alive at exit are stopped before the interpreter
+# finalizes: a thread that asks for the GIL after that is ended by Python mid-call.
+_atexit.register(_stop_map_threads)
 
 __all__ = [
     "BatchBuffer",

@@ -92,7 +92,8 @@ def collate(results, positions, batch, whole):
     dict. When no sample was left out (`whole`), a key every sample returned untouched
     is `batch`'s own array, with no copy; otherwise arrays of equal shapes
     stacked; arrays whose first axis differs padded to the longest, with the lengths
-    in `<key>_count` (`box_count`, `keypoint_count` for those fields) as int32; str
+    in `<key>_count` (`box_count`, `keypoint_count` for those fields, which always
+    have their count, as in the loader's batches) as int32; str
     and bytes values as lists. Every sample must return the same keys, dtypes and
     trailing axes; otherwise MapOutputError naming the position (in `positions`, the
     samples' places in the loader's batch) and the key."""
@@ -133,7 +134,9 @@ def collate(results, positions, batch, whole):
                     f"position {pos}: '{key}' has shape {a.shape} and the first sample's "
                     f"{first.shape}: only the first axis may differ (it is padded)"
                 )
-        if all(a.shape == first.shape for a in arrays):
+        # The built-in padded fields keep their count even when every sample has as
+        # many rows, as the loader's own batches do: a loop reads `box_count` always.
+        if key not in _COUNT_NAMES and all(a.shape == first.shape for a in arrays):
             mapped[key] = np.stack(arrays)
             continue
         longest = max(a.shape[0] for a in arrays)

@@ -92,6 +92,33 @@ def test_ragged_outputs_are_padded_with_counts(shapes):
     assert seen == {0, 1, 2, 3}, "the rng draws every length"
 
 
+@pytest.fixture(scope="module")
+def scenes(tmp_path_factory):
+    """12 scenes with boxes and keypoints, made by stoker.gen_scenes."""
+    d = tmp_path_factory.mktemp("map") / "scenes"
+    stoker.gen_scenes(d, 12, width=48, height=40, max_shapes=3, seed=3)
+    return d
+
+
+@pytest.mark.parametrize("batch_size", [1, 4])
+def test_an_identity_map_keeps_the_batch(scenes, batch_size):
+    """The same keys and values as the loader's own batch, counts included, also when
+    the samples of a batch have as many boxes (one sample a batch: always)."""
+    kw = dict(batch_size=batch_size, shuffle=False, mode="sync")
+    plain = list(stoker.Loader(scenes / "train.jsonl", **kw))
+    mapped = list(stoker.Loader(scenes / "train.jsonl", map=lambda s, r: s, **kw))
+    assert len(mapped) == len(plain) > 0
+    for p, m in zip(plain, mapped):
+        assert sorted(m) == sorted(p)
+        assert "box_count" in m and "keypoint_count" in m
+        for key, value in p.items():
+            if isinstance(value, np.ndarray):
+                assert m[key].dtype == value.dtype, key
+                np.testing.assert_array_equal(m[key], value, err_msg=key)
+            else:
+                assert m[key] == value, key
+
+
 def test_ragged_boxes_keep_their_built_in_count_name(shapes):
     def f(sample, rng):
         n = int(sample["label"])
@@ -134,6 +161,25 @@ def test_on_error_skip_leaves_the_sample_out_and_counts_it(shapes):
     got = [l for b in loader.epoch(0) for l in b["label"]]
     assert got == [l for l in plain if l != 1]
     assert loader.metrics()["skipped"] == plain.count(1) > 0
+
+
+@pytest.mark.parametrize("on_error", ["skip", "fail"])
+@pytest.mark.parametrize("exc", [SystemExit, KeyboardInterrupt])
+def test_an_exit_from_the_map_is_raised_as_it_is(shapes, exc, on_error):
+    """Only an Exception is a bad sample; SystemExit or KeyboardInterrupt from fn ends
+    the loop even with on_error="skip", and is not wrapped in a LoaderError."""
+
+    def f(sample, rng):
+        if sample["label"] == 1:
+            raise exc(7)
+        return {"label": sample["label"]}
+
+    loader = stoker.Loader(shapes, batch_size=8, map=f, on_error=on_error, mode="sync")
+    with pytest.raises(exc) as info:
+        for _ in loader:
+            pass
+    assert info.value.args == (7,)
+    assert loader.metrics()["skipped"] == 0
 
 
 def test_a_batch_whose_samples_disagree_is_an_error(shapes):
@@ -299,6 +345,35 @@ def test_ctrl_c_during_a_slow_map_raises_keyboard_interrupt(shapes, mode):
     assert "interrupted" in out, out
     after, before = next(line for line in out if line.startswith("threads")).split()[1:]
     assert int(after) < int(before), "the map thread (and the pipeline's) were joined"
+
+
+EXIT_ALIVE = textwrap.dedent(
+    """
+    import sys
+    import stoker
+    loader = stoker.Loader(sys.argv[1], batch_size=4, workers=1, map=lambda s, r: s)
+    it = iter(loader)
+    next(it)
+    next(it)
+    print("end of script", flush=True)
+    """
+)
+
+
+def test_a_loader_alive_at_exit_lets_python_exit_cleanly(shapes):
+    """A script that ends with a map loader mid-epoch (the next batch in flight on the
+    map threads): its threads are stopped before Python finalizes. A thread that asks
+    for the GIL after that is ended mid-call, and that crashed about one exit in two,
+    so ten exits all but guarantee that a regression shows."""
+    for _ in range(10):
+        out = subprocess.run(
+            [sys.executable, "-c", EXIT_ALIVE, str(shapes)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "end of script"
 
 
 def test_a_batch_whose_wait_was_interrupted_comes_with_the_next_call(shapes):

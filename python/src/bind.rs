@@ -1,11 +1,11 @@
 //! A call's arguments bound to a signature by hand, as pyo3 binds a
-//! `#[pyo3(signature = ...)]` (same order, same TypeErrors word for word), for a
-//! function with more parameters than one Rust function should take: they land in a
-//! struct instead (`loader_args.rs`).
+//! `#[pyo3(signature = ...)]` (same order, the same TypeErrors word for word for a
+//! call that does not fit the signature), for a function with more parameters than
+//! one Rust function should take: they land in a struct instead (`loader_args.rs`). A
+//! value of the wrong type names its argument in the message (pyo3 adds a note).
 
 use pyo3::conversion::FromPyObjectOwned;
 use pyo3::exceptions::PyTypeError;
-use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
@@ -87,8 +87,9 @@ fn quoted_list(names: &[&str]) -> String {
 }
 
 /// The argument in `slot` as a `T`, or `default` when the call left it out. An
-/// argument of the wrong type is the conversion's error with a note naming the
-/// argument, as pyo3 reports it.
+/// argument of the wrong type is the conversion's error, of the same class, with the
+/// argument's name in front of its message (`argument 'mixup': must be real number,
+/// not str`) and the conversion's own error as its cause.
 pub fn arg<'py, T: FromPyObjectOwned<'py>>(
     slot: Option<Bound<'py, PyAny>>,
     name: &str,
@@ -112,11 +113,14 @@ pub fn required<'py, T: FromPyObjectOwned<'py>>(
 fn convert<'py, T: FromPyObjectOwned<'py>>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<T> {
     obj.extract::<T>().map_err(|e| {
         let e: PyErr = e.into();
-        // Python 3.11 and later; before, the message alone (as pyo3 does).
-        let _ = e.value(obj.py()).call_method1(
-            intern!(obj.py(), "add_note"),
-            (format!("while processing '{name}'"),),
+        // pyo3 only adds a note (`while processing 'mixup'`), which `str(e)` and most
+        // loggers leave out: the message alone would not say which of 37 it was.
+        let py = obj.py();
+        let named = PyErr::from_type(
+            e.get_type(py),
+            format!("argument '{name}': {}", e.value(py)),
         );
-        e
+        named.set_cause(py, Some(e));
+        named
     })
 }

@@ -170,7 +170,11 @@ impl PyLoader {
             workers: match (&workers, cpu_budget) {
                 (IntOrAuto::Int(n), budget) => {
                     let n = in_range("workers", n.clone(), min, MAX_WORKERS as i128)? as usize;
-                    if budget.is_some() {
+                    if let Some(b) = budget {
+                        // A budget of the wrong type is that first, whatever workers is.
+                        if let Int::Other(_) = b {
+                            in_range("cpu_budget", b, 1, MAX_WORKERS as i128)?;
+                        }
                         return Err(PyValueError::new_err(
                             "cpu_budget is the budget of workers=\"auto\"; give one or the other",
                         ));

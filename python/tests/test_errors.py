@@ -144,10 +144,36 @@ def test_arguments_bind_by_position_or_keyword_as_the_signature_says(shapes):
         with pytest.raises(TypeError) as e:
             call()
         assert str(e.value) == message
-    # A value of the wrong type: the conversion's error, with a note naming the argument
-    # where Python keeps notes (3.11 and later).
+    # A value of the wrong type: the conversion's error, its message led by the
+    # argument's name, the conversion's own error as its cause.
     with pytest.raises(TypeError) as e:
         stoker.Loader(shapes, transform=5)
-    assert "str" in str(e.value)
-    notes = getattr(e.value, "__notes__", None)
-    assert notes is None or notes == ["while processing 'transform'"]
+    assert str(e.value).startswith("argument 'transform': ") and "str" in str(e.value)
+    assert isinstance(e.value.__cause__, TypeError)
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("batch_size", "8"),
+        ("transform", 224),
+        ("mode", None),
+        ("workers", 1.5),
+        ("shuffle", 1),
+        ("on_error", None),
+        ("cpu_budget", "x"),
+        ("mixup", "0.2"),
+        ("fields", [1]),
+        ("images", 5),
+        ("masks", 5),
+        ("min_box_visibility", None),
+        ("weights", "1,1"),
+        ("stop", 0),
+        ("steps", "3"),
+    ],
+)
+def test_a_value_of_the_wrong_type_names_its_argument(shapes, name, value):
+    # "argument 'mixup': must be real number, not str", or the integers' own
+    # "batch_size must be an int, got str".
+    with pytest.raises(TypeError, match=rf"^(argument '{name}': |{name} must be )"):
+        stoker.Loader(shapes, **{name: value})

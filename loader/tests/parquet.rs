@@ -49,10 +49,19 @@ enum Images {
 
 /// Rows `range` of `src` as a `datasets`-style Parquet file at `out`.
 fn write(src: &dyn Source, range: std::ops::Range<usize>, out: &Path, zstd: bool) {
-    write_as(src, range, out, zstd, Images::Embedded)
+    write_as(src, range, out, zstd, Images::Embedded, &CLASSES)
 }
 
-fn write_as(src: &dyn Source, range: std::ops::Range<usize>, out: &Path, zstd: bool, how: Images) {
+/// Rows `range` of `src` into the Parquet file `out`, images as `how` says, the label's
+/// ClassLabel names `classes` in the schema metadata.
+fn write_as(
+    src: &dyn Source,
+    range: std::ops::Range<usize>,
+    out: &Path,
+    zstd: bool,
+    how: Images,
+    classes: &[&str],
+) {
     let (mut images, mut labels, mut text) = (Vec::new(), Vec::new(), Vec::new());
     let mut buf = Vec::new();
     let mut names = Vec::new();
@@ -84,7 +93,7 @@ fn write_as(src: &dyn Source, range: std::ops::Range<usize>, out: &Path, zstd: b
     };
     let hf = serde_json::json!({"info": {"features": {
         "image": {"_type": "Image"},
-        "label": {"names": CLASSES, "_type": "ClassLabel"},
+        "label": {"names": classes, "_type": "ClassLabel"},
         "text": {"dtype": "string", "_type": "Value"}}}});
     let schema = Schema::new(vec![
         Field::new("image", image.data_type().clone(), true),
@@ -256,6 +265,42 @@ fn bad_parquet_input_is_an_error_naming_the_file() {
         ..OpenOptions::default()
     };
     assert!(err(&data, &o).contains("not images"));
+    // A label column named by the caller must be there: a typo would leave the set
+    // without classes. (The default name may be missing: a set without classes.)
+    let o = OpenOptions {
+        parquet: ParquetColumns {
+            label: Some("lable".into()),
+            ..ParquetColumns::default()
+        },
+        ..OpenOptions::default()
+    };
+    let e = err(&data, &o);
+    assert!(
+        e.contains("train-00000-of-00002.parquet")
+            && e.contains("no label column 'lable'")
+            && e.contains("image, label, text"),
+        "{e}"
+    );
+    // Two files whose ClassLabel names differ: label 0 would mean two classes.
+    let mixed = dir.path().join("mixed");
+    std::fs::create_dir_all(&mixed).unwrap();
+    write(src.as_ref(), 0..10, &mixed.join("a.parquet"), false);
+    let other = ["square", "circle", "triangle"];
+    write_as(
+        src.as_ref(),
+        10..20,
+        &mixed.join("b.parquet"),
+        false,
+        Images::Embedded,
+        &other,
+    );
+    let e = err(&mixed, &OpenOptions::default());
+    assert!(
+        e.contains("b.parquet")
+            && e.contains("class names for 'label' (square, circle, triangle) differ")
+            && e.contains("a.parquet (circle, square, triangle)"),
+        "{e}"
+    );
     // Not Parquet, and a truncated footer.
     let junk = dir.path().join("junk.parquet");
     std::fs::write(&junk, b"this is not parquet at all").unwrap();
@@ -408,7 +453,14 @@ fn images_by_path_are_read_beside_the_file() {
     ] {
         let d = dir.path().join(name);
         std::fs::create_dir_all(&d).unwrap();
-        write_as(src.as_ref(), 0..30, &d.join("train.parquet"), false, how);
+        write_as(
+            src.as_ref(),
+            0..30,
+            &d.join("train.parquet"),
+            false,
+            how,
+            &CLASSES,
+        );
         let pq = source::open(&d, source::Split::Train).unwrap();
         assert_eq!(digests(pq.clone(), cfg(false, Mode::Async)), want, "{name}");
         // A file that is gone: an error of that row, naming the path.
@@ -465,6 +517,7 @@ fn parquet_from_s3_reads_as_locally() {
         &by_path.join("train.parquet"),
         true,
         Images::StructPath,
+        &CLASSES,
     );
     stoker_loader::storage::upload_dir(&root, "s3://hub/repo/", &o, 8).unwrap();
     stoker_loader::storage::upload_dir(&by_path, "s3://hub/bypath/", &o, 8).unwrap();

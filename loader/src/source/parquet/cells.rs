@@ -29,8 +29,11 @@ pub(super) fn int_values(a: &dyn Array) -> Result<Vec<Option<i64>>, String> {
         DataType::UInt64 => a
             .as_primitive::<UInt64Type>()
             .iter()
-            .map(|v| v.map(|x| i64::try_from(x).unwrap_or(i64::MAX)))
-            .collect(),
+            .map(|v| {
+                v.map(|x| i64::try_from(x).map_err(|_| format!("holds {x}, too large a number")))
+                    .transpose()
+            })
+            .collect::<Result<_, _>>()?,
         other => return Err(format!("is {other}, not an integer column")),
     })
 }
@@ -110,4 +113,22 @@ pub(super) fn text_value(col: &ArrayRef, row: usize) -> Option<String> {
         return None;
     }
     string_value(col.as_ref(), row).map(String::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{Int8Array, UInt64Array};
+
+    #[test]
+    fn integers_of_any_width_read_as_i64_and_a_u64_beyond_it_is_named() {
+        let small = Int8Array::from(vec![Some(-3), None, Some(7)]);
+        assert_eq!(int_values(&small).unwrap(), vec![Some(-3), None, Some(7)]);
+        let fits = UInt64Array::from(vec![Some(5), None]);
+        assert_eq!(int_values(&fits).unwrap(), vec![Some(5), None]);
+        // Not clamped to i64::MAX, which would report a label the file does not hold.
+        let big = UInt64Array::from(vec![Some(1), Some((1 << 63) + 5)]);
+        let e = int_values(&big).unwrap_err();
+        assert!(e.contains("9223372036854775813"), "{e}");
+    }
 }

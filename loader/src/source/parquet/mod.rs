@@ -42,6 +42,9 @@ use fields::{ColumnPath, Kind};
 /// hold): a row group of 1,000 photos of 100 kB is 100 MB.
 pub const ROW_GROUP_CACHE_BYTES: usize = 512 << 20;
 
+/// The label column's name by default, which a set without classes may lack.
+const DEFAULT_LABEL: &str = "label";
+
 /// Which columns hold what. The field columns are dotted paths into struct columns
 /// (`objects.bbox`), as the `datasets` library stores a `Sequence` of dicts.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,7 +52,8 @@ pub struct ParquetColumns {
     /// The image column: the `datasets` Image struct `{bytes, path}` or plain binary
     /// (default `image`).
     pub image: String,
-    /// `None`: no class (the column is used when present under its default name).
+    /// `None`: no class. The default name, `label`, is used when the files have such
+    /// a column; any other name must be a column of every file.
     pub label: Option<String>,
     /// The caption column, a string column (default: none).
     pub text: Option<String>,
@@ -69,7 +73,7 @@ impl Default for ParquetColumns {
     fn default() -> Self {
         ParquetColumns {
             image: "image".into(),
-            label: Some("label".into()),
+            label: Some(DEFAULT_LABEL.into()),
             text: None,
             boxes: None,
             box_format: BoxFormat::Xyxy,
@@ -179,6 +183,21 @@ pub fn is_parquet_name(name: &str) -> bool {
     name.to_ascii_lowercase().ends_with(".parquet")
 }
 
+/// A class list in a message: its first names, and how many there are.
+fn preview(names: &[String]) -> String {
+    const SHOWN: usize = 4;
+    let head = names
+        .iter()
+        .take(SHOWN)
+        .map(String::as_str)
+        .collect::<Vec<_>>();
+    if names.len() > SHOWN {
+        format!("{}, ... {} in all", head.join(", "), names.len())
+    } else {
+        head.join(", ")
+    }
+}
+
 /// The class names of `column` in the `huggingface` schema metadata (a ClassLabel).
 fn hf_class_names(hf: Option<&String>, column: &str) -> Option<Vec<String>> {
     let v: serde_json::Value = serde_json::from_str(hf?).ok()?;
@@ -236,7 +255,8 @@ impl ParquetSource {
         let mut rows = Vec::new();
         let mut ranges = Vec::new();
         let mut raw_labels: Vec<Option<i64>> = Vec::new();
-        let mut hf_names = None;
+        // The label's ClassLabel names, and the file they came from.
+        let mut hf_names: Option<(Vec<String>, String)> = None;
         let mut has_label = None::<bool>;
         // Names of the classes of the boxes and tags, from the metadata, and the
         // largest class number in those columns (read at open only without names).
@@ -331,9 +351,30 @@ impl ParquetSource {
                 }
                 _ => has_label = Some(label_col.is_some()),
             }
+            if let (None, Some(l)) = (label_col, columns.label.as_deref()) {
+                // A typo in a name the caller chose would leave the set without classes.
+                if l != DEFAULT_LABEL {
+                    return Err(bad(format!(
+                        "no label column '{l}' (the columns: {})",
+                        names()
+                    )));
+                }
+            }
             if let Some((name, _)) = label_col {
-                if hf_names.is_none() {
-                    hf_names = hf_class_names(schema.metadata().get("huggingface"), name);
+                // Each file's ClassLabel names, which must agree: a file with other
+                // names (or another order) would have its labels read as the wrong classes.
+                let mine = hf_class_names(schema.metadata().get("huggingface"), name);
+                match (&hf_names, mine) {
+                    (None, Some(n)) => hf_names = Some((n, file.name())),
+                    (Some((first, from)), Some(n)) if *first != n => {
+                        return Err(bad(format!(
+                            "its class names for '{name}' ({}) differ from those of {from} \
+                             ({}): the files' labels would mean other classes",
+                            preview(&n),
+                            preview(first)
+                        )));
+                    }
+                    _ => {}
                 }
             }
             let md = meta.metadata().clone();
@@ -385,7 +426,7 @@ impl ParquetSource {
         // Labels: the class list, then each row's (a null or negative label names the
         // row).
         let mut labels = Vec::with_capacity(raw_labels.len());
-        let mut classes = hf_names.unwrap_or_default();
+        let mut classes = hf_names.map(|(n, _)| n).unwrap_or_default();
         if has_label == Some(true) {
             let mut max = 0i64;
             for (i, l) in raw_labels.iter().enumerate() {

@@ -69,6 +69,10 @@ def test_a_missing_column_names_the_file_and_the_columns(shapes, tmp_path):
     write_hf(shapes, tmp_path / "data")
     with pytest.raises(stoker.LoaderError, match=r"train-00000-of-00002\.parquet.*no image column 'img'"):
         stoker.Loader(tmp_path / "data", image_column="img")
+    # A label column named by the caller too (a typo would leave the set classless);
+    # the default name may be missing, for a set without classes.
+    with pytest.raises(stoker.LoaderError, match=r"no label column 'fine_lable' \(the columns: image, label, text\)"):
+        stoker.Loader(tmp_path / "data", label_column="fine_lable")
 
 
 def hub_repo(folder, root):

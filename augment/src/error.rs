@@ -110,7 +110,13 @@ pub enum AugmentError {
         #[source]
         source: Option<Cause>,
     },
-    #[error("output buffer holds {got} bytes but the image is {width}x{height}x{channels}")]
+    // In a loader, the buffer is a batch's slot, sized by the first image read: this
+    // image is another size, which only a transform ending in a fixed size prevents.
+    #[error(
+        "the image is {width}x{height}x{channels} after the transforms, but its place in \
+         the output holds {got} bytes: images of different sizes need a transform that \
+         ends in a fixed size (resize:, center:, rrc:)"
+    )]
     /// The output buffer's length is not that of the pipeline's output image.
     OutputSize {
         /// Width of the output image, in pixels.

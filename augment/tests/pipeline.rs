@@ -68,6 +68,11 @@ fn wrong_output_length_is_an_error() {
             got: 193
         }
     ));
+    let msg = e.to_string();
+    assert!(
+        msg.contains("8x8x3 after the transforms") && msg.contains("holds 193 bytes"),
+        "{msg}"
+    );
     let jpg = rgb_jpeg(10, 10);
     let e = p
         .run_encoded(

@@ -394,6 +394,29 @@ fn batches_carry_every_field_with_its_shape() {
     );
 }
 
+#[test]
+fn a_manifest_with_a_byte_order_mark_and_only_empty_boxes_keeps_its_boxes_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("img")).unwrap();
+    std::fs::create_dir_all(d.join("masks")).unwrap();
+    let mut text = String::from("\u{feff}");
+    for i in 0..4 {
+        write_sample(d, i);
+        let line = json!({"image": format!("img/{i}.png"), "boxes": [], "box_labels": []});
+        text.push_str(&format!("{line}\n"));
+    }
+    let path = d.join("empty.jsonl");
+    std::fs::write(&path, text).unwrap();
+    let src = open(&path);
+    // Every image without an object is still a detection set: batches of zero boxes,
+    // not plain (image, label) pairs.
+    assert!(src.fields().contains(Field::Boxes), "{:?}", src.fields());
+    let b = &all_batches(src, config(Mode::Sync, 1, ""))[0];
+    let f = b.fields.as_ref().expect("a batch with fields");
+    assert_eq!(f.boxes.count, [0, 0, 0, 0]);
+}
+
 /// One bad line among good ones: `fail` names the manifest line and the problem,
 /// `skip` leaves that sample out and counts it.
 fn bad_line(dir: &Path, line: serde_json::Value, want: &str) {

@@ -97,6 +97,9 @@ struct Raw {
     box_labels: Vec<ClassRef>,
     ann: Annotation,
     mask: Option<String>,
+    /// The list fields the line has a key for, empty or not: a set whose every image
+    /// has `"boxes": []` still has the boxes field (batches with zero boxes).
+    listed: Fields,
 }
 
 fn numbers<const N: usize>(v: &Value, what: &str) -> Result<[f32; N], String> {
@@ -180,7 +183,17 @@ fn parse_fields(
         box_labels: Vec::new(),
         ann: Annotation::default(),
         mask: None,
+        listed: Fields::default(),
     };
+    for (key, field) in [
+        ("labels", Field::Labels),
+        ("boxes", Field::Boxes),
+        ("keypoints", Field::Keypoints),
+    ] {
+        if obj.contains_key(key) {
+            raw.listed = raw.listed.with(field);
+        }
+    }
     if let Some(l) = obj.get("labels") {
         let arr = l
             .as_array()
@@ -390,6 +403,8 @@ impl Manifest {
         let bad = |reason: String| SourceError::format(location, reason);
         let text = std::str::from_utf8(&bytes)
             .map_err(|e| bad(format!("not UTF-8 text: {e}")).caused_by(e))?;
+        // Windows tools start UTF-8 text with a byte-order mark, which JSON does not allow.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let base = Base::open(&Base::parent_of(location), options)?;
         let mut header_classes = None;
         let mut keypoint_names = None;
@@ -442,14 +457,11 @@ impl Manifest {
             let a = &r.ann;
             let present = [
                 (Field::Class, r.label.is_some()),
-                (Field::Labels, !r.labels.is_empty()),
+                (Field::Labels, r.listed.contains(Field::Labels)),
                 (Field::Text, a.text.is_some()),
-                (
-                    Field::Boxes,
-                    !a.boxes.is_empty() || !r.box_labels.is_empty(),
-                ),
+                (Field::Boxes, r.listed.contains(Field::Boxes)),
                 (Field::Mask, r.mask.is_some()),
-                (Field::Keypoints, !a.keypoints.is_empty()),
+                (Field::Keypoints, r.listed.contains(Field::Keypoints)),
                 (Field::Raw, a.raw.is_some()),
             ];
             for (f, has) in present {

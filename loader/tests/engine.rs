@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use engine_support::RawSource;
 use stoker_augment::Pipeline;
-use stoker_loader::{Digest, Loader, LoaderConfig, LoaderError, Mode, OnError, Source};
+use stoker_loader::{
+    Cursor, Digest, Loader, LoaderConfig, LoaderError, Mode, Next, OnError, Source,
+};
 
 fn config(mode: Mode, workers: usize, spec: &str) -> LoaderConfig {
     LoaderConfig {
@@ -458,6 +460,54 @@ fn the_last_epoch_is_delivered_whole_and_nothing_runs_after_it() {
         let reads = raw.reads.swap(0, std::sync::atomic::Ordering::Relaxed);
         assert_eq!(reads, 401);
     }
+}
+
+/// The digests of the rest of `cursor`'s epoch, each batch awaited at most a minute:
+/// a pipeline that stops short fails the test instead of hanging it.
+fn rest_within_a_minute(loader: &mut Loader, cursor: &mut Cursor) -> Vec<String> {
+    let mut out = Vec::new();
+    loop {
+        match loader.next_batch_within(cursor, Some(Duration::from_secs(60))) {
+            Next::Batch(b) => {
+                let mut d = Digest::new();
+                d.update(&b.expect("batch"));
+                out.push(d.hex());
+            }
+            Next::End => return out,
+            Next::TimedOut => panic!(
+                "batch {} of epoch {} did not come within a minute",
+                cursor.position(),
+                cursor.epoch()
+            ),
+        }
+    }
+}
+
+#[test]
+fn epoch_u64_max_is_read_whole_in_async_mode_as_in_sync() {
+    let raw = Arc::new(RawSource::new(20, 4));
+    let src: Arc<dyn Source> = raw.clone();
+    let mut sync = Loader::new(src.clone(), config(Mode::Sync, 0, "flip")).expect("loader");
+    let mut c = sync.start_epoch(u64::MAX);
+    let want = rest_within_a_minute(&mut sync, &mut c);
+    assert_eq!(want.len(), 3);
+    let state = sync.state_at(u64::MAX, 1);
+
+    raw.reads.store(0, std::sync::atomic::Ordering::Relaxed);
+    let mut loader = Loader::new(src.clone(), config(Mode::Async, 2, "flip")).expect("loader");
+    let mut c = loader.start_epoch(u64::MAX);
+    assert_eq!(rest_within_a_minute(&mut loader, &mut c), want);
+    // No epoch follows it, so the read stage stopped at its end: the one read more
+    // than its 20 is the loader's look at sample 0 for the image size.
+    assert_eq!(raw.reads.load(std::sync::atomic::Ordering::Relaxed), 21);
+    // Another epoch starts a pipeline again.
+    let mut c = loader.start_epoch(0);
+    assert_eq!(rest_within_a_minute(&mut loader, &mut c).len(), 3);
+
+    // A state in that epoch resumes the rest of it.
+    let mut resumed = Loader::new(src, config(Mode::Async, 2, "flip")).expect("loader");
+    let mut c = resumed.resume_cursor(&state).expect("resume");
+    assert_eq!(rest_within_a_minute(&mut resumed, &mut c), want[1..]);
 }
 
 /// Which batches a [`GatedSource`] may read, and how many of its reads wait now.

@@ -5,6 +5,7 @@
 use crate::engine_support;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use engine_support::RawSource;
 use stoker_augment::Pipeline;
@@ -239,6 +240,49 @@ fn mid_epoch_resume_is_exact_under_every_stop_rule() {
             resumes_exactly(src, cfg(mode, 2), 2, 5);
         }
     }
+}
+
+/// `f`'s result, run on a thread of its own that may take at most a minute: a bound
+/// on a hang, not a measurement.
+fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("no result within a minute (or the thread panicked)")
+}
+
+#[test]
+fn a_never_state_in_epoch_u64_max_resumes_to_its_end_in_every_mode() {
+    let parts = [raw(50, 0), raw(30, 1)];
+    let src = mixture(&parts, &[0.6, 0.4], Stop::Never, Some(4));
+    let l = Loader::new(src.clone(), cfg(Mode::Sync, 1)).unwrap();
+    // The state says where its epoch starts (`base`, `end`), so no epoch before it
+    // need be drawn, and none follows it.
+    let state = LoaderState {
+        epoch: u64::MAX,
+        ..l.state_at(0, 1)
+    };
+    let rest = |mode| {
+        let (src, state) = (src.clone(), state.clone());
+        within_a_minute(move || {
+            let mut l = Loader::new(src, cfg(mode, 2)).unwrap();
+            let out: Vec<String> = l
+                .resume(&state)
+                .unwrap()
+                .map(|b| {
+                    let mut d = Digest::new();
+                    d.update(&b.unwrap());
+                    d.hex()
+                })
+                .collect();
+            out
+        })
+    };
+    let sync = rest(Mode::Sync);
+    assert_eq!(sync.len(), 3);
+    assert_eq!(rest(Mode::Async), sync);
 }
 
 #[test]

@@ -195,7 +195,9 @@ pub(crate) struct Running {
     workers: Option<Workers>,
     tuner: tune::Tuner,
     prefetch: usize,
-    next_expected: (u64, usize),
+    /// The (epoch, batch) delivered next; `None` once epoch `u64::MAX`, after which
+    /// there is no epoch, was delivered whole.
+    next_expected: Option<(u64, usize)>,
     /// When the wait for the next batch began, if it was cut short by a deadline.
     wait_started: Option<Instant>,
     /// Batches ready in the queue when the consumer asked for the current one.
@@ -273,7 +275,7 @@ impl Running {
             workers: Some(workers),
             tuner: tune::Tuner::new(&shared.counters),
             prefetch: cfg.prefetch,
-            next_expected: (epoch, step),
+            next_expected: Some((epoch, step)),
             wait_started: None,
             queued_at_ask: 0,
             shared,
@@ -287,8 +289,8 @@ impl Running {
         }
     }
 
-    /// The (epoch, batch) this pipeline will deliver next.
-    pub fn next_expected(&self) -> (u64, usize) {
+    /// The (epoch, batch) this pipeline will deliver next, if any.
+    pub fn next_expected(&self) -> Option<(u64, usize)> {
         self.next_expected
     }
 
@@ -363,9 +365,9 @@ impl Running {
             ))));
         }
         self.next_expected = if step + 1 < epoch_len {
-            (epoch, step + 1)
+            Some((epoch, step + 1))
         } else {
-            (epoch + 1, 0)
+            epoch.checked_add(1).map(|e| (e, 0))
         };
         if let Some(auto) = self.shared.auto.clone() {
             let wait = t0.elapsed();
@@ -474,10 +476,7 @@ impl ReadStage {
         let pool = self.pool.clone();
         loop {
             if self.last_epoch.is_some_and(|last| epoch > last) {
-                // Returning drops the runtime, which would cancel reads still in
-                // flight: wait until every permit (one per read) is back.
-                let all = u32::try_from(granted).unwrap_or(u32::MAX);
-                let _ = self.wait(sem.acquire_many(all)).await;
+                self.finish_reads(&sem, granted).await;
                 return;
             }
             let plan = self.shared.plan(epoch);
@@ -557,9 +556,23 @@ impl ReadStage {
                 seq += 1;
                 step += 1;
             }
-            epoch += 1;
+            // Epochs are numbered up to u64::MAX: after that one there is none to
+            // prepare, and the consumer gets every batch of it.
+            let Some(next) = epoch.checked_add(1) else {
+                self.finish_reads(&sem, granted).await;
+                return;
+            };
+            epoch = next;
             step = 0;
         }
+    }
+
+    /// Waits until the reads in flight have handed on their samples (each holds one of
+    /// the `granted` permits), or shutdown: returning drops the runtime, which would
+    /// cancel them and leave their batches unfinished.
+    async fn finish_reads(&mut self, sem: &tokio::sync::Semaphore, granted: usize) {
+        let all = u32::try_from(granted).unwrap_or(u32::MAX);
+        let _ = self.wait(sem.acquire_many(all)).await;
     }
 
     /// Hands on position `pos` of a batch that failed already, unread (so that the

@@ -137,7 +137,7 @@ impl Loader {
         if self.config.mode != Mode::Async {
             return Ok(());
         }
-        if matches!(&self.running, Some(r) if r.next_expected() == (epoch, step)) {
+        if matches!(&self.running, Some(r) if r.next_expected() == Some((epoch, step))) {
             return Ok(());
         }
         // Stop the old pipeline first so its threads do not compete.

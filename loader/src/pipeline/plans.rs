@@ -121,6 +121,17 @@ impl Shared {
         pos
     }
 
+    /// Whether `own_plan(epoch)` of `mix` draws one epoch at most: every epoch
+    /// starts afresh, or the `never` epoch's start is known.
+    fn mix_start_known(&self, mix: &Mixture, epoch: u64) -> bool {
+        mix.spec().stop != Stop::Never
+            || epoch == 0
+            || lock(&self.plans.mix_starts).contains_key(&epoch)
+            || lock(&self.plans.last_mix)
+                .as_ref()
+                .is_some_and(|p| p.epoch == epoch)
+    }
+
     /// This rank's plan of `mix` from `base`: until the stop rule ends the epoch, or
     /// (under `never`) until `end`, rounded up to whole samples per rank.
     fn mix_plan(&self, mix: &Mixture, epoch: u64, base: MixPos, end: Option<u64>) -> Plan {
@@ -146,8 +157,9 @@ impl Shared {
                 None => break,
             }
         }
-        if end.is_some() {
-            lock(&self.plans.mix_starts).insert(epoch + 1, pos.clone());
+        // Under `never` the next epoch starts here; none follows epoch u64::MAX.
+        if let (Some(_), Some(next)) = (end, epoch.checked_add(1)) {
+            lock(&self.plans.mix_starts).insert(next, pos.clone());
         }
         let drawn = order.len();
         let mine = deal(order, self.sampler.rank, world, self.sampler.shard_policy);
@@ -301,10 +313,17 @@ impl Shared {
                     return refuse("the state's mixture position has another source count".into());
                 }
                 if same_layout && ms.weights == mix.spec().weights {
-                    let own = self.own_plan(state.epoch);
-                    match &own.meta {
-                        PlanMeta::Mix { base, end, .. } if *base == ms.base && *end == ms.end => {
-                            return self.checked(own, state.next_batch, false);
+                    // The epoch's own plan, if its start is known: a `never` epoch
+                    // otherwise starts where every epoch before it ended, and a state
+                    // far ahead (up to epoch u64::MAX) would draw them all first.
+                    let own = self
+                        .mix_start_known(mix, state.epoch)
+                        .then(|| self.own_plan(state.epoch));
+                    match own.as_ref().map(|p| (p, &p.meta)) {
+                        Some((own, PlanMeta::Mix { base, end, .. }))
+                            if *base == ms.base && *end == ms.end =>
+                        {
+                            return self.checked(own.clone(), state.next_batch, false);
                         }
                         // The plan the state counts in, rebuilt: the same batches.
                         _ => (

@@ -1,0 +1,51 @@
+"""The ends of the documented ranges: epoch 2**64-1."""
+
+import subprocess
+import sys
+import textwrap
+
+# Prints a digest per batch of epoch 2**64-1 (whole, then resumed after its first
+# batch): in a child, so that a hang fails the test instead of stopping the suite.
+LAST_EPOCH = textwrap.dedent(
+    """
+    import sys, stoker
+    def digests(batches):
+        out = []
+        for images, labels in batches:
+            d = stoker.Digest()
+            d.update(images, labels)
+            out.append(d.hexdigest())
+        return out
+    data, mode = sys.argv[1], sys.argv[2]
+    make = lambda: stoker.Loader(data, batch_size=8, mode=mode, seed=5, transform="flip")
+    loader = make()
+    state = {**loader.state_dict(), "epoch": 2**64 - 1, "next_batch": 1}
+    whole = digests(loader.epoch(2**64 - 1))
+    resumed = make()
+    resumed.load_state_dict(state)
+    print(" ".join(whole), flush=True)
+    print(" ".join(digests(resumed.epoch(2**64 - 1))), flush=True)
+    """
+)
+
+
+def last_epoch(shapes, mode):
+    out = subprocess.run(
+        [sys.executable, "-c", LAST_EPOCH, str(shapes), mode],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    whole, resumed = (line.split() for line in out.stdout.splitlines())
+    return whole, resumed
+
+
+def test_the_last_epoch_is_read_whole_in_async_mode_as_in_sync(shapes):
+    """Async mode read epoch 2**64-1 and then hung: its read stage overflowed going on
+    to the next epoch, of which there is none."""
+    whole, resumed = last_epoch(shapes, "sync")
+    assert len(whole) == 8  # 60 samples in batches of 8
+    assert resumed == whole[1:]
+    assert last_epoch(shapes, "async") == (whole, resumed)
+

@@ -286,6 +286,68 @@ fn a_never_state_in_epoch_u64_max_resumes_to_its_end_in_every_mode() {
 }
 
 #[test]
+fn never_steps_past_what_a_plan_can_count_or_hold_are_refused_naming_steps() {
+    let parts = [raw(50, 0), raw(30, 1)];
+    let refused = |steps: usize, batch_size: usize, world: usize| {
+        let c = LoaderConfig {
+            batch_size,
+            world,
+            ..cfg(Mode::Sync, 1)
+        };
+        let src = mixture(&parts, &[0.6, 0.4], Stop::Never, Some(steps));
+        match Loader::new(src, c) {
+            Err(LoaderError::Config(m)) => m,
+            Err(e) => panic!("{steps} steps: another error: {e}"),
+            Ok(_) => panic!("{steps} steps of {batch_size} on {world} ranks were accepted"),
+        }
+    };
+    // 2^62 x 4 and 2^61 x 2 x 4 ranks: 2^64 draws, past the 64-bit draw counter.
+    let m = refused(1 << 62, 4, 1);
+    assert!(
+        m.starts_with("steps: 4611686018427387904 batches of 4 on each of 1 ranks")
+            && m.contains("more than 2^64 draws"),
+        "{m}"
+    );
+    let m = refused(1 << 61, 2, 4);
+    assert!(
+        m.contains("on each of 4 ranks") && m.contains("2^64 draws"),
+        "{m}"
+    );
+    // 2^63 draws can be counted, but their indices alone are 2^66 bytes.
+    let m = refused(1 << 61, 4, 1);
+    assert!(
+        m.contains("9223372036854775808 draws") && m.contains("more than 2^64 bytes"),
+        "{m}"
+    );
+}
+
+#[test]
+fn the_draws_end_at_the_last_counter_value() {
+    // A never epoch ending at counter 2^64 - 1, from 2^64 - 4: three draws, which two
+    // ranks would round up to four (a fourth would take the counter past 2^64 - 1).
+    let parts = [raw(50, 0), raw(30, 1)];
+    let src = mixture(&parts, &[0.6, 0.4], Stop::Never, Some(4));
+    let c = LoaderConfig {
+        world: 2,
+        ..cfg(Mode::Sync, 1)
+    };
+    let mut l = Loader::new(src, c).unwrap();
+    let mut state = l.state_at(0, 0);
+    let ms = state.mixture.as_mut().unwrap();
+    ms.base.counter = u64::MAX - 3;
+    ms.at.counter = u64::MAX - 3;
+    ms.end = Some(u64::MAX);
+    let sizes: Vec<usize> = l
+        .resume(&state)
+        .unwrap()
+        .map(|b| b.unwrap().len())
+        .collect();
+    // Rank 0's share of the three: the first and the third (rank 1 takes the second
+    // and, as padding, the first again).
+    assert_eq!(sizes, [2]);
+}
+
+#[test]
 fn changed_weights_apply_from_the_resume_point() {
     let parts = [raw(50, 0), raw(30, 1)];
     let src = mixture(&parts, &[0.5, 0.5], Stop::AllExhausted, None);

@@ -1,8 +1,12 @@
-"""The ends of the documented ranges: epoch 2**64-1."""
+"""The ends of the documented ranges: epoch 2**64-1, and steps= whose draws overflow."""
 
 import subprocess
 import sys
 import textwrap
+
+import pytest
+
+import stoker
 
 # Prints a digest per batch of epoch 2**64-1 (whole, then resumed after its first
 # batch): in a child, so that a hang fails the test instead of stopping the suite.
@@ -49,3 +53,13 @@ def test_the_last_epoch_is_read_whole_in_async_mode_as_in_sync(shapes):
     assert resumed == whole[1:]
     assert last_epoch(shapes, "async") == (whole, resumed)
 
+
+
+@pytest.mark.parametrize("steps", [2**62, 2**63 - 1, 5 * 10**18])
+def test_steps_past_the_draw_counter_are_a_value_error_naming_steps(shapes, many, steps):
+    """A never epoch is steps x batch_size x world_size draws, counted in 64 bits: past
+    2**64 the constructor raised a PanicException (an overflow)."""
+    with pytest.raises(ValueError, match=f"steps: {steps} batches of 4 on each of 1 ranks"):
+        stoker.Loader(
+            [shapes, many], batch_size=4, stop="never", steps=steps, rank=0, world_size=1
+        )

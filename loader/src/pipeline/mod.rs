@@ -106,6 +106,9 @@ impl Loader {
         if source.is_empty() {
             return Err(LoaderError::Config("the data set has no samples".into()));
         }
+        if let Some(mix) = source.mixture() {
+            plans::check_never_steps(mix, cfg.batch_size, cfg.world)?;
+        }
         // A mixture's epochs are as long as its stop rule makes them (checked below).
         let per_rank = match source.mixture() {
             Some(_) => cfg.batch_size,

@@ -30,6 +30,57 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Global draws in one `never` epoch of `steps` batches of `batch_size` on each of
+/// `world` ranks; `None` past 2^64.
+fn never_draws(steps: usize, batch_size: usize, world: usize) -> Option<u64> {
+    let n = |v: usize| u64::try_from(v).ok();
+    n(steps)?
+        .checked_mul(n(batch_size)?)?
+        .checked_mul(n(world.max(1))?)
+}
+
+/// Why a plan of `draws` mixture draws cannot be made, if it cannot. The plan holds
+/// each draw's index (8 bytes) at least while it deals them to the ranks; more than
+/// the memory the process may use would end the process on a failed allocation.
+fn draws_refused(draws: u64) -> Option<String> {
+    let index = std::mem::size_of::<usize>() as u64;
+    let memory = crate::system::physical_memory().map_or(u64::MAX, |m| m as u64);
+    match draws.checked_mul(index) {
+        Some(bytes) if bytes <= memory => None,
+        Some(bytes) => Some(format!(
+            "{draws} draws, whose plan needs at least {bytes} bytes, more than the {memory} \
+             this process may use"
+        )),
+        None => Some(format!(
+            "{draws} draws, whose plan needs more than 2^64 bytes"
+        )),
+    }
+}
+
+/// Refuses a `never` mixture whose epoch of `steps` batches of `batch_size` on each
+/// of `world` ranks cannot be counted in the 64-bit draw counter or planned in memory.
+pub(crate) fn check_never_steps(
+    mix: &Mixture,
+    batch_size: usize,
+    world: usize,
+) -> Result<(), LoaderError> {
+    let spec = mix.spec();
+    let Some(steps) = spec.steps.filter(|_| spec.stop == Stop::Never) else {
+        return Ok(());
+    };
+    let why = match never_draws(steps, batch_size, world) {
+        None => "more than 2^64 draws".to_string(),
+        Some(draws) => match draws_refused(draws) {
+            None => return Ok(()),
+            Some(why) => why,
+        },
+    };
+    Err(LoaderError::Config(format!(
+        "steps: {steps} batches of {batch_size} on each of {world} ranks make an epoch of \
+         {why} (lower steps)"
+    )))
+}
+
 impl Shared {
     /// The plan of `epoch` on this rank.
     pub fn plan(&self, epoch: u64) -> Arc<Plan> {
@@ -86,11 +137,14 @@ impl Shared {
 
     /// Global draws in one `never` epoch on this layout: `steps` batches per rank.
     fn never_len(&self, mix: &Mixture) -> u64 {
-        (mix.spec().steps.unwrap_or(1) * self.batch_size * self.sampler.world.max(1)) as u64
+        let steps = mix.spec().steps.unwrap_or(1);
+        // Loader::new refused a count past 2^64 (check_never_steps).
+        never_draws(steps, self.batch_size, self.sampler.world).unwrap_or(u64::MAX)
     }
 
     fn mix_epoch_end(&self, mix: &Mixture, base: &MixPos) -> Option<u64> {
-        (mix.spec().stop == Stop::Never).then(|| base.counter + self.never_len(mix))
+        // The draws end at counter 2^64 - 1 in any case (Generator::next).
+        (mix.spec().stop == Stop::Never).then(|| base.counter.saturating_add(self.never_len(mix)))
     }
 
     /// Where `epoch` of `mix` starts: afresh under the exhausted rules; under `never`
@@ -140,7 +194,10 @@ impl Shared {
         let weights = mix.spec().weights.clone();
         let key_epoch = if end.is_some() { 0 } else { epoch };
         let mut g = Generator::new(mix, &self.sampler, &weights, key_epoch);
-        let limit = end.map(|e| (e.saturating_sub(base.counter) as usize).div_ceil(world) * world);
+        let limit = end.map(|e| {
+            let draws = usize::try_from(e.saturating_sub(base.counter)).unwrap_or(usize::MAX);
+            draws.div_ceil(world).saturating_mul(world)
+        });
         let mut pos = base.clone();
         let mut order = Vec::new();
         // Where the mixture stands every bw draws (once every rank took one batch).

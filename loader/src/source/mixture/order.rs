@@ -122,8 +122,10 @@ impl<'a> Generator<'a> {
         if stop == Stop::FirstExhausted && pos.parts.iter().any(|p| p.out) {
             return None;
         }
+        // The sequence has 2^64 positions; the draws end at the last.
+        let after = pos.counter.checked_add(1)?;
         let k = pick(self.key, pos.counter, self.weights, pos)?;
-        pos.counter += 1;
+        pos.counter = after;
         let len = self.mix.part_len(k);
         let p = &mut pos.parts[k];
         let order = match &self.orders[k] {

@@ -47,16 +47,44 @@ pub struct MapPool {
 /// What stops a pool's threads: shared with [`LIVE`], so that the interpreter's exit
 /// can stop them while their loader is still alive.
 struct Threads {
+    /// The process that started the threads: a forked child has this memory but not
+    /// the threads (fork copies only the calling thread).
+    pid: u32,
     stop: Arc<AtomicBool>,
     jobs: Mutex<Option<Sender<Job>>>,
     handles: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Threads {
+    /// An error unless the threads run in this process.
+    fn check_process(&self) -> PyResult<()> {
+        if std::process::id() != self.pid {
+            return Err(LoaderError::new_err(
+                "this loader's map threads stayed in the process it was forked from: make \
+                 the map loader in this process",
+            ));
+        }
+        Ok(())
+    }
+
     /// Stops the threads (jobs still queued are dropped unrun) and joins them; once.
     /// Call with the GIL released: a thread finishing a call of `fn` needs it.
     fn stop_and_join(&self) {
         self.stop.store(true, Ordering::SeqCst);
+        if self.check_process().is_err() {
+            // Joining would wait for threads this process does not have, and the
+            // channel's other ends live in their stacks: leak all of it (memory only).
+            std::mem::forget(
+                self.jobs
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take(),
+            );
+            std::mem::forget(std::mem::take(
+                &mut *self.handles.lock().unwrap_or_else(PoisonError::into_inner),
+            ));
+            return;
+        }
         drop(
             self.jobs
                 .lock()
@@ -138,6 +166,7 @@ impl MapPool {
         let (tx, rx) = crossbeam_channel::unbounded::<Job>();
         let pool = MapPool {
             threads: Arc::new(Threads {
+                pid: std::process::id(),
                 stop: Arc::new(AtomicBool::new(false)),
                 jobs: Mutex::new(Some(tx)),
                 handles: Mutex::new(Vec::with_capacity(threads)),
@@ -182,6 +211,7 @@ impl MapPool {
         indices: Vec<usize>,
         epoch: u64,
     ) -> PyResult<InFlight> {
+        self.threads.check_process()?;
         let jobs = self
             .threads
             .jobs
@@ -229,6 +259,8 @@ impl MapPool {
         job: &mut InFlight,
         describe: &dyn Fn(usize) -> String,
     ) -> PyResult<MapOutcome> {
+        // In a forked child no thread would ever answer: an error, not a wait for ever.
+        self.threads.check_process()?;
         let n = job.indices.len();
         while job.got < n {
             let replies = &job.replies;

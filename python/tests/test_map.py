@@ -376,6 +376,43 @@ def test_a_loader_alive_at_exit_lets_python_exit_cleanly(shapes):
         assert out.stdout.strip() == "end of script"
 
 
+FORKED = textwrap.dedent(
+    """
+    import os
+    import sys
+    import stoker
+    loader = stoker.Loader(sys.argv[1], batch_size=4, workers=1, map=lambda s, r: s)
+    it = iter(loader)
+    next(it)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            for _ in it:
+                pass
+            print("child: every batch", flush=True)
+        except stoker.LoaderError as e:
+            print("child: error", "forked from" in str(e), flush=True)
+        sys.exit(0)  # through atexit, which must not wait for the parent's threads
+    _, status = os.waitpid(pid, 0)
+    print("parent:", os.waitstatus_to_exitcode(status), sum(1 for _ in it), flush=True)
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="SKIPPED: no os.fork here")
+def test_a_forked_child_gets_an_error_not_a_wait_for_the_parents_map_threads(shapes):
+    """The map threads stay in the parent: in the child the loader says so (a wait for
+    their results would never end), and the child's exit does not join them."""
+    out = subprocess.run(
+        [sys.executable, "-c", FORKED, str(shapes)], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "child: error True" in lines, out.stdout
+    # 60 samples in batches of 4, one taken before the fork: the parent goes on.
+    assert "parent: 0 14" in lines, out.stdout
+
+
 def test_a_batch_whose_wait_was_interrupted_comes_with_the_next_call(shapes):
     """The batch a KeyboardInterrupt cut short is not lost: the next call returns it."""
     calls = []

@@ -10,9 +10,10 @@ use std::sync::Arc;
 
 use engine_support::RawSource;
 use proptest::prelude::*;
+use stoker_loader::elastic::Elastic;
 use stoker_loader::{
-    Loader, LoaderConfig, LoaderState, Mixture, MixtureSpec, Mode, RecordKind, Source, SourceError,
-    Stop,
+    Loader, LoaderConfig, LoaderError, LoaderState, Mixture, MixtureSpec, Mode, RecordKind, Source,
+    SourceError, Stop,
 };
 
 /// A raw source stored in shards of the given sizes.
@@ -251,6 +252,79 @@ fn a_layout_resumed_unchanged_after_no_batches_repeats_only_its_own_deal() {
     assert_eq!(got[1], own, "the epoch's own deal, not an elastic one");
     let all = epoch_samples(&src, 3, plan[0]);
     exactly_once(first_layout_joined(got, &plan), &all, 1).unwrap();
+}
+
+/// The message of the resume error `state` gets from `loader`.
+fn refused(loader: &mut Loader, state: &LoaderState) -> String {
+    match loader.resume_cursor(state) {
+        Err(LoaderError::Resume(m)) => m,
+        Err(e) => panic!("another error: {e}"),
+        Ok(_) => panic!("accepted: {state:?}"),
+    }
+}
+
+#[test]
+fn a_state_of_a_layout_no_loader_has_is_refused_naming_the_field() {
+    let mut l = Loader::new(plain(40), cfg(0, 1, 4)).unwrap();
+    let good = l.state_at(0, 2);
+    let taken_over = Elastic {
+        world: 1 << 40,
+        batch_size: 4,
+        batches: 1,
+        offset: 0,
+    };
+    for (state, says) in [
+        // Resuming it elsewhere made an order per rank: 2^40 of them aborted the
+        // process on allocation.
+        (
+            LoaderState {
+                world: 1 << 40,
+                ..good.clone()
+            },
+            "the state's world is 1099511627776, out of range (a loader has 1 to 1048576)",
+        ),
+        (
+            LoaderState {
+                world: 0,
+                ..good.clone()
+            },
+            "the state's world is 0, out of range",
+        ),
+        // Loaded silently before.
+        (
+            LoaderState {
+                rank: 5,
+                ..good.clone()
+            },
+            "the state's rank is 5, out of range for its world of 1 ranks",
+        ),
+        (
+            LoaderState {
+                batch_size: 0,
+                ..good.clone()
+            },
+            "the state's batch_size is 0, out of range (a loader has 1 to 1048576)",
+        ),
+        (
+            LoaderState {
+                batch_size: 1 << 21,
+                ..good.clone()
+            },
+            "the state's batch_size is 2097152, out of range",
+        ),
+        (
+            LoaderState {
+                world: 2,
+                elastic: Some(taken_over),
+                ..good.clone()
+            },
+            "the state's elastic world is 1099511627776, out of range",
+        ),
+    ] {
+        let m = refused(&mut l, &state);
+        assert!(m.contains(says), "{m}");
+    }
+    assert!(l.resume_cursor(&good).is_ok());
 }
 
 proptest! {

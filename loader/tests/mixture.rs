@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use engine_support::RawSource;
 use stoker_augment::Pipeline;
+use stoker_loader::state::MixtureState;
 use stoker_loader::{
     Digest, Loader, LoaderConfig, LoaderError, LoaderState, Mixture, MixtureSpec, Mode, Source,
     Stop,
@@ -345,6 +346,81 @@ fn the_draws_end_at_the_last_counter_value() {
     // Rank 0's share of the three: the first and the third (rank 1 takes the second
     // and, as padding, the first again).
     assert_eq!(sizes, [2]);
+}
+
+/// One change to a mixture state.
+type Tamper = fn(&mut MixtureState);
+
+#[test]
+fn a_mixture_state_whose_plan_cannot_be_made_is_refused_naming_the_field() {
+    let parts = [raw(50, 0), raw(30, 1)];
+    let resume_error = |stop: Stop, steps, change: Tamper| {
+        let src = mixture(&parts, &[0.6, 0.4], stop, steps);
+        let mut l = Loader::new(src, cfg(Mode::Sync, 1)).unwrap();
+        let mut state = l.state_at(0, 1);
+        change(state.mixture.as_mut().unwrap());
+        // Without the checks some of these drew forever: a bound on a hang.
+        within_a_minute(move || match l.resume_cursor(&state) {
+            Err(LoaderError::Resume(m)) => m,
+            Err(e) => panic!("another error: {e}"),
+            Ok(_) => panic!("accepted: {state:?}"),
+        })
+    };
+    let never = Some(4);
+    let cases: [(Stop, Option<usize>, Tamper, &str); 7] = [
+        // An endless epoch (memory grew until the process died).
+        (
+            Stop::Never,
+            never,
+            |m| m.end = None,
+            "the state's mixture has no \"end\"",
+        ),
+        // An epoch of 2^64 draws.
+        (
+            Stop::Never,
+            never,
+            |m| m.end = Some(u64::MAX),
+            "the state's mixture \"end\" is 18446744073709551615: its epoch from draw 0 \
+             would be 18446744073709551615 draws",
+        ),
+        (
+            Stop::AllExhausted,
+            None,
+            |m| m.end = Some(5),
+            "an \"end\" (5), which only a stop=never epoch has",
+        ),
+        // The draw counter overflowed at the next draw.
+        (
+            Stop::AllExhausted,
+            None,
+            |m| m.base.counter = u64::MAX,
+            "the state's mixture base is at draw 18446744073709551615, past the 80 draws",
+        ),
+        (
+            Stop::Never,
+            never,
+            |m| m.base.counter = 9,
+            "the state's mixture is at draw 8, before the draw 9 its plan starts at",
+        ),
+        // A source's place overflowed when it was drawn.
+        (
+            Stop::Never,
+            never,
+            |m| m.at.parts[1].next = usize::MAX,
+            "the state's mixture at has source 1 at sample 18446744073709551615, past its 30",
+        ),
+        (
+            Stop::Never,
+            never,
+            |m| m.base.parts[0].epoch = u64::MAX,
+            "the state's mixture base has source 0 in its epoch 18446744073709551615, more \
+             epochs than the 0 draws made",
+        ),
+    ];
+    for (stop, steps, change, says) in cases {
+        let m = resume_error(stop, steps, change);
+        assert!(m.contains(says), "{m}");
+    }
 }
 
 #[test]

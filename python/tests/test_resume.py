@@ -1,6 +1,9 @@
 """state_dict / load_state_dict: exact mid-epoch resume."""
 
 import json
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -81,3 +84,66 @@ def test_a_state_of_another_data_set_of_the_same_size_is_refused(shapes, tmp_pat
     # A state saved before states had fingerprints is accepted as before.
     legacy = {k: v for k, v in state.items() if k != "fingerprint"}
     b.load_state_dict(legacy)
+
+
+# Loads `shapes`' state with one change (named by argv[2]) into a fresh loader and
+# prints what load_state_dict raised: in a child, because before the checks some of
+# these ended the process (an allocation per rank of the state's world) or never
+# returned (a mixture epoch drawn without end).
+TAMPERED = textwrap.dedent(
+    """
+    import json, sys, stoker
+    data, case = sys.argv[1], sys.argv[2]
+    kw = dict(batch_size=4, workers=1, seed=5, rank=0, world_size=1)
+    if case.startswith("mixture"):
+        data = [data, data]
+        if case != "mixture_counter":
+            kw.update(stop="never", steps=3)
+    state = stoker.Loader(data, **kw).state_dict()
+    if case.startswith("mixture"):
+        m = json.loads(state["mixture"])
+        if case == "mixture_no_end":
+            del m["end"]
+        elif case == "mixture_huge_end":
+            m["end"] = 2**64 - 1
+        else:
+            m["base"]["counter"] = 2**64 - 1
+        state["mixture"] = json.dumps(m)
+    else:
+        state.update(
+            {
+                "world": {"world": 2**40},
+                "rank": {"rank": 5, "world": 1},
+                "batch_size": {"batch_size": 0},
+            }[case]
+        )
+    try:
+        stoker.Loader(data, **kw).load_state_dict(state)
+        print("loaded", flush=True)
+    except Exception as e:
+        print(type(e).__name__, e, flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "case,says",
+    [
+        ("world", "the state's world is 1099511627776, out of range (a loader has 1 to"),
+        ("rank", "the state's rank is 5, out of range for its world of 1 ranks"),
+        ("batch_size", "the state's batch_size is 0, out of range"),
+        ("mixture_no_end", 'the state\'s mixture has no "end"'),
+        ("mixture_huge_end", 'the state\'s mixture "end" is 18446744073709551615'),
+        ("mixture_counter", "the state's mixture base is at draw 18446744073709551615"),
+    ],
+)
+def test_a_tampered_state_is_a_loader_error_naming_its_field(shapes, case, says):
+    out = subprocess.run(
+        [sys.executable, "-c", TAMPERED, str(shapes), case],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("LoaderError "), out.stdout
+    assert says in out.stdout, out.stdout

@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::Shared;
+use crate::config::{MAX_BATCH_SIZE, MAX_WORLD};
 use crate::elastic::{self, Elastic};
 use crate::plan::{Plan, PlanMeta};
 use crate::sampler::deal;
@@ -79,6 +80,98 @@ pub(crate) fn check_never_steps(
         "steps: {steps} batches of {batch_size} on each of {world} ranks make an epoch of \
          {why} (lower steps)"
     )))
+}
+
+/// Refuses a state whose layout no loader has: a world or batch size out of the
+/// ranges [`LoaderConfig::validate`](crate::LoaderConfig::validate) allows, or a rank
+/// outside its world. Resuming at another layout makes an order per rank of the
+/// state's first layout, so its world must be one a run could have had.
+fn check_layout(state: &LoaderState) -> Result<(), String> {
+    let range = |field: &str, value: usize, most: usize| {
+        if (1..=most).contains(&value) {
+            Ok(())
+        } else {
+            Err(format!(
+                "the state's {field} is {value}, out of range (a loader has 1 to {most})"
+            ))
+        }
+    };
+    range("world", state.world, MAX_WORLD)?;
+    range("batch_size", state.batch_size, MAX_BATCH_SIZE)?;
+    if state.rank >= state.world {
+        return Err(format!(
+            "the state's rank is {}, out of range for its world of {} ranks",
+            state.rank, state.world
+        ));
+    }
+    if let Some(e) = &state.elastic {
+        range("elastic world", e.world, MAX_WORLD)?;
+        range("elastic batch_size", e.batch_size, MAX_BATCH_SIZE)?;
+    }
+    Ok(())
+}
+
+/// Refuses a mixture state whose plan could not be made: a `never` epoch without its
+/// end would draw forever, one whose end lies far beyond its start would outgrow
+/// memory, and positions no run reaches (a counter past an exhausted epoch's draws, a
+/// source past its last sample or in more epochs than draws were made) would take
+/// the counters past their range.
+fn check_mixture(mix: &Mixture, ms: &MixtureState) -> Result<(), String> {
+    let never = mix.spec().stop == Stop::Never;
+    // Each draw of an exhausted epoch takes a sample no draw took before.
+    let most = ms
+        .lens
+        .iter()
+        .fold(0u64, |n, &len| n.saturating_add(len as u64));
+    for (name, pos) in [("base", &ms.base), ("at", &ms.at)] {
+        if !never && pos.counter > most {
+            return Err(format!(
+                "the state's mixture {name} is at draw {}, past the {most} draws an epoch of \
+                 these sources has",
+                pos.counter
+            ));
+        }
+        for (k, (p, len)) in pos.parts.iter().zip(&ms.lens).enumerate() {
+            if p.next > *len {
+                return Err(format!(
+                    "the state's mixture {name} has source {k} at sample {}, past its {len}",
+                    p.next
+                ));
+            }
+            // Under never a source starts its next epoch after a draw of its last sample.
+            if never && p.epoch > pos.counter {
+                return Err(format!(
+                    "the state's mixture {name} has source {k} in its epoch {}, more epochs \
+                     than the {} draws made",
+                    p.epoch, pos.counter
+                ));
+            }
+        }
+    }
+    if ms.at.counter < ms.base.counter {
+        return Err(format!(
+            "the state's mixture is at draw {}, before the draw {} its plan starts at",
+            ms.at.counter, ms.base.counter
+        ));
+    }
+    match (never, ms.end) {
+        (true, None) => Err(
+            "the state's mixture has no \"end\" (the draw a stop=never epoch ends at), so \
+             the length of its epoch is unknown: it cannot be resumed exactly"
+                .into(),
+        ),
+        (true, Some(end)) => match draws_refused(end.saturating_sub(ms.base.counter)) {
+            Some(why) => Err(format!(
+                "the state's mixture \"end\" is {end}: its epoch from draw {} would be {why}",
+                ms.base.counter
+            )),
+            None => Ok(()),
+        },
+        (false, Some(end)) => Err(format!(
+            "the state's mixture has an \"end\" ({end}), which only a stop=never epoch has"
+        )),
+        (false, None) => Ok(()),
+    }
 }
 
 impl Shared {
@@ -341,6 +434,7 @@ impl Shared {
                 state.seed, mine.seed
             ));
         }
+        check_layout(state).map_err(LoaderError::Resume)?;
         let same_layout = state.world == mine.world && state.batch_size == mine.batch_size;
         let plan = match (self.source.mixture(), &state.mixture) {
             (Some(_), None) => {
@@ -369,6 +463,7 @@ impl Shared {
                 if ms.at.parts.len() != lens.len() || ms.base.parts.len() != lens.len() {
                     return refuse("the state's mixture position has another source count".into());
                 }
+                check_mixture(mix, ms).map_err(LoaderError::Resume)?;
                 if same_layout && ms.weights == mix.spec().weights {
                     // The epoch's own plan, if its start is known: a `never` epoch
                     // otherwise starts where every epoch before it ended, and a state
@@ -428,12 +523,6 @@ impl Shared {
                         batches: state.next_batch,
                         offset: 0,
                     });
-                    if origin.world == 0 || origin.batch_size == 0 {
-                        return refuse(format!(
-                            "the state's first layout ({} ranks, batch {}) is empty",
-                            origin.world, origin.batch_size
-                        ));
-                    }
                     let rest = elastic::remainder(
                         &self.sampler,
                         self.source.len(),

@@ -34,29 +34,34 @@ pub(crate) fn remainder(
     drop_last: bool,
     origin: &Elastic,
 ) -> Vec<usize> {
-    let world = origin.world.max(1);
-    let plans: Vec<Plan> = (0..world)
-        .map(|rank| {
-            let s = Sampler {
-                rank,
-                world,
-                ..sampler.clone()
-            };
-            Plan::with_shards(&s, len, shards, epoch, origin.batch_size.max(1), drop_last)
+    let batch_size = origin.batch_size.max(1);
+    let first = Sampler {
+        rank: 0,
+        world: origin.world.max(1),
+        ..sampler.clone()
+    };
+    // Every rank's plan of the first layout, made together: one at a time, a world of
+    // W ranks cost W epochs.
+    let plans: Vec<Vec<usize>> = first
+        .all_ranks_in(len, shards, epoch)
+        .into_iter()
+        .map(|mut order| {
+            // Cut as Plan::with_shards cuts: whole batches only with drop_last.
+            if drop_last {
+                order.truncate(order.len() / batch_size * batch_size);
+            }
+            order
         })
         .collect();
     let taken = origin.batches.saturating_mul(origin.batch_size);
     let mut seen = vec![false; len];
     for p in &plans {
-        for &i in &p.indices()[..taken.min(p.samples())] {
+        for &i in &p[..taken.min(p.len())] {
             seen[i] = true;
         }
     }
     // Interleaved: position j of every rank's tail, rank by rank, then j + 1.
-    let tails: Vec<&[usize]> = plans
-        .iter()
-        .map(|p| &p.indices()[taken.min(p.samples())..])
-        .collect();
+    let tails: Vec<&[usize]> = plans.iter().map(|p| &p[taken.min(p.len())..]).collect();
     let longest = tails.iter().map(|t| t.len()).max().unwrap_or(0);
     let mut rest = Vec::new();
     for j in 0..longest {
@@ -120,6 +125,79 @@ pub(crate) fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The remainder as it was first written: one plan per rank of the first layout.
+    fn remainder_rank_by_rank(
+        sampler: &Sampler,
+        len: usize,
+        shards: Option<&[Range<usize>]>,
+        drop_last: bool,
+        origin: &Elastic,
+    ) -> Vec<usize> {
+        let world = origin.world;
+        let plans: Vec<Plan> = (0..world)
+            .map(|rank| {
+                let s = Sampler {
+                    rank,
+                    world,
+                    ..sampler.clone()
+                };
+                Plan::with_shards(&s, len, shards, 3, origin.batch_size, drop_last)
+            })
+            .collect();
+        let taken = origin.batches * origin.batch_size;
+        let mut seen = vec![false; len];
+        for p in &plans {
+            for &i in &p.indices()[..taken.min(p.samples())] {
+                seen[i] = true;
+            }
+        }
+        let tails: Vec<&[usize]> = plans
+            .iter()
+            .map(|p| &p.indices()[taken.min(p.samples())..])
+            .collect();
+        let longest = tails.iter().map(|t| t.len()).max().unwrap_or(0);
+        let mut rest = Vec::new();
+        for j in 0..longest {
+            for t in &tails {
+                if let Some(&i) = t.get(j) {
+                    if !std::mem::replace(&mut seen[i], true) {
+                        rest.push(i);
+                    }
+                }
+            }
+        }
+        rest
+    }
+
+    #[test]
+    fn the_remainder_is_the_same_as_made_rank_by_rank() {
+        // A state's offset counts into the remainder: its order may not change.
+        let shards = [0..7, 7..8, 8..20, 20..31];
+        for (len, shards) in [(31, None), (31, Some(&shards[..]))] {
+            for policy in [ShardPolicy::Pad, ShardPolicy::Drop, ShardPolicy::Exact] {
+                for (world, batch_size, batches) in [(1, 4, 2), (3, 2, 1), (4, 3, 2), (9, 2, 1)] {
+                    for drop_last in [false, true] {
+                        let origin = Elastic {
+                            world,
+                            batch_size,
+                            batches,
+                            offset: 0,
+                        };
+                        let s = Sampler {
+                            shuffle_buffer: 5,
+                            ..Sampler::shuffled(8).distributed(0, 2, policy)
+                        };
+                        assert_eq!(
+                            remainder(&s, len, shards, 3, drop_last, &origin),
+                            remainder_rank_by_rank(&s, len, shards, drop_last, &origin),
+                            "{policy:?} {origin:?} drop_last {drop_last} shards {shards:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn the_remainder_leaves_out_what_was_taken_and_padding() {

@@ -173,6 +173,22 @@ impl Sampler {
     }
 
     fn shard_order(&self, len: usize, shards: &[Range<usize>], epoch: u64) -> Vec<usize> {
+        let world = self.world.max(1);
+        let rank = self.rank.min(world - 1);
+        self.shard_orders(len, shards, epoch, rank..rank + 1)
+            .pop()
+            .unwrap_or_default()
+    }
+
+    /// [`shard_order`](Self::shard_order) of each rank in `ranks`, with the shard
+    /// order (and the stream of samples when they are dealt) made once for them all.
+    fn shard_orders(
+        &self,
+        len: usize,
+        shards: &[Range<usize>],
+        epoch: u64,
+        ranks: Range<usize>,
+    ) -> Vec<Vec<usize>> {
         // Streams of their own: u64::MAX is the sample shuffle's, sample indices are
         // the augmentations'.
         let mut rng = SampleRng::new(self.seed, epoch, u64::MAX - 1);
@@ -184,18 +200,15 @@ impl Sampler {
         // Empty shards would leave a rank nothing to repeat when dealt.
         order.retain(|&s| !shards[s].is_empty());
         let world = self.world.max(1);
-        let rank = self.rank.min(world - 1);
+        // The rank matters to the length only under Exact, which is neither padded
+        // nor shard-dealt.
         let target = self.shard_len(len);
         let samples_of = |ids: &mut dyn Iterator<Item = &usize>| -> Vec<usize> {
             ids.flat_map(|&s| shards[s].clone()).collect()
         };
         let dealt = world > 1 && order.len() >= world && self.shard_policy != ShardPolicy::Exact;
-        let stream = if world <= 1 {
-            samples_of(&mut order.iter())
-        } else if dealt {
-            samples_of(&mut order.iter().skip(rank).step_by(world))
-        } else {
-            // Fewer shards than ranks (or every sample exactly once): deal samples.
+        // Fewer shards than ranks (or every sample exactly once): deal samples.
+        let all = (world > 1 && !dealt).then(|| {
             let mut all = samples_of(&mut order.iter());
             if self.shard_policy != ShardPolicy::Exact {
                 let total = target * world;
@@ -205,27 +218,63 @@ impl Sampler {
                 }
                 all.truncate(total);
             }
-            all.into_iter().skip(rank).step_by(world).collect()
-        };
-        let mut brng = SampleRng::new(self.seed, epoch, u64::MAX - 2 - rank as u64);
-        let mut out = buffer_shuffle(stream, self.shuffle_buffer, &mut brng);
-        if dealt {
-            // Every rank takes the same number of steps: a rank whose shards hold more
-            // stops at the common length (the rest come first in another epoch's
-            // deal), one whose shards hold fewer repeats its own from the start.
-            if out.len() > target {
-                out.truncate(target);
-            } else if out.len() < target && !out.is_empty() {
-                let extra: Vec<usize> = out
-                    .iter()
-                    .cycle()
-                    .take(target - out.len())
-                    .copied()
-                    .collect();
-                out.extend(extra);
+            all
+        });
+        ranks
+            .map(|rank| {
+                let stream = match &all {
+                    _ if world <= 1 => samples_of(&mut order.iter()),
+                    Some(all) => all.iter().skip(rank).step_by(world).copied().collect(),
+                    None => samples_of(&mut order.iter().skip(rank).step_by(world)),
+                };
+                let mut brng = SampleRng::new(self.seed, epoch, u64::MAX - 2 - rank as u64);
+                let mut out = buffer_shuffle(stream, self.shuffle_buffer, &mut brng);
+                if dealt {
+                    // Every rank takes the same number of steps: a rank whose shards
+                    // hold more stops at the common length (the rest come first in
+                    // another epoch's deal), one whose shards hold fewer repeats its
+                    // own from the start.
+                    if out.len() > target {
+                        out.truncate(target);
+                    } else if out.len() < target && !out.is_empty() {
+                        let extra: Vec<usize> = out
+                            .iter()
+                            .cycle()
+                            .take(target - out.len())
+                            .copied()
+                            .collect();
+                        out.extend(extra);
+                    }
+                }
+                out
+            })
+            .collect()
+    }
+
+    /// [`indices_in`](Self::indices_in) of every rank of this sampler's world (its
+    /// own rank aside), rank by rank. What the ranks share (the shuffle, the padding,
+    /// the shard order) is made once, so W ranks cost about an epoch plus W steps, not
+    /// W epochs: taking over an epoch from W ranks makes them all.
+    pub(crate) fn all_ranks_in(
+        &self,
+        len: usize,
+        shards: Option<&[Range<usize>]>,
+        epoch: u64,
+    ) -> Vec<Vec<usize>> {
+        let world = self.world.max(1);
+        match shards {
+            Some(s) if self.shuffle && partitions(s, len) => {
+                self.shard_orders(len, s, epoch, 0..world)
+            }
+            _ => {
+                let one = Sampler {
+                    rank: 0,
+                    world: 1,
+                    ..self.clone()
+                };
+                deal_all(one.indices(len, epoch), world, self.shard_policy)
             }
         }
-        out
     }
 
     /// The indices of epoch `epoch` for this rank, in visiting order.
@@ -269,6 +318,25 @@ pub fn deal(mut order: Vec<usize>, rank: usize, world: usize, policy: ShardPolic
     }
     order.truncate(total);
     order.into_iter().skip(rank).step_by(world).collect()
+}
+
+/// [`deal`] to every rank of `world` at once, rank by rank.
+fn deal_all(order: Vec<usize>, world: usize, policy: ShardPolicy) -> Vec<Vec<usize>> {
+    if world <= 1 {
+        return vec![order];
+    }
+    let len = order.len();
+    let total = match policy {
+        ShardPolicy::Exact => len,
+        ShardPolicy::Drop => len / world * world,
+        ShardPolicy::Pad => len.div_ceil(world) * world,
+    };
+    let mut ranks = vec![Vec::with_capacity(total.div_ceil(world)); world];
+    // Position p of the padded order is the order's p mod len (deal pads by wrapping).
+    for p in 0..total {
+        ranks[p % world].push(order[p % len]);
+    }
+    ranks
 }
 
 #[cfg(test)]
@@ -431,6 +499,28 @@ mod tests {
                 seen.sort_unstable();
                 prop_assert_eq!(seen, (0..len).collect::<Vec<_>>());
             }
+        }
+
+        #[test]
+        fn all_ranks_at_once_are_each_rank_alone(
+            sizes in proptest::collection::vec(0usize..30, 0..12),
+            world in 1usize..9,
+            buffer in 1usize..40,
+            seed: u64,
+            policy in 0u8..3,
+            sharded: bool,
+            shuffle: bool,
+        ) {
+            let len: usize = sizes.iter().sum();
+            let shards = ranges(&sizes);
+            let shards = sharded.then_some(&shards[..]);
+            let policy = [ShardPolicy::Pad, ShardPolicy::Drop, ShardPolicy::Exact][policy as usize];
+            let s = Sampler { shuffle_buffer: buffer, shuffle, ..Sampler::shuffled(seed) }
+                .distributed(0, world, policy);
+            let each: Vec<Vec<usize>> = (0..world)
+                .map(|r| Sampler { rank: r, ..s.clone() }.indices_in(len, shards, 4))
+                .collect();
+            prop_assert_eq!(s.all_ranks_in(len, shards, 4), each);
         }
 
         #[test]

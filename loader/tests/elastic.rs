@@ -8,7 +8,7 @@ use crate::engine_support;
 use std::ops::Range;
 use std::sync::Arc;
 
-use engine_support::RawSource;
+use engine_support::{within_a_minute, RawSource};
 use proptest::prelude::*;
 use stoker_loader::elastic::Elastic;
 use stoker_loader::{
@@ -325,6 +325,40 @@ fn a_state_of_a_layout_no_loader_has_is_refused_naming_the_field() {
         assert!(m.contains(says), "{m}");
     }
     assert!(l.resume_cursor(&good).is_ok());
+}
+
+#[test]
+fn a_state_from_the_largest_world_is_taken_over_in_one_pass() {
+    // Taking an epoch over makes the order of every rank of the state's first
+    // layout: for 2^20 ranks one at a time, 2^40 steps (a hang).
+    let most = stoker_loader::config::MAX_WORLD;
+    let sharded: Arc<dyn Source> = Arc::new(Sharded::new(&[13, 20, 7]));
+    for src in [plain(40), sharded] {
+        let saved = Loader::new(src.clone(), cfg(0, most, 4))
+            .unwrap()
+            .state_at(0, 0);
+        // A plain source's strided order is continued without a remainder unless
+        // the epoch was taken over already: from 2^20 ranks by 2, say.
+        let state = match src.shards() {
+            Some(_) => saved,
+            None => LoaderState {
+                world: 2,
+                elastic: Some(Elastic {
+                    world: most,
+                    batch_size: 4,
+                    batches: 0,
+                    offset: 0,
+                }),
+                ..saved
+            },
+        };
+        let mut got = within_a_minute(move || {
+            let mut l = Loader::new(src, cfg(0, 1, 4)).unwrap();
+            l.resume_cursor(&state).unwrap().indices().to_vec()
+        });
+        got.sort_unstable();
+        assert_eq!(got, (0..40).collect::<Vec<_>>(), "each sample once");
+    }
 }
 
 proptest! {

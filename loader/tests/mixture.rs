@@ -5,9 +5,8 @@
 use crate::engine_support;
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use engine_support::RawSource;
+use engine_support::{within_a_minute, RawSource};
 use stoker_augment::Pipeline;
 use stoker_loader::state::MixtureState;
 use stoker_loader::{
@@ -241,17 +240,6 @@ fn mid_epoch_resume_is_exact_under_every_stop_rule() {
             resumes_exactly(src, cfg(mode, 2), 2, 5);
         }
     }
-}
-
-/// `f`'s result, run on a thread of its own that may take at most a minute: a bound
-/// on a hang, not a measurement.
-fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(Duration::from_secs(60))
-        .expect("no result within a minute (or the thread panicked)")
 }
 
 #[test]

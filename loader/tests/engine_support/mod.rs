@@ -73,3 +73,14 @@ impl Source for RawSource {
         "memory"
     }
 }
+
+/// `f`'s result, run on a thread of its own that may take at most a minute: a bound
+/// on a hang, not a measurement.
+pub fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("no result within a minute (or the thread panicked)")
+}

@@ -133,3 +133,10 @@ def test_a_bad_line_names_the_manifest_line(scenes, tmp_path):
     with pytest.raises(stoker.LoaderError, match=r"bad.jsonl line 1.*outside the 48x40 image"):
         for _ in stoker.Loader(path, batch_size=1):
             pass
+
+
+def test_mixing_a_set_without_a_class_per_sample_is_refused(scenes):
+    # gen_scenes' manifest has multi-label tags but no label: every soft label would
+    # have been all on class 0.
+    with pytest.raises(ValueError, match="no class per sample"):
+        stoker.Loader(scenes / "train.jsonl", fields=["image"], mixup=0.2)

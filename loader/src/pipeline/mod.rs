@@ -28,6 +28,7 @@ use stoker_augment::Pipeline;
 use crate::config::{LoaderConfig, Mode, OnError};
 use crate::metrics::{Counters, Metrics};
 use crate::pool::Pool;
+use crate::sample::Field;
 use crate::sampler::{Sampler, ShardPolicy};
 use crate::source::Source;
 use crate::state::LoaderState;
@@ -148,6 +149,15 @@ impl Loader {
         let shape = (oh, ow, c);
         let mix = match cfg.mix {
             None => None,
+            // Without a class per sample every label is 0, and every soft label would
+            // be all on class 0: nothing to learn from.
+            Some(m) if !source.fields().contains(Field::Class) => {
+                return Err(LoaderError::Config(format!(
+                    "mix '{m}' mixes the samples' classes, and this data set has no class \
+                     per sample (its fields: {}): leave mixing out",
+                    source.fields()
+                )))
+            }
             Some(m) => match source.classes().len() {
                 0 | 1 => {
                     return Err(LoaderError::Config(format!(
@@ -417,7 +427,7 @@ fn field_plan(
     cfg: &LoaderConfig,
     (oh, ow): (usize, usize),
 ) -> Result<Option<fields::FieldPlan>, LoaderError> {
-    use crate::sample::{Field, Fields};
+    use crate::sample::Fields;
     let has = source.fields();
     let wanted = match cfg.fields {
         None => has,

@@ -53,14 +53,14 @@ impl PyLoader {
     }
 
     /// Where `for ... in loader` starts: the rest of the epoch last left unfinished,
-    /// else the start of the next one.
+    /// else the start of the next one. After epoch 2**64-1 there is none: the end of
+    /// that one, so that iteration ends at once and the state says where it stands.
     pub(crate) fn next_position(&self) -> (u64, usize) {
         let (e, b) = self.position;
         let len = self.inner.batches_per_epoch();
-        if len > 0 && b >= len {
-            (e + 1, 0)
-        } else {
-            (e, b)
+        match e.checked_add(1) {
+            Some(next) if len > 0 && b >= len => (next, 0),
+            _ => (e, b),
         }
     }
 }

@@ -29,6 +29,11 @@ LAST_EPOCH = textwrap.dedent(
     resumed.load_state_dict(state)
     print(" ".join(whole), flush=True)
     print(" ".join(digests(resumed.epoch(2**64 - 1))), flush=True)
+    # Past the last epoch there is no next one: iteration ends at once, and the state
+    # is the end of the last.
+    after = loader.state_dict()
+    assert list(loader) == [], "no epoch after 2**64-1"
+    assert (after["epoch"], after["next_batch"]) == (2**64 - 1, len(whole)), after
     """
 )
 

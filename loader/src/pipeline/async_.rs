@@ -16,7 +16,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use stoker_augment::retain::Retention;
 use stoker_augment::Scratch;
@@ -206,6 +206,28 @@ pub(crate) struct Running {
     pool: Pool,
     /// The process whose threads these are (see `Drop`).
     pid: u32,
+    /// Why the read or collate stage stopped for good, if it did. Their channels stay
+    /// open (the workers keep a sender to spawn more), so the consumer would otherwise
+    /// wait for ever for a batch that cannot come.
+    fatal: Fatal,
+}
+
+/// A stage's fatal error, for the consumer.
+type Fatal = Arc<Mutex<Option<LoaderError>>>;
+
+/// How often a wait for a batch looks at [`Running::fatal`].
+const FATAL_CHECK: Duration = Duration::from_millis(100);
+
+/// Runs a stage's body; a panic in it (a bug) becomes its fatal error.
+fn guarded(stage: &str, fatal: &Fatal, body: impl FnOnce() -> Result<(), LoaderError>) {
+    let err = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => return,
+        Ok(Err(e)) => e,
+        Err(p) => LoaderError::from_panic(format!("the {stage} stage"), p),
+    };
+    if let Ok(mut f) = fatal.lock() {
+        f.get_or_insert(err);
+    }
 }
 
 impl Running {
@@ -225,6 +247,7 @@ impl Running {
         let (ready_tx, ready_rx) = crossbeam_channel::bounded::<Ready>(cfg.prefetch);
         let mut handles = Vec::new();
         let mut refused = None;
+        let fatal = Fatal::default();
 
         let reader = ReadStage {
             shared: shared.clone(),
@@ -236,7 +259,10 @@ impl Running {
             recycle_rx,
             wake_rx,
         };
-        match spawn("stoker-read", move || reader.run(epoch, step)) {
+        let read_fatal = fatal.clone();
+        match spawn("stoker-read", move || {
+            guarded("read", &read_fatal, || reader.run(epoch, step))
+        }) {
             Ok(h) => handles.push(h),
             Err(e) => refused = Some(e),
         }
@@ -261,8 +287,12 @@ impl Running {
             });
         }
         let collator_shared = shared.clone();
+        let collate_fatal = fatal.clone();
         match spawn("stoker-collate", move || {
-            collate(&collator_shared, done_rx, ready_tx)
+            guarded("collate", &collate_fatal, || {
+                collate(&collator_shared, done_rx, ready_tx);
+                Ok(())
+            })
         }) {
             Ok(h) => handles.push(h),
             Err(e) => refused = Some(e),
@@ -281,6 +311,7 @@ impl Running {
             shared,
             pool,
             pid: std::process::id(),
+            fatal,
         };
         // Dropping it stops whatever did start.
         match refused {
@@ -336,27 +367,37 @@ impl Running {
             }
         };
         let t1 = Instant::now();
-        let got = match deadline {
-            None => rx.recv().map_err(|_| ()),
-            Some(d) => match rx.recv_deadline(d) {
-                Ok(r) => Ok(r),
+        let got = loop {
+            // Batches made before a stage failed still come first.
+            let check = Instant::now() + FATAL_CHECK;
+            match rx.recv_deadline(deadline.map_or(check, |d| d.min(check))) {
+                Ok(r) => break Ok(r),
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break Err(None),
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                    add_time(&counters.wait_ns, t1.elapsed());
-                    self.wait_started = Some(t0);
-                    return None;
+                    if let Some(e) = self.fatal.lock().ok().and_then(|mut f| f.take()) {
+                        break Err(Some(e));
+                    }
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        add_time(&counters.wait_ns, t1.elapsed());
+                        self.wait_started = Some(t0);
+                        return None;
+                    }
                 }
-                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Err(()),
-            },
+            }
         };
         add_time(&counters.wait_ns, t1.elapsed());
         self.wait_started = None;
         if let Some(tr) = &self.shared.trace {
             tr.span("wait", t0, Some(serde_json::json!({ "step": step })));
         }
-        let Ok(ready) = got else {
-            return Some(Err(LoaderError::Stopped(
-                "a pipeline thread exited without reporting an error".into(),
-            )));
+        let ready = match got {
+            Ok(ready) => ready,
+            Err(Some(e)) => return Some(Err(e)),
+            Err(None) => {
+                return Some(Err(LoaderError::Stopped(
+                    "a pipeline thread exited without reporting an error".into(),
+                )))
+            }
         };
         if (ready.epoch, ready.step) != (epoch, step) {
             return Some(Err(LoaderError::Stopped(format!(
@@ -444,7 +485,7 @@ struct ReadStage {
 }
 
 impl ReadStage {
-    fn run(self, epoch: u64, step: usize) {
+    fn run(self, epoch: u64, step: usize) -> Result<(), LoaderError> {
         let counter = AtomicUsize::new(0);
         // Local sources read on the blocking pool, one thread per read in flight.
         let most = self
@@ -458,13 +499,11 @@ impl ReadStage {
                 format!("stoker-io-{}", counter.fetch_add(1, Ordering::Relaxed))
             })
             .build();
-        let rt = match rt {
-            Ok(rt) => rt,
-            // Without a runtime nothing can be read; the consumer sees the channel
-            // close and reports the pipeline as stopped.
-            Err(_) => return,
-        };
+        let rt = rt.map_err(|e| {
+            LoaderError::Stopped(format!("cannot start the read stage's runtime: {e}"))
+        })?;
         rt.block_on(self.dispatch(epoch, step));
+        Ok(())
     }
 
     async fn dispatch(mut self, mut epoch: u64, mut step: usize) {

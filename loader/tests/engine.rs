@@ -790,7 +790,7 @@ fn a_panic_in_the_read_stage_is_an_error_not_a_wait_for_ever() {
         e.to_string()
     });
     assert!(
-        e.contains("the read stage") && e.contains("a bug in the read stage"),
+        e.contains("while running the read stage") && e.contains("a bug in the read stage"),
         "{e}"
     );
 }

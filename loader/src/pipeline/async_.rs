@@ -223,7 +223,7 @@ fn guarded(stage: &str, fatal: &Fatal, body: impl FnOnce() -> Result<(), LoaderE
     let err = match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => return,
         Ok(Err(e)) => e,
-        Err(p) => LoaderError::from_panic(format!("the {stage} stage"), p),
+        Err(p) => LoaderError::from_panic(format!("running the {stage} stage"), p),
     };
     if let Ok(mut f) = fatal.lock() {
         f.get_or_insert(err);

@@ -522,3 +522,29 @@ fn bad_input_is_refused_before_reading() {
     ));
     let _ = l.start_epoch(0);
 }
+
+#[test]
+fn data_sets_of_other_image_sizes_are_refused_when_the_loader_is_made() {
+    // 4x4 and 6x6 images with no transform: every sample of the second set would fail.
+    let parts = [
+        raw(10, 0),
+        Arc::new(RawSource::new(10, 6)) as Arc<dyn Source>,
+    ];
+    let src = mixture(&parts, &[1.0, 1.0], Stop::AllExhausted, None);
+    let plain = LoaderConfig {
+        transform: Pipeline::parse("").unwrap(),
+        ..cfg(Mode::Sync, 1)
+    };
+    let e = Loader::new(src.clone(), plain)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        e.contains("data set 2 of the mixture")
+            && e.contains("gives 6x6")
+            && e.contains("first gives 4x4"),
+        "{e}"
+    );
+    // A transform that ends in a fixed size makes them one.
+    assert!(Loader::new(src, cfg(Mode::Sync, 1)).is_ok());
+}

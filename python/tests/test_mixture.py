@@ -127,3 +127,13 @@ def test_rank_and_world_size_come_from_the_launcher(two, monkeypatch):
     monkeypatch.delenv("OMPI_COMM_WORLD_SIZE")
     with pytest.raises(ValueError, match="OMPI_COMM_WORLD"):
         stoker.Loader(a)
+
+
+def test_data_sets_of_other_image_sizes_are_a_value_error_at_once(tmp_path):
+    stoker.gen_shapes(tmp_path / "small", 6, size=32, classes=2)
+    stoker.gen_shapes(tmp_path / "big", 6, size=48, classes=2)
+    data = [tmp_path / "small", tmp_path / "big"]
+    with pytest.raises(ValueError, match=r"data set 2 of the mixture .* gives 48x48 .* first gives 32x32"):
+        stoker.Loader(data, batch_size=4)
+    # A transform that ends in a fixed size makes them one.
+    assert len(list(stoker.Loader(data, batch_size=4, transform="resize:32"))) == 3

@@ -145,6 +145,9 @@ impl Loader {
         }
         let (w, h, raw_c) = probed?;
         let (ow, oh) = cfg.transform.output_size(w, h);
+        if let Some(mix) = source.mixture() {
+            one_size_for_all_parts(source.as_ref(), mix, cfg, (ow, oh))?;
+        }
         let c = cfg.channels.or(raw_c).unwrap_or(3);
         let shape = (oh, ow, c);
         let mix = match cfg.mix {
@@ -422,6 +425,39 @@ impl Loader {
 /// What the loader does with the source's fields beyond image and class: `None` when
 /// batches carry none (classification), else the plan. Asking for a field the source
 /// does not have is an error that lists what it has.
+/// Each data set of a mixture must give images of the batch's size after the
+/// transforms: a set of another size fails every one of its samples, which would show
+/// only when the first of them is drawn. A part whose first sample cannot be probed is
+/// left to that sample's own error, under the error policy.
+fn one_size_for_all_parts(
+    source: &dyn Source,
+    mix: &crate::Mixture,
+    cfg: &LoaderConfig,
+    want: (usize, usize),
+) -> Result<(), LoaderError> {
+    for k in 1..mix.parts().len() {
+        let index = mix.global(k, 0);
+        let Ok((w, h, _)) = work::probe_shape(source, index, cfg.max_pixels) else {
+            continue;
+        };
+        let got = cfg.transform.output_size(w, h);
+        if got != want {
+            return Err(LoaderError::Config(format!(
+                "data set {} of the mixture ({}) gives {}x{} images after the transforms, \
+                 and the first gives {}x{}: images of different sizes need a transform \
+                 that ends in a fixed size (resize:, center:, rrc:)",
+                k + 1,
+                source.describe(index),
+                got.0,
+                got.1,
+                want.0,
+                want.1
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn field_plan(
     source: &dyn Source,
     cfg: &LoaderConfig,

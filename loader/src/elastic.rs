@@ -54,13 +54,19 @@ pub(crate) fn remainder(
         })
         .collect();
     let taken = origin.batches.saturating_mul(origin.batch_size);
+    let plans: Vec<&[usize]> = plans.iter().map(Vec::as_slice).collect();
+    untaken(len, taken, &plans)
+}
+
+/// The samples of `0..len` that the first `taken` of no rank's plan holds: every rank's
+/// tail, interleaved (position j of each, rank by rank, then j + 1), each sample once.
+fn untaken(len: usize, taken: usize, plans: &[&[usize]]) -> Vec<usize> {
     let mut seen = vec![false; len];
-    for p in &plans {
+    for p in plans {
         for &i in &p[..taken.min(p.len())] {
             seen[i] = true;
         }
     }
-    // Interleaved: position j of every rank's tail, rank by rank, then j + 1.
     let tails: Vec<&[usize]> = plans.iter().map(|p| &p[taken.min(p.len())..]).collect();
     let longest = tails.iter().map(|t| t.len()).max().unwrap_or(0);
     let mut rest = Vec::new();
@@ -145,29 +151,9 @@ mod tests {
                 Plan::with_shards(&s, len, shards, 3, origin.batch_size, drop_last)
             })
             .collect();
-        let taken = origin.batches * origin.batch_size;
-        let mut seen = vec![false; len];
-        for p in &plans {
-            for &i in &p.indices()[..taken.min(p.samples())] {
-                seen[i] = true;
-            }
-        }
-        let tails: Vec<&[usize]> = plans
-            .iter()
-            .map(|p| &p.indices()[taken.min(p.samples())..])
-            .collect();
-        let longest = tails.iter().map(|t| t.len()).max().unwrap_or(0);
-        let mut rest = Vec::new();
-        for j in 0..longest {
-            for t in &tails {
-                if let Some(&i) = t.get(j) {
-                    if !std::mem::replace(&mut seen[i], true) {
-                        rest.push(i);
-                    }
-                }
-            }
-        }
-        rest
+        // The plans are what changed; taking the tails from them did not.
+        let plans: Vec<&[usize]> = plans.iter().map(Plan::indices).collect();
+        untaken(len, origin.batches * origin.batch_size, &plans)
     }
 
     #[test]

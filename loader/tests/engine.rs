@@ -745,52 +745,21 @@ fn auto_workers_step_down_to_one_for_a_slow_consumer() {
     assert_eq!(steps, [3, 2, 1], "one worker fewer at a time, nothing else");
 }
 
-/// A source whose plan-making breaks on the read stage's thread: a bug there (a panic
-/// outside any one read) stopped that thread while the others kept their channels
-/// open, and the consumer waited for ever.
-struct PanicsInTheReadStage(RawSource);
-
-impl Source for PanicsInTheReadStage {
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-    fn classes(&self) -> &[String] {
-        self.0.classes()
-    }
-    fn label(&self, index: usize) -> u32 {
-        self.0.label(index)
-    }
-    fn describe(&self, index: usize) -> String {
-        self.0.describe(index)
-    }
-    fn read(
-        &self,
-        index: usize,
-        buf: &mut Vec<u8>,
-    ) -> Result<stoker_loader::RecordKind, stoker_loader::SourceError> {
-        self.0.read(index, buf)
-    }
-    fn format(&self) -> &'static str {
-        "panics in the read stage"
-    }
-    fn shards(&self) -> Option<&[std::ops::Range<usize>]> {
-        if std::thread::current().name() == Some("stoker-read") {
-            panic!("a bug in the read stage");
-        }
-        None
-    }
-}
-
 #[test]
 fn a_panic_in_the_read_stage_is_an_error_not_a_wait_for_ever() {
     let e = engine_support::within_a_minute(|| {
-        let src = Arc::new(PanicsInTheReadStage(RawSource::new(20, 4)));
+        // Making a plan asks for the shards: a bug there stopped the read stage's
+        // thread while the others kept their channels open, and the consumer waited
+        // for ever.
+        let mut raw = RawSource::new(20, 4);
+        raw.panic_on_thread = Some("stoker-read");
+        let src = Arc::new(raw);
         let mut loader = Loader::new(src, config(Mode::Async, 2, "")).expect("loader");
         let e = loader.epoch(0).find_map(|b| b.err()).expect("an error");
         e.to_string()
     });
     assert!(
-        e.contains("while running the read stage") && e.contains("a bug in the read stage"),
+        e.contains("while running the read stage") && e.contains("a bug on stoker-read"),
         "{e}"
     );
 }

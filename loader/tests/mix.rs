@@ -9,8 +9,7 @@ use std::sync::Arc;
 use engine_support::RawSource;
 use stoker_augment::Pipeline;
 use stoker_loader::{
-    Digest, Field, Fields, Loader, LoaderConfig, LoaderError, Mix, Mode, OnError, RecordKind,
-    Source, SourceError,
+    Digest, Field, Fields, Loader, LoaderConfig, LoaderError, Mix, Mode, OnError, Source,
 };
 
 fn config(mode: Mode, workers: usize, mix: &str) -> LoaderConfig {
@@ -199,37 +198,12 @@ fn mixing_needs_classes_and_sane_labels() {
     );
 }
 
-/// A set of images with class names (of its boxes, say) but no class per sample.
-struct NoClassPerSample(RawSource);
-
-impl Source for NoClassPerSample {
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-    fn classes(&self) -> &[String] {
-        self.0.classes()
-    }
-    fn label(&self, index: usize) -> u32 {
-        self.0.label(index)
-    }
-    fn describe(&self, index: usize) -> String {
-        self.0.describe(index)
-    }
-    fn read(&self, index: usize, buf: &mut Vec<u8>) -> Result<RecordKind, SourceError> {
-        self.0.read(index, buf)
-    }
-    fn format(&self) -> &'static str {
-        "no class per sample"
-    }
-    fn fields(&self) -> Fields {
-        Fields::of(&[Field::Image])
-    }
-}
-
 #[test]
 fn mixing_a_set_without_a_class_per_sample_is_refused() {
     // Every label would be 0 and every soft label all on class 0.
-    let src = NoClassPerSample(RawSource::new(10, 4));
+    // Class names (of its boxes, say) but no class per sample.
+    let mut src = RawSource::new(10, 4);
+    src.fields = Some(Fields::of(&[Field::Image]));
     let e = Loader::new(Arc::new(src), config(Mode::Sync, 1, "cutmix:1.0"))
         .err()
         .expect("refused")

@@ -1,9 +1,9 @@
 //! In-memory sources for the engine tests: raw pixels made from the index, with
-//! faults (errors, panics) injected at chosen indices.
+//! faults (errors, panics) injected at chosen indices or threads.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use stoker_loader::{RecordKind, Source, SourceError};
+use stoker_loader::{Field, Fields, RecordKind, Source, SourceError};
 
 pub struct RawSource {
     pub n: usize,
@@ -14,6 +14,10 @@ pub struct RawSource {
     pub reads: AtomicUsize,
     /// Added to every label: another data set of the same size.
     pub label_offset: usize,
+    /// What the source says it has (image and class unless set).
+    pub fields: Option<Fields>,
+    /// A thread on which asking for the shards panics: a bug outside any one read.
+    pub panic_on_thread: Option<&'static str>,
 }
 
 impl RawSource {
@@ -26,6 +30,8 @@ impl RawSource {
             panic: vec![],
             reads: AtomicUsize::new(0),
             label_offset: 0,
+            fields: None,
+            panic_on_thread: None,
         }
     }
 
@@ -71,6 +77,17 @@ impl Source for RawSource {
     }
     fn format(&self) -> &'static str {
         "memory"
+    }
+    fn fields(&self) -> Fields {
+        self.fields
+            .unwrap_or(Fields::of(&[Field::Image, Field::Class]))
+    }
+    fn shards(&self) -> Option<&[std::ops::Range<usize>]> {
+        let here = std::thread::current();
+        if self.panic_on_thread.is_some() && here.name() == self.panic_on_thread {
+            panic!("a bug on {}", here.name().unwrap_or_default());
+        }
+        None
     }
 }
 

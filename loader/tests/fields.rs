@@ -403,7 +403,10 @@ fn a_manifest_with_a_byte_order_mark_and_only_empty_boxes_keeps_its_boxes_field(
     let mut text = String::from("\u{feff}");
     for i in 0..4 {
         write_sample(d, i);
-        let line = json!({"image": format!("img/{i}.png"), "boxes": [], "box_labels": []});
+        // Empty keypoint lists with no header say nothing of an instance's points:
+        // no keypoint field, and no error for the lack of a count.
+        let line = json!({"image": format!("img/{i}.png"), "boxes": [], "box_labels": [],
+                          "keypoints": []});
         text.push_str(&format!("{line}\n"));
     }
     let path = d.join("empty.jsonl");
@@ -412,6 +415,11 @@ fn a_manifest_with_a_byte_order_mark_and_only_empty_boxes_keeps_its_boxes_field(
     // Every image without an object is still a detection set: batches of zero boxes,
     // not plain (image, label) pairs.
     assert!(src.fields().contains(Field::Boxes), "{:?}", src.fields());
+    assert!(
+        !src.fields().contains(Field::Keypoints),
+        "{:?}",
+        src.fields()
+    );
     let b = &all_batches(src, config(Mode::Sync, 1, ""))[0];
     let f = b.fields.as_ref().expect("a batch with fields");
     assert_eq!(f.boxes.count, [0, 0, 0, 0]);

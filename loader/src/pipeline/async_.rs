@@ -290,9 +290,12 @@ impl Running {
         let collate_fatal = fatal.clone();
         match spawn("stoker-collate", move || {
             guarded("collate", &collate_fatal, || {
-                collate(&collator_shared, done_rx, ready_tx);
+                collate(&collator_shared, done_rx, &ready_tx);
                 Ok(())
-            })
+            });
+            // Closed only now, so that the consumer finds a panic's error in `fatal`
+            // when it sees the channel close.
+            drop(ready_tx);
         }) {
             Ok(h) => handles.push(h),
             Err(e) => refused = Some(e),
@@ -368,13 +371,14 @@ impl Running {
         };
         let t1 = Instant::now();
         let got = loop {
-            // Batches made before a stage failed still come first.
+            // Batches queued before a stage failed still come first.
             let check = Instant::now() + FATAL_CHECK;
+            let fatal = || self.fatal.lock().ok().and_then(|mut f| f.take());
             match rx.recv_deadline(deadline.map_or(check, |d| d.min(check))) {
                 Ok(r) => break Ok(r),
-                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break Err(None),
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break Err(fatal()),
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                    if let Some(e) = self.fatal.lock().ok().and_then(|mut f| f.take()) {
+                    if let Some(e) = fatal() {
                         break Err(Some(e));
                     }
                     if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -725,7 +729,7 @@ fn worker(
 fn collate(
     shared: &Shared,
     done: crossbeam_channel::Receiver<Arc<InProgress>>,
-    ready: crossbeam_channel::Sender<Ready>,
+    ready: &crossbeam_channel::Sender<Ready>,
 ) {
     let mut pending = BTreeMap::new();
     let mut next = 0u64;

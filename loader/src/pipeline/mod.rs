@@ -145,7 +145,8 @@ impl Loader {
         }
         let (w, h, raw_c) = probed?;
         let (ow, oh) = cfg.transform.output_size(w, h);
-        if let Some(mix) = source.mixture() {
+        // Under `skip` a part whose first image is odd may still be usable.
+        if let (Some(mix), OnError::Fail) = (source.mixture(), cfg.on_error) {
             one_size_for_all_parts(source.as_ref(), mix, cfg, (ow, oh))?;
         }
         let c = cfg.channels.or(raw_c).unwrap_or(3);
@@ -426,9 +427,9 @@ impl Loader {
 /// batches carry none (classification), else the plan. Asking for a field the source
 /// does not have is an error that lists what it has.
 /// Each data set of a mixture must give images of the batch's size after the
-/// transforms: a set of another size fails every one of its samples, which would show
-/// only when the first of them is drawn. A part whose first sample cannot be probed is
-/// left to that sample's own error, under the error policy.
+/// transforms (judged by its first image): a set of another size fails every one of
+/// its samples, which under `fail` would show only when the first of them is drawn. A
+/// part whose first sample cannot be probed is left to that sample's own error.
 fn one_size_for_all_parts(
     source: &dyn Source,
     mix: &crate::Mixture,

@@ -470,6 +470,11 @@ impl Manifest {
                 }
             }
         }
+        if k.is_none() {
+            // Only empty keypoint lists and no header: how many points an instance has
+            // is unknown, so there is no keypoint field to batch.
+            fields = fields.without(Field::Keypoints);
+        }
         let entry_of = |r: Raw| -> Result<Entry, String> {
             let label = match &r.label {
                 Some(c) => resolve_class(c, &classes)?,

@@ -5,7 +5,7 @@
 //! value of the wrong type names its argument in the message (pyo3 adds a note).
 
 use pyo3::conversion::FromPyObjectOwned;
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
@@ -116,10 +116,22 @@ fn convert<'py, T: FromPyObjectOwned<'py>>(obj: &Bound<'py, PyAny>, name: &str) 
         // pyo3 only adds a note (`while processing 'mixup'`), which `str(e)` and most
         // loggers leave out: the message alone would not say which of 37 it was.
         let py = obj.py();
-        let named = PyErr::from_type(
-            e.get_type(py),
-            format!("argument '{name}': {}", e.value(py)),
-        );
+        // Only these classes exactly, made from one message; another (even a subclass:
+        // UnicodeEncodeError is a ValueError of five arguments) keeps its own error,
+        // with pyo3's note.
+        let ty = e.get_type(py);
+        let remade = [
+            py.get_type::<PyTypeError>(),
+            py.get_type::<PyValueError>(),
+            py.get_type::<PyOverflowError>(),
+        ];
+        if !remade.iter().any(|t| t.is(&ty)) {
+            let _ = e
+                .value(py)
+                .call_method1("add_note", (format!("while processing '{name}'"),));
+            return e;
+        }
+        let named = PyErr::from_type(ty, format!("argument '{name}': {}", e.value(py)));
         named.set_cause(py, Some(e));
         named
     })

@@ -69,20 +69,14 @@ impl Threads {
 
     /// Stops the threads (jobs still queued are dropped unrun) and joins them; once.
     /// Call with the GIL released: a thread finishing a call of `fn` needs it.
-    fn stop_and_join(&self) {
+    fn stop_and_join(self: &Arc<Self>) {
         self.stop.store(true, Ordering::SeqCst);
         if self.check_process().is_err() {
             // Joining would wait for threads this process does not have, and the
-            // channel's other ends live in their stacks: leak all of it (memory only).
-            std::mem::forget(
-                self.jobs
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .take(),
-            );
-            std::mem::forget(std::mem::take(
-                &mut *self.handles.lock().unwrap_or_else(PoisonError::into_inner),
-            ));
+            // channel's other ends live in their stacks: leak all of it (memory only),
+            // never to be dropped. Not even the locks are taken: a parent thread may
+            // have held one at the fork, and no thread here would ever let it go.
+            std::mem::forget(Arc::clone(self));
             return;
         }
         drop(
@@ -104,10 +98,15 @@ impl Threads {
 /// unwinds Rust frames), and a loader alive at exit is only dropped then, if at all.
 static LIVE: Mutex<Vec<Weak<Threads>>> = Mutex::new(Vec::new());
 
+/// Set by [`stop_map_threads`]: a pool made after it (by an `atexit` handler that runs
+/// later, or a daemon thread) would run into the finalization it guards against.
+static EXITING: AtomicBool = AtomicBool::new(false);
+
 /// Stops and joins the map threads of every loader still alive: `stoker` registers it
 /// with `atexit`, which runs before the interpreter starts finalizing.
 #[pyfunction]
 pub fn stop_map_threads(py: Python<'_>) {
+    EXITING.store(true, Ordering::SeqCst);
     let live: Vec<Arc<Threads>> =
         std::mem::take(&mut *LIVE.lock().unwrap_or_else(PoisonError::into_inner))
             .iter()
@@ -162,6 +161,11 @@ impl MapPool {
         seed: u64,
         skip: bool,
     ) -> PyResult<MapPool> {
+        if EXITING.load(Ordering::SeqCst) {
+            return Err(LoaderError::new_err(
+                "Python is exiting: no map threads can be started now",
+            ));
+        }
         let run: Py<PyAny> = py.import("stoker._map")?.getattr("run")?.unbind();
         let (tx, rx) = crossbeam_channel::unbounded::<Job>();
         let pool = MapPool {
@@ -181,11 +185,19 @@ impl MapPool {
         for id in 0..threads {
             let (rx, stop) = (rx.clone(), pool.threads.stop.clone());
             let (run, func) = (run.clone_ref(py), func.clone_ref(py));
-            let h = std::thread::Builder::new()
+            let spawned = std::thread::Builder::new()
                 .name(format!("stoker-map-{id}"))
-                .spawn(move || map_thread(&rx, &stop, run, func, seed))
-                .map_err(|e| LoaderError::new_err(format!("cannot start map thread {id}: {e}")))?;
-            pool.handles().push(h);
+                .spawn(move || map_thread(&rx, &stop, run, func, seed));
+            match spawned {
+                Ok(h) => pool.handles().push(h),
+                Err(e) => {
+                    // The threads already started need the GIL to end.
+                    py.detach(move || drop(pool));
+                    return Err(LoaderError::new_err(format!(
+                        "cannot start map thread {id}: {e}"
+                    )));
+                }
+            }
         }
         Ok(pool)
     }

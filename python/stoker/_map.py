@@ -135,8 +135,10 @@ def collate(results, positions, batch, whole):
                     f"{first.shape}: only the first axis may differ (it is padded)"
                 )
         # The built-in padded fields keep their count even when every sample has as
-        # many rows, as the loader's own batches do: a loop reads `box_count` always.
-        if key not in _COUNT_NAMES and all(a.shape == first.shape for a in arrays):
+        # many rows, as the loader's own batches do: a loop reads `box_count` always
+        # (unless fn returns that count itself).
+        own_count = key not in _COUNT_NAMES or _COUNT_NAMES[key] in keys
+        if own_count and all(a.shape == first.shape for a in arrays):
             mapped[key] = np.stack(arrays)
             continue
         longest = max(a.shape[0] for a in arrays)

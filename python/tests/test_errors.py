@@ -152,6 +152,13 @@ def test_arguments_bind_by_position_or_keyword_as_the_signature_says(shapes):
     assert isinstance(e.value.__cause__, TypeError)
 
 
+def test_a_conversion_error_of_another_class_is_kept_as_it_is(shapes):
+    # A lone surrogate cannot become UTF-8: UnicodeEncodeError, which cannot be remade
+    # from one message, so it is raised as the conversion raised it.
+    with pytest.raises(UnicodeEncodeError):
+        stoker.Loader(shapes, text_column="\udcff")
+
+
 @pytest.mark.parametrize(
     "name, value",
     [

@@ -119,6 +119,15 @@ def test_an_identity_map_keeps_the_batch(scenes, batch_size):
                 assert m[key] == value, key
 
 
+def test_a_map_may_return_the_count_of_boxes_it_did_not_make_ragged(shapes):
+    def f(sample, rng):
+        return {"boxes": np.ones((2, 4), np.float32), "box_count": np.int32(2)}
+
+    b = next(iter(stoker.Loader(shapes, batch_size=4, map=f)))
+    assert b["boxes"].shape == (4, 2, 4)
+    assert b["box_count"].tolist() == [2, 2, 2, 2]
+
+
 def test_ragged_boxes_keep_their_built_in_count_name(shapes):
     def f(sample, rng):
         n = int(sample["label"])
@@ -374,6 +383,34 @@ def test_a_loader_alive_at_exit_lets_python_exit_cleanly(shapes):
         )
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == "end of script"
+
+
+LATE = textwrap.dedent(
+    """
+    import atexit
+    import sys
+
+    def late():
+        # Registered before stoker's own hook, so it runs after it.
+        try:
+            stoker.Loader(sys.argv[1], batch_size=4, map=lambda s, r: s)
+            print("made", flush=True)
+        except stoker.LoaderError as e:
+            print("refused:", e, flush=True)
+
+    atexit.register(late)
+    import stoker
+    """
+)
+
+
+def test_a_map_loader_made_after_the_exit_hook_is_refused(shapes):
+    """Its threads would run into the finalization the hook guards against."""
+    out = subprocess.run(
+        [sys.executable, "-c", LATE, str(shapes)], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("refused: Python is exiting"), out.stdout
 
 
 FORKED = textwrap.dedent(

@@ -88,15 +88,15 @@ def _is_text(v):
 
 
 def collate(results, positions, batch, whole):
-    """The samples' dicts (in batch order; `results` holds `run`'s pairs) as one batch
-    dict. When no sample was left out (`whole`), a key every sample returned untouched
-    is `batch`'s own array, with no copy; otherwise arrays of equal shapes
+    """The samples' dicts (in batch order; `results` holds `run`'s pairs) as one
+    batch dict. When no sample was left out (`whole`), a key every sample returned
+    untouched is `batch`'s own array, with no copy; otherwise arrays of equal shapes
     stacked; arrays whose first axis differs padded to the longest, with the lengths
     in `<key>_count` (`box_count`, `keypoint_count` for those fields, which always
-    have their count, as in the loader's batches) as int32; str
-    and bytes values as lists. Every sample must return the same keys, dtypes and
-    trailing axes; otherwise MapOutputError naming the position (in `positions`, the
-    samples' places in the loader's batch) and the key."""
+    have their count, as in the loader's batches) as int32; str and bytes values as
+    lists. Every sample must return the same keys, dtypes and trailing axes;
+    otherwise MapOutputError naming the position (in `positions`, the samples'
+    places in the loader's batch) and the key."""
     outs = [o for o, _ in results]
     keys = list(outs[0])
     for pos, o in zip(positions, outs):
@@ -137,8 +137,8 @@ def collate(results, positions, batch, whole):
         # The built-in padded fields keep their count even when every sample has as
         # many rows, as the loader's own batches do: a loop reads `box_count` always
         # (unless fn returns that count itself).
-        own_count = key not in _COUNT_NAMES or _COUNT_NAMES[key] in keys
-        if own_count and all(a.shape == first.shape for a in arrays):
+        adds_no_count = key not in _COUNT_NAMES or _COUNT_NAMES[key] in keys
+        if adds_no_count and all(a.shape == first.shape for a in arrays):
             mapped[key] = np.stack(arrays)
             continue
         longest = max(a.shape[0] for a in arrays)

@@ -1,8 +1,10 @@
-"""Shared fixtures: small image folders made by stoker.gen_shapes, and the
-stoker-load binary for comparisons with the Rust CLI."""
+"""Shared fixtures: small image folders made by stoker.gen_shapes, the stoker-load
+binary for comparisons with the Rust CLI, and a fresh Python to run a script in."""
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,3 +73,15 @@ def digest(batches):
     for images, labels in batches:
         d.update(images, labels)
     return d.hexdigest()
+
+
+def python_child(script, *args, timeout=120):
+    """`script` run by a fresh Python with `args` (made str) as sys.argv[1:], its output
+    captured: for what must happen at exit, after a fork, or without hanging the suite
+    (a hang fails at `timeout`)."""
+    return subprocess.run(
+        [sys.executable, "-c", script, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import stoker
+from conftest import python_child
 
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32) * 255
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32) * 255
@@ -375,12 +376,7 @@ def test_a_loader_alive_at_exit_lets_python_exit_cleanly(shapes):
     for the GIL after that is ended mid-call, and that crashed about one exit in two,
     so ten exits all but guarantee that a regression shows."""
     for _ in range(10):
-        out = subprocess.run(
-            [sys.executable, "-c", EXIT_ALIVE, str(shapes)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        out = python_child(EXIT_ALIVE, shapes, timeout=60)
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == "end of script"
 
@@ -406,9 +402,7 @@ LATE = textwrap.dedent(
 
 def test_a_map_loader_made_after_the_exit_hook_is_refused(shapes):
     """Its threads would run into the finalization the hook guards against."""
-    out = subprocess.run(
-        [sys.executable, "-c", LATE, str(shapes)], capture_output=True, text=True, timeout=60
-    )
+    out = python_child(LATE, shapes, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("refused: Python is exiting"), out.stdout
 
@@ -440,9 +434,7 @@ FORKED = textwrap.dedent(
 def test_a_forked_child_gets_an_error_not_a_wait_for_the_parents_map_threads(shapes):
     """The map threads stay in the parent: in the child the loader says so (a wait for
     their results would never end), and the child's exit does not join them."""
-    out = subprocess.run(
-        [sys.executable, "-c", FORKED, str(shapes)], capture_output=True, text=True, timeout=60
-    )
+    out = python_child(FORKED, shapes, timeout=60)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert "child: error True" in lines, out.stdout

@@ -1,12 +1,11 @@
 """The ends of the documented ranges: epoch 2**64-1, and steps= whose draws overflow."""
 
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 import stoker
+from conftest import python_child
 
 # Prints a digest per batch of epoch 2**64-1 (whole, then resumed after its first
 # batch): in a child, so that a hang fails the test instead of stopping the suite.
@@ -39,12 +38,7 @@ LAST_EPOCH = textwrap.dedent(
 
 
 def last_epoch(shapes, mode):
-    out = subprocess.run(
-        [sys.executable, "-c", LAST_EPOCH, str(shapes), mode],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = python_child(LAST_EPOCH, shapes, mode)
     assert out.returncode == 0, out.stderr
     whole, resumed = (line.split() for line in out.stdout.splitlines())
     return whole, resumed

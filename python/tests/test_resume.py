@@ -1,14 +1,12 @@
 """state_dict / load_state_dict: exact mid-epoch resume."""
 
 import json
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 import stoker
-from conftest import digest
+from conftest import digest, python_child
 
 SETTINGS = dict(batch_size=8, transform="rrc:20,flip", seed=5)
 
@@ -138,12 +136,7 @@ TAMPERED = textwrap.dedent(
     ],
 )
 def test_a_tampered_state_is_a_loader_error_naming_its_field(shapes, case, says):
-    out = subprocess.run(
-        [sys.executable, "-c", TAMPERED, str(shapes), case],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = python_child(TAMPERED, shapes, case)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("LoaderError "), out.stdout
     assert says in out.stdout, out.stdout

@@ -32,6 +32,7 @@ const _: () = {
 #[pymodule(gil_used = false)]
 fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    load_numpy_api(py)?;
     m.add("LoaderError", py.get_type::<errors::LoaderError>())?;
     m.add_class::<handle::PyLoader>()?;
     m.add_class::<epoch::EpochIter>()?;
@@ -46,4 +47,33 @@ fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(map::stop_map_threads, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
+}
+
+/// Loads numpy's C API now, on a thread of its own. The numpy crate loads it lazily, at
+/// the first array made, running numpy's Python code (its version check); a Ctrl-C
+/// that lands in that code raises KeyboardInterrupt inside the crate, which turns it
+/// into a panic: a `PanicException` from the first batch instead of the interrupt.
+/// Python runs signal handlers on the main thread only, so on another thread that code
+/// cannot be interrupted.
+fn load_numpy_api(py: Python<'_>) -> PyResult<()> {
+    let loaded = py.detach(|| {
+        std::thread::Builder::new()
+            .name("stoker-numpy-api".into())
+            .spawn(|| {
+                Python::attach(|py| {
+                    numpy::PyArray1::<u8>::zeros(py, 0, false);
+                })
+            })
+            .map(|t| t.join().is_ok())
+    });
+    match loaded {
+        Ok(true) => Ok(()),
+        // The crate's panic (numpy missing, or of another ABI) was printed with its reason.
+        Ok(false) => Err(pyo3::exceptions::PyImportError::new_err(
+            "stoker could not load numpy's C API (the reason is printed above)",
+        )),
+        Err(e) => Err(pyo3::exceptions::PyImportError::new_err(format!(
+            "stoker could not start a thread to load numpy's C API: {e}"
+        ))),
+    }
 }

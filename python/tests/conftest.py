@@ -3,8 +3,10 @@ binary for comparisons with the Rust CLI, and a fresh Python to run a script in.
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -85,3 +87,55 @@ def python_child(script, *args, timeout=120):
         text=True,
         timeout=timeout,
     )
+
+
+# A child started with this prefix dumps the Python stack of every thread to its stderr
+# on SIGUSR1 (faulthandler's handler is C code: it runs even while the main thread is
+# stuck in native code or waiting for the GIL). `where_stuck` sends it.
+DUMPS_ON_SIGUSR1 = "import faulthandler, signal\nfaulthandler.register(signal.SIGUSR1, all_threads=True)\n"
+
+
+def where_stuck(child):
+    """What a child that did not finish in time was doing, for a failure message: each
+    of its threads' state and kernel wait channel (/proc), their native stacks (gdb,
+    where installed) and, for a child started with DUMPS_ON_SIGUSR1, every thread's
+    Python stack. Kills the child."""
+    pid, out = child.pid, []
+    task = Path(f"/proc/{pid}/task")
+    for t in sorted(task.iterdir(), key=lambda p: int(p.name)) if task.is_dir() else []:
+
+        def read(name):
+            try:
+                return (t / name).read_text().strip()
+            except OSError as e:
+                return f"({e.strerror})"
+
+        # stat: "pid (comm) state ...": the state is the field after the name.
+        state = read("stat").rsplit(")", 1)[-1].split()[:1]
+        out.append(f"task {t.name} {read('comm')!r} state {state} wchan {read('wchan')}")
+        stack = read("stack")
+        if stack and not stack.startswith("("):
+            out += ["    " + line for line in stack.splitlines()]
+    if shutil.which("gdb"):
+        try:
+            bt = subprocess.run(
+                ["gdb", "-p", str(pid), "-batch", "-nx", "-ex", "thread apply all bt 30"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            out += ["--- gdb ---", bt.stdout[-20000:]]
+        except subprocess.TimeoutExpired:
+            out.append("--- gdb did not finish ---")
+    else:
+        out.append("--- no gdb here for the native stacks ---")
+    if child.poll() is None:
+        child.send_signal(signal.SIGUSR1)
+        time.sleep(1.0)  # for the dump to be written; not a bound on anything
+        child.kill()
+    try:
+        rest, err = child.communicate(timeout=30)
+    except ValueError:  # its pipes were already read to the end
+        rest, err = "", ""
+    out += ["--- stdout ---", str(rest), "--- stderr ---", str(err)]
+    return "\n".join(out)

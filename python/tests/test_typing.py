@@ -134,6 +134,8 @@ def rust_defaults():
             continue
         name, expr = re.fullmatch(r"(\w+): [^=]+ = (.+),", line).groups()
         expr = expr.removesuffix(".into()")
+        # A float argument's default, e.g. `Float(0.0)`: the float inside.
+        expr = re.sub(r"^Float\((.+)\)$", r"\1", expr)
         number = re.fullmatch(r"(?:IntOrAuto::Int\()?Int::of\((-?\d+)\)\)?", expr)
         if number:
             out[name] = int(number.group(1))

@@ -22,8 +22,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+import torch.autograd
 import torch.nn as nn
 import torch.nn.functional as F
+
+# Not `torch.from_dlpack`: torch's own module does not re-export it, which `mypy
+# --strict` (no implicit re-exports) reports.
+from torch.utils.dlpack import from_dlpack
 
 import stoker
 
@@ -94,14 +99,16 @@ def stoker_batches(
             images, labels = batch
             # DLPack: the tensor views the loader's buffer; it returns to the pool once
             # the tensor (and the array) are gone.
-            yield torch.from_dlpack(images), torch.from_dlpack(labels)
+            yield from_dlpack(images), from_dlpack(labels)
 
     return epoch, len(loader), loader
 
 
 def torch_transform(spec: str) -> Callable[[Any], torch.Tensor]:
     """The torchvision equivalent of a stoker transform spec (the ops this script needs)."""
-    import torchvision.transforms as T
+    # torchvision ships no type information (no py.typed): without python/mypy.ini,
+    # which ignores that, `mypy --strict` would report the import.
+    import torchvision.transforms as T  # type: ignore[import-untyped, unused-ignore]
 
     ops: list[Callable[[Any], Any]] = []
     for part in filter(None, spec.split(",")):
@@ -129,7 +136,7 @@ def torch_batches(
     folder: str, args: argparse.Namespace, transform: str, shuffle: bool
 ) -> tuple[Batches, int, stoker.Loader | None]:
     from torch.utils.data import DataLoader
-    from torchvision.datasets import ImageFolder
+    from torchvision.datasets import ImageFolder  # type: ignore[import-untyped, unused-ignore]
 
     dataset = ImageFolder(folder, transform=torch_transform(transform))
     loader = DataLoader(
@@ -213,7 +220,9 @@ def main() -> None:
             out = model(x)
             loss = F.cross_entropy(out, y)
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            # `loss.backward()` is an untyped method in some torch versions, which
+            # `mypy --strict` refuses to call; the function it calls is typed.
+            torch.autograd.backward(loss)
             opt.step()
             loss_sum += loss.item() * len(y)
             correct += (out.argmax(1) == y).sum().item()

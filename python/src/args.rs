@@ -40,6 +40,32 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Int {
     }
 }
 
+/// A float argument (an alpha, a probability, a weight): any real number but a bool.
+/// Python would take `mixup=True` as 1.0, but a bool there is a mistake (an alpha
+/// of 1 is not "on"), and `mixup=False` means "off", which is leaving it out.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Float(pub f64);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Float {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        // numpy's bool is no subclass of Python's, but converts to a float as well.
+        let numpy_bool = || -> PyResult<bool> {
+            let ty = obj.get_type();
+            Ok(ty.module()? == "numpy" && ty.name()?.to_string().starts_with("bool"))
+        };
+        if obj.is_instance_of::<PyBool>() || numpy_bool().unwrap_or(false) {
+            return Err(PyTypeError::new_err(format!(
+                "must be a real number, not bool ({}): give the number, or leave the \
+                 argument out (None) for its default",
+                obj.str()?
+            )));
+        }
+        obj.extract::<f64>().map(Float)
+    }
+}
+
 /// A worker count: an int, or the string `"auto"`.
 #[derive(Clone, Debug)]
 pub enum IntOrAuto {

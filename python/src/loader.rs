@@ -15,7 +15,7 @@ use stoker_loader::{
     OnError, Stop, Workers,
 };
 
-use crate::args::{choice, in_range, launch_rank, DataArg, Int, IntOrAuto};
+use crate::args::{choice, in_range, launch_rank, DataArg, Float, Int, IntOrAuto};
 use crate::epoch::EpochIter;
 use crate::errors::{loader_error, source_error};
 use crate::handle::PyLoader;
@@ -84,6 +84,10 @@ impl PyLoader {
         let (transform, mode, on_error) = (transform.as_str(), mode.as_str(), on_error.as_str());
         let (image_column, label_column) = (image_column.as_str(), label_column.as_str());
         let (box_format, stop) = (box_format.as_str(), stop.as_deref());
+        let float = |f: Option<Float>| f.map(|Float(v)| v);
+        let (mixup, cutmix, mix_prob) = (float(mixup), float(cutmix), float(mix_prob));
+        let Float(min_box_visibility) = min_box_visibility;
+        let weights: Option<Vec<f64>> = weights.map(|w| w.into_iter().map(|Float(v)| v).collect());
         let map_threads = match (&map, map_threads) {
             (Some(f), n) => {
                 if !f.bind(py).is_callable() {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-use crate::args::{DataArg, Int, IntOrAuto};
+use crate::args::{DataArg, Float, Int, IntOrAuto};
 use crate::bind::{arg, bind, required};
 
 /// The struct, the parameter names in order, and the binding, from one list: the
@@ -60,9 +60,9 @@ loader_args! {
     split: Option<String> = None,
     channels: Option<Int> = None,
     cpu_budget: Option<Int> = None,
-    mixup: Option<f64> = None,
-    cutmix: Option<f64> = None,
-    mix_prob: Option<f64> = None,
+    mixup: Option<Float> = None,
+    cutmix: Option<Float> = None,
+    mix_prob: Option<Float> = None,
     fields: Option<Vec<String>> = None,
     // Paths or URLs: a `pathlib.Path` works as well as a str.
     images: Option<PathBuf> = None,
@@ -75,11 +75,11 @@ loader_args! {
     box_classes_column: Option<String> = None,
     labels_column: Option<String> = None,
     mask_column: Option<String> = None,
-    min_box_visibility: f64 = 0.0,
+    min_box_visibility: Float = Float(0.0),
     max_instances: Option<Int> = None,
     map: Option<Py<PyAny>> = None,
     map_threads: Option<Int> = None,
-    weights: Option<Vec<f64>> = None,
+    weights: Option<Vec<Float>> = None,
     stop: Option<String> = None,
     steps: Option<Int> = None,
 }

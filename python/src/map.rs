@@ -122,8 +122,8 @@ pub fn stop_map_threads(py: Python<'_>) {
 /// What became of a wait for a batch's map.
 pub enum MapOutcome {
     Done(Mapped),
-    /// A signal handler raised (Ctrl-C) while waiting: the batch is still being
-    /// mapped, and may be waited for again.
+    /// A signal handler raised (Ctrl-C) while waiting or collating: the batch is still
+    /// being mapped, or its samples are back and kept, and may be waited for again.
     Interrupted(PyErr),
 }
 
@@ -263,8 +263,9 @@ impl MapPool {
     /// Waits for the samples of `job` and collates them. `describe` names a sample
     /// for errors. A call that raised an `Exception` is a `stoker.LoaderError` naming
     /// the sample with the Python traceback (its cause the exception itself), or, with
-    /// `skip`, leaves the sample out; any other `BaseException` is raised as it is. An interrupt while waiting is raised at once and leaves `job`
-    /// in flight: finish it again to go on waiting.
+    /// `skip`, leaves the sample out; any other `BaseException` is raised as it is. An
+    /// interrupt while waiting or collating is raised at once and leaves `job` in
+    /// flight, its results kept: finish it again to go on.
     pub fn finish(
         &self,
         py: Python<'_>,
@@ -293,25 +294,26 @@ impl MapPool {
                 }
             }
         }
+        // The results stay in `job` until the batch is collated: Ctrl-C lands in the
+        // collation (Python code, where the interpreter runs signal handlers), and the
+        // next call collates them again instead of losing the batch.
         let (indices, batch) = (&job.indices, job.batch.bind(py));
-        let outs = std::mem::take(&mut job.outs);
         let mut kept = Vec::with_capacity(n);
-        let mut positions = Vec::with_capacity(n);
+        let mut kept_indices = Vec::with_capacity(n);
         let mut skipped = 0;
-        for (pos, out) in outs.into_iter().enumerate() {
+        for (pos, out) in job.outs.iter().enumerate() {
             match out {
                 Some(Ok(o)) => {
-                    kept.push(o);
-                    positions.push(pos);
+                    kept.push(o.clone_ref(py));
+                    kept_indices.push(indices[pos]);
                 }
                 // KeyboardInterrupt, SystemExit: not something wrong with the sample,
                 // so neither skipped nor wrapped, but raised as they are.
-                Some(Err(e)) if !e.is_instance_of::<PyException>(py) => return Err(e),
-                Some(Err(e)) if self.skip => {
-                    drop(e);
-                    skipped += 1;
+                Some(Err(e)) if !e.is_instance_of::<PyException>(py) => return Err(e.clone_ref(py)),
+                Some(Err(_)) if self.skip => skipped += 1,
+                Some(Err(e)) => {
+                    return Err(sample_error(py, indices[pos], describe, e.clone_ref(py)))
                 }
-                Some(Err(e)) => return Err(sample_error(py, indices[pos], describe, e)),
                 None => return Err(LoaderError::new_err("a map result went missing")),
             }
         }
@@ -321,36 +323,62 @@ impl MapPool {
                 skipped,
             }));
         }
-        let module = py.import("stoker._map")?;
-        let collated = module.getattr("collate")?.call1((
-            PyList::new(py, &kept)?,
-            PyList::new(py, &positions)?,
-            batch,
-            skipped == 0,
-        ));
+        let module = py.import("stoker._map");
+        let collated = module.as_ref().map_err(|e| e.clone_ref(py)).and_then(|m| {
+            m.getattr("collate")?.call1((
+                PyList::new(py, &kept)?,
+                PyList::new(py, &kept_indices)?,
+                batch,
+                skipped == 0,
+            ))
+        });
         match collated {
             Ok(b) => Ok(MapOutcome::Done(Mapped {
                 batch: Some(b.unbind()),
                 skipped,
             })),
-            Err(e) => {
-                // A position the collation names, as the sample it is.
-                let msg = e.value(py).str().map(|s| s.to_string()).unwrap_or_default();
-                let what = msg
-                    .strip_prefix("position ")
-                    .and_then(|rest| rest.split(':').next())
-                    .and_then(|p| p.trim().parse::<usize>().ok())
-                    .and_then(|p| indices.get(p))
-                    .map(|&i| format!("sample {i} ({}): ", describe(i)))
-                    .unwrap_or_default();
-                let err = LoaderError::new_err(format!(
-                    "{what}map output cannot be collated into a batch: {msg}"
-                ));
-                err.set_cause(py, Some(e));
-                Err(err)
-            }
+            // A signal handler raised (Ctrl-C) during the collation: the batch is kept.
+            Err(e) if !e.is_instance_of::<PyException>(py) => Ok(MapOutcome::Interrupted(e)),
+            Err(e) => Err(collate_error(py, module.ok().as_ref(), e, describe)),
         }
     }
+}
+
+/// A `stoker.LoaderError` for map outputs that cannot be collated: naming the sample
+/// (its index and what the source describes it as) that `stoker._map.MapOutputError`
+/// names, the collation's own message, and that error as the cause.
+fn collate_error(
+    py: Python<'_>,
+    module: Option<&Bound<'_, PyModule>>,
+    e: PyErr,
+    describe: &dyn Fn(usize) -> String,
+) -> PyErr {
+    let value = e.value(py);
+    let ours = module
+        .and_then(|m| m.getattr("MapOutputError").ok())
+        .is_some_and(|t| value.is_instance(&t).unwrap_or(false));
+    let index = ours
+        .then(|| value.getattr("index").ok()?.extract::<usize>().ok())
+        .flatten();
+    let msg = value.str().map(|s| s.to_string()).unwrap_or_default();
+    let text = match index {
+        Some(i) => format!(
+            "sample {i} ({}): map output cannot be collated into a batch: {msg}",
+            describe(i)
+        ),
+        // Not the collation's own check (a bug in it, or out of memory): its class,
+        // as its message alone may be empty.
+        None => format!(
+            "map output cannot be collated into a batch: {}: {msg}",
+            e.get_type(py)
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_else(|_| "?".into())
+        ),
+    };
+    let err = LoaderError::new_err(text);
+    err.set_cause(py, Some(e));
+    err
 }
 
 /// A `stoker.LoaderError` for a call of `fn` that raised on sample `index`.

@@ -20,7 +20,12 @@ _COUNTS = {"box_count", "keypoint_count"}
 
 
 class MapOutputError(Exception):
-    """What `fn` returned cannot be collated with the batch's other samples."""
+    """What `fn` returned for sample `index` (its index in the data set) cannot be
+    collated with the batch's other samples; the message says which key and why."""
+
+    def __init__(self, index, message):
+        super().__init__(message)
+        self.index = index
 
 
 def sample_of(batch, i):
@@ -83,29 +88,45 @@ def describe(exc):
     return f"{type(exc).__name__}: {exc}\n{tb}"
 
 
-def _is_text(v):
-    return isinstance(v, (str, bytes))
+def _kind(v):
+    """str, bytes or an array: a key must be the same kind in every sample."""
+    if isinstance(v, str):
+        return "str"
+    if isinstance(v, bytes):
+        return "bytes"
+    return "array"
 
 
-def collate(results, positions, batch, whole):
+def collate(results, indices, batch, whole):
     """The samples' dicts (in batch order; `results` holds `run`'s pairs) as one
     batch dict. When no sample was left out (`whole`), a key every sample returned
     untouched is `batch`'s own array, with no copy; otherwise arrays of equal shapes
     stacked; arrays whose first axis differs padded to the longest, with the lengths
     in `<key>_count` (`box_count`, `keypoint_count` for those fields, which always
-    have their count, as in the loader's batches) as int32; str and bytes values as
-    lists. Every sample must return the same keys, dtypes and trailing axes;
-    otherwise MapOutputError naming the position (in `positions`, the samples'
-    places in the loader's batch) and the key."""
+    have their count, as in the loader's batches) as int32; str values as a list, and
+    bytes values as a list. Every sample must return str keys, the same keys, and for
+    each key the same kind (str, bytes or array), dtype and trailing axes; otherwise
+    MapOutputError naming the sample (by `indices`, the samples' indices in the data
+    set), the key and what is wrong."""
     outs = [o for o, _ in results]
+    for index, o in zip(indices, outs):
+        for k in o:
+            if not isinstance(k, str):
+                raise MapOutputError(
+                    index, f"map returned the key {k!r} ({type(k).__name__}): keys must be str"
+                )
     keys = list(outs[0])
-    for pos, o in zip(positions, outs):
+    for index, o in zip(indices, outs):
         if list(o) != keys and set(o) != set(keys):
+            extra, missing = sorted(set(o) - set(keys)), sorted(set(keys) - set(o))
             raise MapOutputError(
-                f"position {pos}: map returned keys {sorted(o)} but the first sample's were "
-                f"{sorted(keys)}"
+                index,
+                f"map returned keys {sorted(o)} but sample {indices[0]}'s were {sorted(keys)}"
+                f" (extra: {extra}, missing: {missing}): every sample must return the same keys",
             )
     mapped = {}
+    # The key that set each count, for the message when another disagrees with it.
+    counted_by = {}
     for key in keys:
         if (
             whole
@@ -116,23 +137,38 @@ def collate(results, positions, batch, whole):
             mapped[key] = batch[key]
             continue
         values = [o[key] for o in outs]
-        if any(_is_text(v) for v in values):
-            if not all(_is_text(v) for v in values):
-                raise MapOutputError(f"'{key}': some samples gave text and some did not")
+        kind = _kind(values[0])
+        for index, v in zip(indices, values):
+            if _kind(v) != kind:
+                raise MapOutputError(
+                    index,
+                    f"'{key}' is {type(v).__name__} but sample {indices[0]}'s is "
+                    f"{type(values[0]).__name__}: a "
+                    f"key is str in every sample, bytes in every sample, or an array in every one",
+                )
+        if kind != "array":
             mapped[key] = values
             continue
-        arrays = [np.asarray(v) for v in values]
+        arrays = []
+        for index, v in zip(indices, values):
+            try:
+                arrays.append(np.asarray(v))
+            except Exception as e:
+                raise MapOutputError(
+                    index, f"'{key}' cannot be made a numpy array: {type(e).__name__}: {e}"
+                ) from e
         first = arrays[0]
-        for pos, a in zip(positions, arrays):
+        for index, a in zip(indices, arrays):
             if a.dtype != first.dtype:
                 raise MapOutputError(
-                    f"position {pos}: '{key}' is {a.dtype} but the first sample's is "
-                    f"{first.dtype}"
+                    index,
+                    f"'{key}' is {a.dtype} but sample {indices[0]}'s is {first.dtype}",
                 )
             if a.ndim != first.ndim or a.shape[1:] != first.shape[1:]:
                 raise MapOutputError(
-                    f"position {pos}: '{key}' has shape {a.shape} and the first sample's "
-                    f"{first.shape}: only the first axis may differ (it is padded)"
+                    index,
+                    f"'{key}' has shape {a.shape} and sample {indices[0]}'s {first.shape}: "
+                    f"only the first axis may differ (it is padded)",
                 )
         # The built-in padded fields keep their count even when every sample has as
         # many rows, as the loader's own batches do: a loop reads `box_count` always
@@ -141,6 +177,24 @@ def collate(results, positions, batch, whole):
         if adds_no_count and all(a.shape == first.shape for a in arrays):
             mapped[key] = np.stack(arrays)
             continue
+        counts = np.array([a.shape[0] for a in arrays], dtype=np.int32)
+        name = _COUNT_NAMES.get(key, f"{key}_count")
+        if name in keys:
+            # Ragged (or every sample would have been stacked above): the first sample
+            # whose length differs from the first's.
+            j = next(j for j, n in enumerate(counts) if n != counts[0])
+            raise MapOutputError(
+                indices[j],
+                f"'{key}' has {counts[j]} rows here and {counts[0]} in sample {indices[0]}, "
+                f"so it is padded, and its count '{name}' is a key of its own",
+            )
+        if name in mapped and not np.array_equal(mapped[name], counts):
+            j = int(np.flatnonzero(mapped[name] != counts)[0])
+            raise MapOutputError(
+                indices[j],
+                f"'{key}' has {counts[j]} rows and '{counted_by[name]}' "
+                f"{mapped[name][j]}: they share the count '{name}'",
+            )
         longest = max(a.shape[0] for a in arrays)
         padded = np.full(
             (len(arrays), longest) + first.shape[1:], _PAD.get(key, 0), dtype=first.dtype
@@ -148,11 +202,6 @@ def collate(results, positions, batch, whole):
         for row, a in zip(padded, arrays):
             row[: a.shape[0]] = a
         mapped[key] = padded
-        counts = np.array([a.shape[0] for a in arrays], dtype=np.int32)
-        name = _COUNT_NAMES.get(key, f"{key}_count")
-        if name in mapped and not np.array_equal(mapped[name], counts):
-            raise MapOutputError(f"'{key}' and another field disagree on '{name}'")
-        if name in keys:
-            raise MapOutputError(f"'{key}' is ragged and its count '{name}' is a key of its own")
         mapped[name] = counts
+        counted_by.setdefault(name, key)
     return mapped

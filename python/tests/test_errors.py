@@ -1,6 +1,7 @@
 """Bad data and bad settings raise stoker.LoaderError or ValueError naming the file or
 the setting, and never take the interpreter down."""
 
+import numpy as np
 import pytest
 
 import stoker
@@ -184,3 +185,27 @@ def test_a_value_of_the_wrong_type_names_its_argument(shapes, name, value):
     # "batch_size must be an int, got str".
     with pytest.raises(TypeError, match=rf"^(argument '{name}': |{name} must be )"):
         stoker.Loader(shapes, **{name: value})
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("mixup", True),
+        ("mixup", False),
+        ("cutmix", True),
+        ("mix_prob", True),
+        ("min_box_visibility", False),
+        ("weights", [True, 1.0]),
+        ("mixup", np.True_),
+    ],
+)
+def test_a_bool_is_not_a_float_argument(shapes, name, value):
+    """`mixup=True` is no alpha (Python would make it 1.0), and `mixup=False` would
+    turn mixing on: both are refused, as a bool is for the int arguments."""
+    with pytest.raises(TypeError, match=rf"^argument '{name}': must be a real number, not bool"):
+        stoker.Loader(shapes, **{name: value})
+
+
+def test_numbers_of_any_kind_are_still_floats(shapes):
+    loader = stoker.Loader(shapes, batch_size=4, mixup=1, cutmix=np.float32(0.5), mix_prob=1)
+    assert sorted(next(iter(loader))) == ["image", "label", "soft_labels"]

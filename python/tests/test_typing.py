@@ -134,6 +134,8 @@ def rust_defaults():
             continue
         name, expr = re.fullmatch(r"(\w+): [^=]+ = (.+),", line).groups()
         expr = expr.removesuffix(".into()")
+        # A float argument's default, e.g. `Float(0.0)`: the float inside.
+        expr = re.sub(r"^Float\((.+)\)$", r"\1", expr)
         number = re.fullmatch(r"(?:IntOrAuto::Int\()?Int::of\((-?\d+)\)\)?", expr)
         if number:
             out[name] = int(number.group(1))
@@ -199,5 +201,32 @@ def test_the_typed_program_runs(tmp_path):
         capture_output=True,
         text=True,
         timeout=300,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_example_type_checks_with_an_untyped_torchvision_installed(tmp_path):
+    """torchvision ships no py.typed: installed, `mypy --strict` reports its imports
+    unless the example marks them, and a user's own config has no section that
+    ignores it. (torch itself cannot be installed here; with it, the example's
+    `from_dlpack` and `backward` are what mypy would check: docs/python.md.)"""
+    need_mypy()
+    site = tmp_path / "site" / "torchvision"
+    site.mkdir(parents=True)
+    for name in ("__init__", "transforms", "datasets"):
+        (site / f"{name}.py").write_text("def anything(*args, **kwargs):\n    pass\n")
+    # This checkout's config without its torchvision line (torch stays absent, and
+    # ignored), its stub path made absolute.
+    config = CONFIG.read_text().replace("$MYPY_CONFIG_FILE_DIR", str(PY))
+    config = config.replace(
+        "[mypy-torch,torch.*,torchvision,torchvision.*]", "[mypy-torch,torch.*]"
+    )
+    assert "torchvision" not in config.split("[mypy-torch,torch.*]")[1]
+    (tmp_path / "mypy.ini").write_text(config)
+    out = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--config-file", str(tmp_path / "mypy.ini"),
+         "--cache-dir", str(tmp_path / "cache"), str(PY / "examples")],
+        cwd=PY.parent, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "site")},
     )
     assert out.returncode == 0, out.stdout + out.stderr

@@ -535,9 +535,10 @@ def test_the_next_batch_is_mapped_while_the_caller_works(shapes):
     def record(sample, rng):
         seen.append(1)
         if len(seen) <= 4:
-            # The first batch is slow: the loader has made the second by the time it
-            # is back.
-            time.sleep(0.05)
+            # The first batch is slow: the loader has made the second (4 images of
+            # 32 px, a millisecond's work) by the time it is back, with a second to
+            # spare for a loaded machine.
+            time.sleep(0.25)
         else:
             second.set()
         return {"label": sample["label"]}
@@ -571,16 +572,22 @@ SIGNALLED = textwrap.dedent(
     import numpy as np
     import stoker
 
-    # Ctrl-C raises KeyboardInterrupt only while next(it) runs (armed), once per call,
-    # and at most CAP times (so that a collation slower than the signals' period ends
-    # all the same): the script's own lines never lose a batch to an interrupt, so a
-    # sample missing below was lost by the loader.
+    # Ctrl-C raises KeyboardInterrupt only inside next(it), once per call, and at most
+    # CAP times (so that a collation slower than the signals' period ends all the
+    # same): the script's own lines never lose a batch to an interrupt, so a sample
+    # missing below was lost by the loader. Inside next() the loader is in use
+    # (state_dict() refuses); a handler that Python runs just after next() returned
+    # would drop the batch returned, Python's own window, not the loader's.
     CAP = 40
     armed, raised = False, 0
 
     def on_sigint(signum, frame):
         global armed, raised
-        if armed and raised < CAP:
+        if not armed or raised >= CAP:
+            return
+        try:
+            loader.state_dict()
+        except RuntimeError:
             armed = False
             raised += 1
             raise KeyboardInterrupt
@@ -611,7 +618,8 @@ SIGNALLED = textwrap.dedent(
         assert (b["x"][:, 0, 0] == b["id"]).all()
         got.extend(int(i) for i in b["id"])
 
-    it = make().epoch(0)
+    loader = make()
+    it = loader.epoch(0)
     t = threading.Thread(target=signaller)
     t.start()
     try:

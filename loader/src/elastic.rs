@@ -2,11 +2,11 @@
 //! single source.
 //!
 //! The epoch's first layout (W ranks, batch B) is the sampler's: strided for plain
-//! sources, shard-dealt for tar and Parquet shards. When a state saved after b of its
+//! sources, contiguous runs of the shard stream for tar and Parquet shards. When a state saved after b of its
 //! batches is loaded at another layout, the samples no rank has taken yet are listed
 //! in a fixed order, the remainder: the first untaken sample of rank 0, of rank 1,
 //! ..., then the second of each, ... (for a strided first layout this is the epoch's
-//! order from the first untaken position on; for shard-dealt tar and Parquet shards,
+//! order from the first untaken position on; for tar and Parquet shards,
 //! a new layout of as many ranks continues each rank's own shards), each sample once
 //! (the padding repeats of the first layout are left out, as is anything already
 //! taken).

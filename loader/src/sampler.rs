@@ -3,14 +3,17 @@
 //! Every order is a pure function of (seed, epoch, rank, world), so two processes (or
 //! a resumed run) agree on it without talking to each other.
 //!
-//! A source stored in shards (tar files, see [`Source::shards`](crate::Source::shards))
-//! gets WebDataset's order when shuffled: the shard order is permuted by (seed,
-//! epoch); the shards are dealt to the ranks (shard-strided) when there are at least as
-//! many shards as ranks, else the samples of the permuted shards are dealt
-//! (sample-strided); each rank's samples, in shard order, pass through a bounded
-//! shuffle buffer of `shuffle_buffer` samples seeded by (seed, epoch, rank). It is
-//! simulated on indices, so the whole epoch is still known up front, and reading stays
-//! shard-local (a shard is read from start to end within about one buffer).
+//! A source stored in shards (tar files, Parquet row groups, see
+//! [`Source::shards`](crate::Source::shards)) is shuffled as WebDataset shuffles,
+//! shards first, then a buffer: the shard order is permuted by (seed, epoch), and the
+//! permuted shards' samples, one shard after another, make one stream; each rank
+//! takes one contiguous run of that stream, of the plain per-rank length (padded or
+//! dropped by [`deal`]'s rule), so the ranks' shares are disjoint and cover the epoch
+//! whatever the shard sizes; each rank's run passes through a bounded shuffle buffer
+//! of `shuffle_buffer` samples seeded by (seed, epoch, rank). It is simulated on
+//! indices, so the whole epoch is still known up front, and reading stays shard-local
+//! (a run holds whole shards but for the two at its ends, and a shard is read from
+//! start to end within about one buffer).
 
 use std::ops::Range;
 
@@ -181,7 +184,7 @@ impl Sampler {
     }
 
     /// [`shard_order`](Self::shard_order) of each rank in `ranks`, with the shard
-    /// order (and the stream of samples when they are dealt) made once for them all.
+    /// order (and the stream of samples it makes) made once for them all.
     fn shard_orders(
         &self,
         len: usize,
@@ -197,56 +200,33 @@ impl Sampler {
             let j = rng.below(i as u64 + 1) as usize;
             order.swap(i, j);
         }
-        // Empty shards would leave a rank nothing to repeat when dealt.
-        order.retain(|&s| !shards[s].is_empty());
         let world = self.world.max(1);
-        // The rank matters to the length only under Exact, which is neither padded
-        // nor shard-dealt.
-        let target = self.shard_len(len);
-        let samples_of = |ids: &mut dyn Iterator<Item = &usize>| -> Vec<usize> {
-            ids.flat_map(|&s| shards[s].clone()).collect()
+        let mut stream: Vec<usize> = order.iter().flat_map(|&s| shards[s].clone()).collect();
+        // The padding rule is `deal`'s: Pad repeats the stream's first samples after
+        // its end, Drop leaves its tail out, Exact neither.
+        let total = match self.shard_policy {
+            ShardPolicy::Exact => len,
+            _ => self.shard_len(len) * world,
         };
-        let dealt = world > 1 && order.len() >= world && self.shard_policy != ShardPolicy::Exact;
-        // Fewer shards than ranks (or every sample exactly once): deal samples.
-        let all = (world > 1 && !dealt).then(|| {
-            let mut all = samples_of(&mut order.iter());
-            if self.shard_policy != ShardPolicy::Exact {
-                let total = target * world;
-                if total > len && len > 0 {
-                    let extra: Vec<usize> = all.iter().cycle().take(total - len).copied().collect();
-                    all.extend(extra);
-                }
-                all.truncate(total);
-            }
-            all
-        });
+        if total > len && len > 0 {
+            let extra: Vec<usize> = stream.iter().cycle().take(total - len).copied().collect();
+            stream.extend(extra);
+        }
+        stream.truncate(total);
+        // Each rank takes one contiguous run of the stream, not every world-th shard:
+        // shards of unequal size would give the ranks unequal shares, which they could
+        // only even out by leaving samples for another epoch or reading some twice.
+        // A run holds whole shards but for the two at its ends, which it shares with
+        // its neighbours, so reading stays shard-local.
+        let start = |rank: usize| match self.shard_policy {
+            ShardPolicy::Exact => rank * (len / world) + rank.min(len % world),
+            _ => rank * self.shard_len(len),
+        };
         ranks
             .map(|rank| {
-                let stream = match &all {
-                    _ if world <= 1 => samples_of(&mut order.iter()),
-                    Some(all) => all.iter().skip(rank).step_by(world).copied().collect(),
-                    None => samples_of(&mut order.iter().skip(rank).step_by(world)),
-                };
+                let run = stream[start(rank)..start(rank + 1)].to_vec();
                 let mut brng = SampleRng::new(self.seed, epoch, u64::MAX - 2 - rank as u64);
-                let mut out = buffer_shuffle(stream, self.shuffle_buffer, &mut brng);
-                if dealt {
-                    // Every rank takes the same number of steps: a rank whose shards
-                    // hold more stops at the common length (the rest come first in
-                    // another epoch's deal), one whose shards hold fewer repeats its
-                    // own from the start.
-                    if out.len() > target {
-                        out.truncate(target);
-                    } else if out.len() < target && !out.is_empty() {
-                        let extra: Vec<usize> = out
-                            .iter()
-                            .cycle()
-                            .take(target - out.len())
-                            .copied()
-                            .collect();
-                        out.extend(extra);
-                    }
-                }
-                out
+                buffer_shuffle(run, self.shuffle_buffer, &mut brng)
             })
             .collect()
     }
@@ -437,7 +417,7 @@ mod tests {
     }
 
     #[test]
-    fn shards_are_dealt_to_ranks_or_samples_when_too_few() {
+    fn ranks_take_whole_shards_or_samples_when_too_few() {
         let shards = ranges(&[10, 10, 10, 10]);
         let per_rank: Vec<Vec<usize>> = (0..2)
             .map(|r| {
@@ -456,7 +436,7 @@ mod tests {
         let mut all = per_rank.concat();
         all.sort_unstable();
         assert_eq!(all, (0..40).collect::<Vec<_>>());
-        // 2 shards, 3 ranks: samples dealt; padded to ceil(20 / 3) = 7 each.
+        // 2 shards, 3 ranks: padded to ceil(20 / 3) = 7 each.
         let shards = ranges(&[10, 10]);
         let per_rank: Vec<Vec<usize>> = (0..3)
             .map(|r| {
@@ -470,6 +450,88 @@ mod tests {
         all.sort_unstable();
         all.dedup();
         assert_eq!(all, (0..20).collect::<Vec<_>>());
+    }
+
+    /// How many times each of `0..len` occurs in the orders of `world` ranks.
+    fn counts(
+        s: &Sampler,
+        len: usize,
+        shards: &[Range<usize>],
+        world: usize,
+        epoch: u64,
+    ) -> Vec<usize> {
+        let mut n = vec![0; len];
+        for r in 0..world {
+            let got = Sampler {
+                rank: r,
+                ..s.clone()
+            }
+            .indices_in(len, Some(shards), epoch);
+            assert_eq!(
+                got.len(),
+                Sampler {
+                    rank: r,
+                    ..s.clone()
+                }
+                .shard_len(len)
+            );
+            for i in got {
+                n[i] += 1;
+            }
+        }
+        n
+    }
+
+    #[test]
+    fn uneven_shards_give_each_sample_once_per_epoch() {
+        // 53 samples in shards of 20, 20, 13 (and odder sizes): dealt whole, shard by
+        // shard, these left some samples out of an epoch and gave others twice.
+        for sizes in [&[20, 20, 13][..], &[7, 1, 12, 11, 3, 19]] {
+            let shards = ranges(sizes);
+            let len: usize = sizes.iter().sum();
+            for world in [2, 3, 4] {
+                for seed in [0, 7, 99] {
+                    for epoch in 0..4 {
+                        let s = Sampler {
+                            shuffle_buffer: 5,
+                            ..Sampler::shuffled(seed)
+                        };
+                        let why = format!("{sizes:?} world {world} seed {seed} epoch {epoch}");
+                        // Pad: every sample, and the padding's repeats only: the
+                        // ranks' ceil(len / world) each, less len.
+                        let pad = counts(
+                            &s.clone().distributed(0, world, ShardPolicy::Pad),
+                            len,
+                            &shards,
+                            world,
+                            epoch,
+                        );
+                        assert!(pad.iter().all(|&n| n >= 1), "{why}: {pad:?}");
+                        let repeats: usize = pad.iter().map(|n| n - 1).sum();
+                        assert_eq!(repeats, len.div_ceil(world) * world - len, "{why}");
+                        // Drop: nothing twice, len % world left out.
+                        let drop = counts(
+                            &s.clone().distributed(0, world, ShardPolicy::Drop),
+                            len,
+                            &shards,
+                            world,
+                            epoch,
+                        );
+                        assert!(drop.iter().all(|&n| n <= 1), "{why}: {drop:?}");
+                        assert_eq!(drop.iter().sum::<usize>(), len / world * world, "{why}");
+                        // Exact: every sample once.
+                        let exact = counts(
+                            &s.clone().distributed(0, world, ShardPolicy::Exact),
+                            len,
+                            &shards,
+                            world,
+                            epoch,
+                        );
+                        assert!(exact.iter().all(|&n| n == 1), "{why}: {exact:?}");
+                    }
+                }
+            }
+        }
     }
 
     proptest! {
@@ -495,9 +557,52 @@ mod tests {
                 prop_assert_eq!(&got, &s.indices_in(len, Some(&shards), 5), "deterministic");
                 seen.extend(got);
             }
-            if world == 1 || policy == ShardPolicy::Exact {
-                seen.sort_unstable();
-                prop_assert_eq!(seen, (0..len).collect::<Vec<_>>());
+            // Each sample once per epoch, but for the padding rule: Pad repeats
+            // ceil(len / world) * world - len, Drop leaves len % world out.
+            let mut n = vec![0usize; len];
+            for &i in &seen {
+                n[i] += 1;
+            }
+            match policy {
+                ShardPolicy::Pad => {
+                    prop_assert!(n.iter().all(|&c| c >= 1), "{:?}", n);
+                    prop_assert_eq!(seen.len() - len, len.div_ceil(world) * world - len);
+                }
+                ShardPolicy::Drop => {
+                    prop_assert!(n.iter().all(|&c| c <= 1), "{:?}", n);
+                    prop_assert_eq!(seen.len(), len / world * world);
+                }
+                ShardPolicy::Exact => prop_assert!(n.iter().all(|&c| c == 1), "{:?}", n),
+            }
+        }
+
+        #[test]
+        fn a_rank_reads_whole_shards_but_at_its_ends(
+            sizes in proptest::collection::vec(0usize..30, 1..12),
+            world in 1usize..5,
+            seed: u64,
+        ) {
+            // Buffer 1: a rank's order is its run of the shard stream as it is read.
+            let len: usize = sizes.iter().sum();
+            let shards = ranges(&sizes);
+            let shard_of = |i: usize| shards.iter().position(|r| r.contains(&i)).unwrap();
+            for r in 0..world {
+                let s = Sampler { shuffle_buffer: 1, ..Sampler::shuffled(seed) }
+                    .distributed(r, world, ShardPolicy::Drop);
+                let got = s.indices_in(len, Some(&shards), 2);
+                let runs: Vec<&[usize]> = got.chunk_by(|&a, &b| shard_of(a) == shard_of(b)).collect();
+                let mut visited: Vec<usize> = runs.iter().map(|run| shard_of(run[0])).collect();
+                for (k, run) in runs.iter().enumerate() {
+                    let whole = &shards[shard_of(run[0])];
+                    prop_assert!(run.windows(2).all(|w| w[1] == w[0] + 1), "{:?}", run);
+                    if k > 0 && k + 1 < runs.len() {
+                        prop_assert_eq!(run.len(), whole.len(), "a middle shard is read whole");
+                    }
+                }
+                let n = visited.len();
+                visited.sort_unstable();
+                visited.dedup();
+                prop_assert_eq!(visited.len(), n, "each shard in one run");
             }
         }
 

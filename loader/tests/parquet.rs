@@ -793,15 +793,18 @@ fn row_groups_resume_on_another_rank_count_delivering_each_sample_once() {
         (got, saved.unwrap())
     };
     for (w, w2, take) in [(2, 3, 2), (3, 1, 1)] {
-        let (mut want, _) = run(w, None, None);
+        let (want, _) = run(w, None, None);
         let (first, state) = run(w, Some(take), None);
         let (rest, _) = run(w2, None, Some(&state));
         let mut union = [first.clone(), rest.clone()].concat();
         union.sort_unstable();
         union.dedup();
-        want.sort_unstable();
-        want.dedup();
-        assert_eq!(union, want, "{w} -> {w2}: every sample of the epoch");
+        assert_eq!(want.len(), 30usize.div_ceil(w) * w, "{w} ranks, padded");
+        assert_eq!(
+            union,
+            (0..30).collect::<Vec<_>>(),
+            "{w} -> {w2}: every sample of the epoch"
+        );
         let mut after = rest.clone();
         after.sort_unstable();
         after.dedup();
@@ -810,5 +813,43 @@ fn row_groups_resume_on_another_rank_count_delivering_each_sample_once() {
             again < w2,
             "{w} -> {w2}: {again} delivered again (padding is under {w2})"
         );
+    }
+}
+
+#[test]
+fn uneven_row_groups_give_each_sample_once_per_epoch_on_any_rank_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = folder(dir.path());
+    let pq = source::open(shards(dir.path(), src.as_ref()), source::Split::Train).unwrap();
+    // Row groups of 7, 7, 3, 7 and 6: whole groups dealt to ranks gave some samples
+    // twice in an epoch and none to others.
+    for world in [2, 3, 4] {
+        for (seed, epoch) in [(5, 0), (5, 1), (8, 3)] {
+            let mut got = Vec::new();
+            for rank in 0..world {
+                let c = LoaderConfig {
+                    rank,
+                    world,
+                    seed,
+                    ..cfg(true, Mode::Sync)
+                };
+                let mut l = Loader::new(pq.clone(), c).unwrap();
+                for b in l.epoch(epoch) {
+                    got.extend(b.unwrap().indices);
+                }
+            }
+            let mut n = [0usize; 30];
+            for &i in &got {
+                n[i] += 1;
+            }
+            let why = format!("{world} ranks, seed {seed}, epoch {epoch}");
+            assert!(n.iter().all(|&k| k >= 1), "{why}: {n:?}");
+            // Beyond every sample, only Pad's repeats: ceil(30 / world) on each rank.
+            assert_eq!(
+                got.len() - 30,
+                30usize.div_ceil(world) * world - 30,
+                "{why}"
+            );
+        }
     }
 }

@@ -644,10 +644,12 @@ fn shards_resume_on_another_rank_count_delivering_each_sample_once() {
         let mut union = [first.clone(), rest.clone()].concat();
         union.sort_unstable();
         union.dedup();
-        let mut want = all;
-        want.sort_unstable();
-        want.dedup();
-        assert_eq!(union, want, "{w} -> {w2}: every sample of the epoch");
+        assert_eq!(all.len(), 150usize.div_ceil(w) * w, "{w} ranks, padded");
+        assert_eq!(
+            union,
+            (0..150).collect::<Vec<_>>(),
+            "{w} -> {w2}: every sample of the epoch"
+        );
         let mut after = rest.clone();
         after.sort_unstable();
         after.dedup();
@@ -655,6 +657,77 @@ fn shards_resume_on_another_rank_count_delivering_each_sample_once() {
         assert!(
             again < w2,
             "{w} -> {w2}: {again} delivered again (padding is under {w2})"
+        );
+    }
+}
+
+/// How many times each of `0..len` is in `got`.
+fn times(got: &[usize], len: usize) -> Vec<usize> {
+    let mut n = vec![0; len];
+    for &i in got {
+        n[i] += 1;
+    }
+    n
+}
+
+#[test]
+fn uneven_shards_give_each_sample_once_per_epoch_on_any_rank_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = source::open(shapes(dir.path(), 53), source::Split::Train).unwrap();
+    let (out, _) = pack(folder.as_ref(), dir.path(), 10 << 10);
+    let tars = source::open(&out, source::Split::Train).unwrap();
+    let sizes: Vec<usize> = tars.shards().unwrap().iter().map(|r| r.len()).collect();
+    assert!(
+        sizes.len() >= 4 && sizes.iter().any(|&n| n != sizes[0]),
+        "uneven shards: {sizes:?}"
+    );
+    for world in [2, 3, 4] {
+        for (seed, epoch) in [(11, 0), (11, 1), (4, 2), (9, 5)] {
+            let mut got = Vec::new();
+            let mut steps = Vec::new();
+            for rank in 0..world {
+                let c = LoaderConfig {
+                    rank,
+                    world,
+                    seed,
+                    ..cfg(Mode::Async, 2)
+                };
+                let mut l = Loader::new(tars.clone(), c).unwrap();
+                let mut n = 0;
+                for b in l.epoch(epoch) {
+                    got.extend(b.unwrap().indices);
+                    n += 1;
+                }
+                steps.push(n);
+            }
+            let why = format!("{sizes:?} on {world} ranks, seed {seed}, epoch {epoch}");
+            assert!(
+                steps.iter().all(|&n| n == steps[0]),
+                "{why}: steps {steps:?}"
+            );
+            // Every sample, and beyond them only Pad's repeats (ceil(53 / world) on
+            // every rank).
+            let n = times(&got, 53);
+            assert!(n.iter().all(|&k| k >= 1), "{why}: {n:?}");
+            assert_eq!(
+                got.len() - 53,
+                53usize.div_ceil(world) * world - 53,
+                "{why}"
+            );
+        }
+    }
+    // Resumed mid-epoch on as many ranks, or taken over by another rank count: the
+    // rest of the epoch, each sample once but for the padding.
+    for (w, w2, take) in [(2, 2, 2), (3, 3, 1), (2, 3, 2), (4, 3, 1)] {
+        let (first, state) = ranks_deliver(&tars, w, Some(take), None);
+        let (rest, _) = ranks_deliver(&tars, w2, None, Some(&state));
+        let n = times(&[first.clone(), rest.clone()].concat(), 53);
+        assert!(n.iter().all(|&k| k >= 1), "{w} -> {w2}: {n:?}");
+        // Padding: under w at the first layout's end, under w2 at the new one's.
+        let repeats = first.len() + rest.len() - 53;
+        assert!(
+            repeats <= (w - 1) + (w2 - 1),
+            "{w} -> {w2}: {repeats} repeats, more than the padding"
         );
     }
 }

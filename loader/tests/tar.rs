@@ -658,3 +658,29 @@ fn shards_resume_on_another_rank_count_delivering_each_sample_once() {
         );
     }
 }
+
+#[test]
+fn an_empty_box_list_in_a_json_member_needs_no_box_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (png(1), png(2));
+    let bytes = tar_bytes(&[
+        ("a.png", &a),
+        ("a.cls", b"0"),
+        ("a.json", br#"{"boxes": [[1, 1, 5, 5]], "box_labels": [1]}"#),
+        ("b.png", &b),
+        ("b.cls", b"1"),
+        // An image with no objects: no classes to give.
+        ("b.json", br#"{"boxes": []}"#),
+    ]);
+    let path = dir.path().join("boxes.tar");
+    std::fs::write(&path, bytes).unwrap();
+    let src = source::open(&path, source::Split::Train).unwrap_or_else(|e| panic!("{e}"));
+    let fields = src.fields();
+    assert!(fields.contains(stoker_loader::Field::Boxes), "{fields:?}");
+    let (mut buf, mut ann) = (Vec::new(), stoker_loader::Annotation::default());
+    src.read_sample(0, fields, &mut buf, &mut ann).unwrap();
+    assert_eq!((ann.boxes.len(), ann.box_labels.as_slice()), (1, &[1][..]));
+    src.read_sample(1, fields, &mut buf, &mut ann).unwrap();
+    assert!(ann.boxes.is_empty() && ann.box_labels.is_empty(), "{ann:?}");
+    assert_eq!(buf, b);
+}

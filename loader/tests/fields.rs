@@ -425,6 +425,36 @@ fn a_manifest_with_a_byte_order_mark_and_only_empty_boxes_keeps_its_boxes_field(
     assert_eq!(f.boxes.count, [0, 0, 0, 0]);
 }
 
+#[test]
+fn an_empty_box_list_needs_no_box_labels_and_boxes_still_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("img")).unwrap();
+    std::fs::create_dir_all(d.join("masks")).unwrap();
+    let mut lines = vec![json!({"image": "img/0.png", "boxes": boxes(0),
+                                "box_labels": ["cat", "dog", "bird"]})
+    .to_string()];
+    write_sample(d, 0);
+    for i in 1..4 {
+        write_sample(d, i);
+        // An image with no objects: no classes to give.
+        lines.push(json!({"image": format!("img/{i}.png"), "boxes": []}).to_string());
+    }
+    let path = d.join("empty.jsonl");
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    let src = open(&path);
+    assert!(src.fields().contains(Field::Boxes), "{:?}", src.fields());
+    let b = &all_batches(src, config(Mode::Sync, 1, ""))[0];
+    let f = b.fields.as_ref().expect("a batch with fields");
+    assert_eq!(f.boxes.count, [3, 0, 0, 0]);
+    // Boxes with no classes for them are still refused.
+    bad_line(
+        d,
+        json!({"image": "img/3.png", "boxes": [[0, 0, 10, 10]]}),
+        "boxes without \"box_labels\"",
+    );
+}
+
 /// One bad line among good ones: `fail` names the manifest line and the problem,
 /// `skip` leaves that sample out and counts it.
 fn bad_line(dir: &Path, line: serde_json::Value, want: &str) {

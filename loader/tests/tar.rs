@@ -731,3 +731,88 @@ fn uneven_shards_give_each_sample_once_per_epoch_on_any_rank_count() {
         );
     }
 }
+
+#[test]
+fn an_empty_box_list_in_a_json_member_needs_no_box_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (png(1), png(2));
+    let bytes = tar_bytes(&[
+        ("a.png", &a),
+        ("a.cls", b"0"),
+        ("a.json", br#"{"boxes": [[1, 1, 5, 5]], "box_labels": [1]}"#),
+        ("b.png", &b),
+        ("b.cls", b"1"),
+        // An image with no objects: no classes to give.
+        ("b.json", br#"{"boxes": []}"#),
+    ]);
+    let path = dir.path().join("boxes.tar");
+    std::fs::write(&path, bytes).unwrap();
+    let src = source::open(&path, source::Split::Train).unwrap_or_else(|e| panic!("{e}"));
+    let fields = src.fields();
+    assert!(fields.contains(stoker_loader::Field::Boxes), "{fields:?}");
+    let (mut buf, mut ann) = (Vec::new(), stoker_loader::Annotation::default());
+    src.read_sample(0, fields, &mut buf, &mut ann).unwrap();
+    assert_eq!((ann.boxes.len(), ann.box_labels.as_slice()), (1, &[1][..]));
+    src.read_sample(1, fields, &mut buf, &mut ann).unwrap();
+    assert!(ann.boxes.is_empty() && ann.box_labels.is_empty(), "{ann:?}");
+    assert_eq!(buf, b);
+}
+
+#[test]
+fn two_images_two_masks_or_two_labels_that_differ_are_errors_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (png(1), png(2));
+    // Opening reads the headers only: what the images and masks hold does not matter.
+    let (jpg, m) = (png(3), png(4));
+    let path = dir.path().join("two.tar");
+    let cases: [(&[(&str, &[u8])], [&str; 2]); 4] = [
+        (
+            &[("x/k.png", &b), ("x/k.jpg", &jpg), ("x/k.cls", b"0")],
+            ["x/k.png", "x/k.jpg"],
+        ),
+        (
+            &[("k.png", &b), ("k.mask.png", &m), ("k.seg.png", &m)],
+            ["k.mask.png", "k.seg.png"],
+        ),
+        (
+            &[
+                ("k.png", &b),
+                ("k.cls", b"1"),
+                ("k.json", br#"{"label": 2}"#),
+            ],
+            ["k.cls", "k.json"],
+        ),
+        (
+            &[
+                ("k.json", br#"{"class": 3}"#),
+                ("k.png", &b),
+                ("k.cls", b"0"),
+            ],
+            ["k.json", "k.cls"],
+        ),
+    ];
+    for (members, [first, second]) in cases {
+        // A good sample first: the error is the second's, not the shard's start.
+        let mut all: Vec<(&str, &[u8])> = vec![("a.png", &a), ("a.cls", b"0")];
+        all.extend_from_slice(members);
+        std::fs::write(&path, tar_bytes(&all)).unwrap();
+        let e = open_err(&path);
+        let key = if first.starts_with("x/") { "x/k" } else { "k" };
+        assert!(
+            e.contains("two.tar")
+                && e.contains(&format!("sample {key}:"))
+                && e.contains(first)
+                && e.contains(second),
+            "{first} and {second}: {e}"
+        );
+    }
+    // The same label in both is no conflict.
+    let same = tar_bytes(&[
+        ("k.png", &b),
+        ("k.cls", b"2"),
+        ("k.json", br#"{"label": 2}"#),
+    ]);
+    std::fs::write(&path, same).unwrap();
+    let src = source::open(&path, source::Split::Train).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(src.label(0), 2);
+}

@@ -47,27 +47,40 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         if let Some(c) = per_class.get_mut(src.label(i) as usize) {
             *c += 1;
         }
+        // A source's error names the record already (said twice, the location hid the
+        // reason); the decoder's and the checks' do not, and get its name in front.
+        let what = src.describe(i);
+        let named = |e: String| format!("{what}: {e}");
         let dims = src
             .read_sample(i, fields, &mut buf, &mut ann)
-            .map_err(|e| e.to_string())
+            .map_err(|e| {
+                let e = e.to_string();
+                if e.contains(&what) {
+                    e
+                } else {
+                    named(e)
+                }
+            })
             .and_then(|kind| {
                 bytes += buf.len() as u64;
                 match kind {
                     // A full decode: a header can be whole when the data behind it is not.
                     RecordKind::Encoded => decode::decode_into(&buf, 3, &mut img)
                         .map(|()| (img.width, img.height))
-                        .map_err(|e| e.to_string()),
+                        .map_err(|e| named(e.to_string())),
                     RecordKind::Raw { width, height, .. } => Ok((width as usize, height as usize)),
                 }
             })
             .and_then(|dims| {
                 let k = src.keypoint_schema().map_or(1, |s| s.len().max(1));
                 count_fields(&ann, k, &mut counts);
-                check_annotation(&ann, dims, src.as_ref(), &mut mask).map(|()| dims)
+                check_annotation(&ann, dims, src.as_ref(), &mut mask)
+                    .map(|()| dims)
+                    .map_err(named)
             });
         match dims {
             Ok(d) => *sizes.entry(d).or_default() += 1,
-            Err(e) => bad.push(format!("{}: {e}", src.describe(i))),
+            Err(e) => bad.push(e),
         }
     }
     bar.finish_and_clear();

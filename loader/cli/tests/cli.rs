@@ -357,3 +357,78 @@ fn bench_mixes_data_sets_by_weight() {
     let err = failing(&["bench", "--data", path(&a), "--stop", "never"]);
     assert!(err.contains("steps"), "{err}");
 }
+
+/// A Parquet file whose footer is whole and whose row group is damaged: `inspect`
+/// names each bad row once (the row's location is in the source's error already).
+#[test]
+fn inspect_names_a_damaged_parquet_row_once() {
+    use arrow_array::{ArrayRef, BinaryArray, RecordBatch};
+    use arrow_schema::{DataType, Field, Schema};
+    use parquet::arrow::ArrowWriter;
+    use parquet::basic::{Compression, ZstdLevel};
+    use parquet::file::properties::WriterProperties;
+    use std::sync::Arc;
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let folder = tmp.path().join("shapes");
+    ok(&[
+        "gen",
+        "shapes",
+        path(&folder),
+        "--count",
+        "4",
+        "--size",
+        "16",
+    ]);
+    let mut images = Vec::new();
+    for class in std::fs::read_dir(&folder).expect("ls") {
+        for f in std::fs::read_dir(class.expect("class").path()).expect("ls") {
+            images.push(std::fs::read(f.expect("file").path()).expect("read"));
+        }
+    }
+    let column: ArrayRef = Arc::new(BinaryArray::from_iter_values(images.iter()));
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "image",
+        DataType::Binary,
+        false,
+    )]));
+    let batch = RecordBatch::try_new(schema.clone(), vec![column]).expect("batch");
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .build();
+    let mut bytes = Vec::new();
+    let mut w = ArrowWriter::try_new(&mut bytes, schema, Some(props)).expect("writer");
+    w.write(&batch).expect("write");
+    w.close().expect("close");
+    // The first compressed page loses its zstd frame's magic number.
+    let at = bytes
+        .windows(4)
+        .position(|w| w == [0x28, 0xb5, 0x2f, 0xfd])
+        .expect("a zstd frame");
+    bytes[at..at + 4].fill(0);
+    let file = tmp.path().join("damaged.parquet");
+    std::fs::write(&file, &bytes).expect("write");
+
+    let out = stoker_load(&["inspect", path(&file)]);
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("row group 0 row"))
+        .collect();
+    assert_eq!(rows.len(), images.len(), "{text}");
+    for line in rows {
+        assert_eq!(line.matches("damaged.parquet").count(), 1, "{line}");
+        assert_eq!(line.matches("row group 0 row").count(), 1, "{line}");
+        assert!(line.contains("reading the row group: "), "{line}");
+    }
+    let doc: serde_json::Value =
+        serde_json::from_slice(&stoker_load(&["inspect", path(&file), "--json"]).stdout)
+            .expect("inspect --json prints its JSON before failing");
+    let bad = doc["bad"].as_array().expect("a list of bad records");
+    assert_eq!(bad.len(), images.len(), "{doc}");
+    for b in bad {
+        let b = b.as_str().expect("a message");
+        assert_eq!(b.matches("damaged.parquet").count(), 1, "{b}");
+    }
+}

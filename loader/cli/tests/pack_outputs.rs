@@ -175,6 +175,55 @@ fn a_tar_pack_without_its_manifest_reads_with_a_warning() {
     );
 }
 
+/// Every file of `dir` (names and bytes), sorted by name.
+fn contents(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    names(dir)
+        .into_iter()
+        .map(|n| {
+            let bytes = std::fs::read(dir.join(&n)).unwrap();
+            (n, bytes)
+        })
+        .collect()
+}
+
+#[test]
+fn a_refused_pack_leaves_a_finished_pack_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = shapes(dir.path(), 12);
+    let shards = dir.path().join("shards");
+    let st = stoker_load(&["pack", path(&data), path(&shards), "--format", "tar"]);
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let before = contents(&shards);
+    assert!(
+        before.iter().any(|(n, _)| n == "shards.json"),
+        "{:?}",
+        names(&shards)
+    );
+    let err = failing(&["pack", path(&data), path(&shards), "--format", "tar"]);
+    assert!(err.contains("holds .tar files already"), "{err}");
+    assert!(
+        contents(&shards) == before,
+        "a refused tar pack changed the folder"
+    );
+    // The packed format refuses a folder as its output before writing anything.
+    let err = failing(&["pack", path(&data), path(&shards)]);
+    assert!(err.contains("not a regular file"), "{err}");
+    assert!(
+        contents(&shards) == before,
+        "a refused pack changed the folder"
+    );
+    let inspect = stoker_load(&["inspect", path(&shards)]);
+    let err = String::from_utf8_lossy(&inspect.stderr);
+    assert!(
+        inspect.status.success() && !err.contains("warning"),
+        "{err}"
+    );
+}
+
 /// A pack that runs out of disk (a small tmpfs, mounted in a private mount namespace
 /// so nothing outside the test sees it) fails with the disk's error and leaves no
 /// temporary file behind; a temporary that a killed pack left on the full disk is

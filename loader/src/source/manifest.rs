@@ -218,10 +218,15 @@ fn parse_fields(
             .iter()
             .map(|x| numbers::<4>(x, "box"))
             .collect::<Result<_, _>>()?;
-        let labels = obj
-            .get("box_labels")
-            .and_then(Value::as_array)
-            .ok_or_else(|| "boxes without \"box_labels\" (one class per box)".to_string())?;
+        // An empty box list (an image with no objects) needs no classes.
+        let labels = match obj.get("box_labels") {
+            Some(l) => l
+                .as_array()
+                .ok_or_else(|| format!("box_labels {l} is not a list"))?
+                .as_slice(),
+            None if raw.ann.boxes.is_empty() => &[],
+            None => return Err("boxes without \"box_labels\" (one class per box)".into()),
+        };
         raw.box_labels = labels
             .iter()
             .map(|x| class_ref(x, "box label"))

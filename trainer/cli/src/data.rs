@@ -128,24 +128,16 @@ impl Data {
                 );
             }
         }
-        let target = resolve_target(target, train.as_ref());
-        if target == Target::Labels {
-            for (what, path, src) in [
-                ("training", Some(train_path), Some(&train)),
-                ("validation", val_path.as_deref(), val.as_ref()),
-            ] {
-                if let (Some(p), Some(s)) = (path, src) {
-                    if !s.fields().contains(Field::Labels) {
-                        bail!(
-                            "--target labels: the {what} data {} has no multi-label tags (no \
-                             `labels` field; it has: {})",
-                            p.display(),
-                            s.fields()
-                        );
-                    }
-                }
+        let resolved = resolve_target(target, train.as_ref());
+        for (what, path, src) in [
+            ("training", Some(train_path), Some(&train)),
+            ("validation", val_path.as_deref(), val.as_ref()),
+        ] {
+            if let (Some(p), Some(s)) = (path, src) {
+                check_target(target, resolved, what, p, s.fields())?;
             }
         }
+        let target = resolved;
         let transform = Pipeline::parse(transform).context("--transform")?;
         let val_transform = val_transform
             .map(|s| Pipeline::parse(s).context("--val-transform"))
@@ -230,6 +222,42 @@ impl Data {
             None => None,
         };
         Ok((train, val))
+    }
+}
+
+/// The data must hold what the target learns from: tags for `labels`, a class per
+/// sample for `class` (without one every sample would train as class 0, and report a
+/// perfect accuracy). The message names the fields the data has instead, as the
+/// loader's own refusals (`fields=`, MixUp) do.
+fn check_target(
+    arg: TargetArg,
+    target: Target,
+    what: &str,
+    path: &Path,
+    fields: Fields,
+) -> anyhow::Result<()> {
+    let flag = match arg {
+        TargetArg::Auto => "--target auto",
+        TargetArg::Class => "--target class",
+        TargetArg::Labels => "--target labels",
+    };
+    match target {
+        Target::Labels if !fields.contains(Field::Labels) => bail!(
+            "{flag}: the {what} data {} has no multi-label tags (no `labels` field; it has: \
+             {fields})",
+            path.display(),
+        ),
+        Target::Class if !fields.contains(Field::Class) => bail!(
+            "{flag} trains a classifier, and the {what} data {} has no class per sample: the \
+             data set has no field 'label' (it has: {fields}){}",
+            path.display(),
+            if fields.contains(Field::Labels) {
+                "; train on its tags with --target labels"
+            } else {
+                ""
+            }
+        ),
+        _ => Ok(()),
     }
 }
 

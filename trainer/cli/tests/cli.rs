@@ -365,3 +365,43 @@ fn a_checkpoint_resumes_with_another_batch_at_any_step() {
         assert_eq!(doc["images"], total - 24, "{doc}");
     }
 }
+
+/// Data without a class per sample (boxes only) cannot train a classifier: `--target
+/// class`, and `auto` which takes it, are errors naming the fields the data has,
+/// where every sample would otherwise train as class 0 at a perfect accuracy.
+#[test]
+fn a_classifier_is_not_trained_on_data_without_classes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = shapes(&tmp.path().join("data"), 8, 1);
+    let mut images = walk(&data);
+    images.sort();
+    let lines: Vec<String> = images
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let rel = p.strip_prefix(&data).unwrap().to_str().unwrap();
+            let class = ["cat", "dog"][i % 2];
+            serde_json::json!({"image": rel, "boxes": [[1, 1, 8, 8]], "box_labels": [class]})
+                .to_string()
+        })
+        .collect();
+    let manifest = data.join("boxes.jsonl");
+    std::fs::write(&manifest, lines.join("\n")).unwrap();
+    for target in [&["--target", "class"][..], &["--target", "auto"], &[]] {
+        let mut args = vec![
+            "--data",
+            manifest.to_str().unwrap(),
+            "--epochs",
+            "1",
+            "--batch-size",
+            "4",
+            "--model",
+            "mlp",
+        ];
+        args.extend_from_slice(target);
+        let out = stoker_train(&args, tmp.path());
+        fails_with(&out, "has no class per sample");
+        fails_with(&out, "boxes.jsonl");
+        fails_with(&out, "has no field 'label' (it has: image,boxes)");
+    }
+}

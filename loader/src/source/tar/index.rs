@@ -22,9 +22,9 @@ pub const INDEX_VERSION: u32 = 1;
 pub const INDEX_VERSION_FIELDS: u32 = 2;
 /// The sidecar index of `SHARD.tar` is `SHARD.tar` followed by this.
 pub const INDEX_SUFFIX: &str = ".idx";
-/// Image extensions, in the order one is picked when a sample has several.
+/// Image extensions (a sample with two image members is an error).
 pub const IMAGE_EXTS: [&str; 4] = ["jpg", "jpeg", "png", "webp"];
-/// A sample's mask member (a PNG of class indices), in the order one is picked.
+/// A sample's mask member (a PNG of class indices; two are an error).
 pub const MASK_EXTS: [&str; 2] = ["mask.png", "seg.png"];
 /// A sample's caption member.
 pub const TEXT_EXT: &str = "txt";
@@ -232,13 +232,17 @@ fn json_label(bytes: &[u8]) -> Result<Option<u32>, Why> {
     Ok(None)
 }
 
-/// One sample being gathered while members of its key go by.
+/// One sample being gathered while members of its key go by. The image, the mask and
+/// the labels keep their member's name (escaped), for the error when a second one
+/// comes: which of two images or masks is meant, or which of two labels that differ,
+/// is no reader's guess to make.
 #[derive(Default)]
 struct Pending {
     key: String,
-    image: Option<(usize, u64, u64)>,
-    cls: Option<u32>,
-    json: Option<u32>,
+    image: Option<(String, u64, u64)>,
+    mask: Option<String>,
+    cls: Option<(u32, String)>,
+    json: Option<(u32, String)>,
     /// Members with fields (a caption, a json with more than a label, a mask).
     members: Vec<Member>,
     /// Extensions seen under this key: one twice means two samples share the key.
@@ -280,9 +284,18 @@ impl Pending {
             // A key with no image (metadata only) is not a sample.
             return Ok(());
         };
+        if let (Some((c, cls)), Some((j, json))) = (&p.cls, &p.json) {
+            if c != j {
+                return Err(format!(
+                    "sample {}: two labels that differ, {c} in member {cls} and {j} in \
+                     member {json} (give one label, or the same in both)",
+                    super::printable(&p.key)
+                ));
+            }
+        }
         // A sample with other fields may go without a label (a caption set); one of
         // image and label only may not (it would be an image without anything).
-        let label = match p.cls.or(p.json) {
+        let label = match p.cls.or(p.json).map(|(l, _)| l) {
             Some(l) => l,
             None if !p.members.is_empty() => NO_LABEL,
             None => {
@@ -372,21 +385,18 @@ pub fn scan<R: Read>(
         cur.exts.push(ext.clone());
         // Messages quote the name; the key above stays as stored.
         let path = super::printable(&raw);
-        if let Some(rank) = IMAGE_EXTS.iter().position(|x| *x == ext) {
-            if cur.image.is_none_or(|(r, _, _)| rank < r) {
-                cur.image = Some((rank, offset, size));
+        if IMAGE_EXTS.contains(&ext.as_str()) {
+            if let Some((first, _, _)) = &cur.image {
+                return Err(two_members(key, "images", first, &path));
             }
+            cur.image = Some((path, offset, size));
         } else if MASK_EXTS.contains(&ext.as_str()) {
-            use crate::sample::Field;
-            // One mask per sample: the first of the known names.
-            if !cur
-                .members
-                .iter()
-                .any(|(e, _, _)| MASK_EXTS.contains(&e.as_str()))
-            {
-                cur.members.push((ext.clone(), offset, size));
-                found.fields = found.fields.with(Field::Mask);
+            if let Some(first) = &cur.mask {
+                return Err(two_members(key, "masks", first, &path));
             }
+            cur.mask = Some(path);
+            cur.members.push((ext.clone(), offset, size));
+            found.fields = found.fields.with(crate::sample::Field::Mask);
         } else if ext == TEXT_EXT {
             if size > MAX_TEXT_BYTES {
                 return Err(format!(
@@ -421,9 +431,9 @@ pub fn scan<R: Read>(
             }
             let err = |w: Why| w.reword(|r| format!("member {path}: {r}"));
             if ext == "cls" {
-                cur.cls = Some(parse_cls(&bytes).map_err(|r| err(r.into()))?);
+                cur.cls = Some((parse_cls(&bytes).map_err(|r| err(r.into()))?, path.clone()));
             } else {
-                cur.json = json_label(&bytes).map_err(err)?;
+                cur.json = json_label(&bytes).map_err(err)?.map(|l| (l, path.clone()));
                 let (_, ann) =
                     crate::source::manifest::parse_fields_json(&bytes, &mut found.keypoints)
                         .map_err(err)?;
@@ -435,6 +445,17 @@ pub fn scan<R: Read>(
     }
     cur.flush(&mut out, &mut found)?;
     Ok((out, found.into_index(), end_of_members))
+}
+
+/// The error of a sample with two members of one kind (`what`: images, masks), named
+/// as they are in the shard (escaped).
+fn two_members(key: &str, what: &str, first: &str, second: &str) -> Why {
+    format!(
+        "sample {}: two {what}, members {first} and {second} (a sample has one; which is \
+         meant is not for the reader to guess)",
+        super::printable(key)
+    )
+    .into()
 }
 
 /// Notes the fields a `json` member carries beyond a label; false when it has none.

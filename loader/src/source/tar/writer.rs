@@ -274,6 +274,20 @@ pub fn pack_tar(
         }
         _ => {}
     }
+    // The refusal comes before any change to the folder: a finished pack there keeps
+    // its manifest and temporaries and reads as it did.
+    if out.is_dir() {
+        for entry in std::fs::read_dir(out).map_err(|e| SourceError::io(out, e))? {
+            let entry = entry.map_err(|e| SourceError::io(out, e))?;
+            if super::is_tar_name(&entry.file_name().to_string_lossy()) {
+                return Err(SourceError::format(
+                    out,
+                    "the folder holds .tar files already (shards of another pack would mix \
+                     in): give an empty or new folder",
+                ));
+            }
+        }
+    }
     std::fs::create_dir_all(out).map_err(|e| SourceError::io(out, e))?;
     // What a killed earlier pack left (a full disk would fail again because of it).
     crate::durable::remove_stale_temps(out, &[SHARD_PREFIX, MANIFEST_NAME]);
@@ -284,16 +298,6 @@ pub fn pack_tar(
             return Err(SourceError::io(out.join(MANIFEST_NAME), e))
         }
         _ => {}
-    }
-    for entry in std::fs::read_dir(out).map_err(|e| SourceError::io(out, e))? {
-        let entry = entry.map_err(|e| SourceError::io(out, e))?;
-        if super::is_tar_name(&entry.file_name().to_string_lossy()) {
-            return Err(SourceError::format(
-                out,
-                "the folder holds .tar files already (shards of another pack would mix in): \
-                 give an empty or new folder",
-            ));
-        }
     }
     let width = total.to_string().len().max(8);
     let mut stats = TarPackStats {

@@ -7,8 +7,12 @@
 //! transform := name (":" arg)*
 //! arg       := value | key "=" value
 //! size      := N | WxH                  (positive integers, at most 65536)
-//! range     := a-b                      (numbers; a number may be a fraction, 3/4)
+//! range     := a-b                      (numbers; a number may be a fraction, 3/4,
+//!                                        or have an exponent, 1e-3)
 //! ```
+//!
+//! In a range, the `-` that parts the two numbers is the first one that is neither a
+//! leading sign nor an exponent's: `ratio=1e-3-1e3` is 0.001 to 1000.
 //!
 //! Names are case-insensitive, spaces around parts are ignored. The transforms:
 //!
@@ -143,6 +147,14 @@ mod tests {
             p.to_string(),
             "crop:32:pad=4,flip:p=1,gray:p=0.2,erase:p=0.25,cutout:8"
         );
+        // Exponents in ranges: their minus is not the separator.
+        let p =
+            Pipeline::parse("rrc:224:scale=5E-2-1:ratio=1e-3-1e3,blur:3:sigma=1e-1-2e0").unwrap();
+        assert_eq!(
+            p.to_string(),
+            "rrc:224:scale=0.05-1:ratio=0.001-1000,blur:3:sigma=0.1-2"
+        );
+        assert_eq!(Pipeline::parse(&p.to_string()).unwrap(), p);
     }
 
     #[test]

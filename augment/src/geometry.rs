@@ -14,8 +14,8 @@
 //!   corners) and clipped to each step's output; it is dropped when it has no area
 //!   left, or when less than `min_visibility` of the area it would have had without
 //!   clipping is left;
-//! - a keypoint is mapped, and becomes invisible once it falls outside a step's output
-//!   (what lies there is padding, not the point);
+//! - a keypoint is mapped, and becomes invisible when it lies outside the input image
+//!   or falls outside a step's output (what lies there is padding, not the point);
 //! - a mask is resampled nearest-neighbour (the source pixel under each output pixel's
 //!   centre), and areas that come from padding or erasing get [`MASK_FILL`].
 //!
@@ -172,15 +172,23 @@ impl Geometry {
         Some(clipped.map(|v| v as f32))
     }
 
-    /// Maps a point of the input to the output; `None` once it leaves the image at
-    /// any step.
+    /// Maps a point of the input to the output; `None` when it lies outside the input
+    /// image or leaves the image at any step.
     pub fn map_point(&self, x: f32, y: f32) -> Option<(f32, f32)> {
+        let inside = |x: f64, y: f64, (w, h): (usize, usize)| {
+            x >= 0.0 && y >= 0.0 && x < w as f64 && y < h as f64
+        };
         let (mut x, mut y) = (x as f64, y as f64);
         let mut size = self.input;
+        // A point the annotation put off the image is no more visible without a
+        // transform than one a crop cut off.
+        if !inside(x, y, size) {
+            return None;
+        }
         for op in &self.ops {
             (x, y) = op.map_point(size, x, y);
             size = op.output_size(size);
-            if !(x >= 0.0 && y >= 0.0 && x < size.0 as f64 && y < size.1 as f64) {
+            if !inside(x, y, size) {
                 return None;
             }
         }
@@ -369,6 +377,31 @@ mod tests {
         ));
         assert_eq!(g.map_point(50.0, 50.0), Some((25.0, 25.0)));
         assert_eq!(g.output_size(), (100, 50));
+    }
+
+    #[test]
+    fn a_point_off_the_input_is_invisible_without_any_step() {
+        let g = geo(64, 48, &[]);
+        assert_eq!(g.map_point(10.0, 20.0), Some((10.0, 20.0)));
+        assert_eq!(g.map_point(0.0, 47.5), Some((0.0, 47.5)));
+        for (x, y) in [
+            (500.0, 20.0),
+            (10.0, -3.0),
+            (64.0, 0.0),
+            (-0.5, 0.0),
+            (1e9, 1e9),
+        ] {
+            assert_eq!(g.map_point(x, y), None, "({x}, {y})");
+        }
+        // Nor does padding bring it back: what a pad adds is fill, not the point.
+        let pad = GeoOp::Window {
+            left: -4,
+            top: -4,
+            to: (72, 56),
+        };
+        let g = geo(64, 48, &[pad]);
+        assert_eq!(g.map_point(1.0, 10.0), Some((5.0, 14.0)));
+        assert_eq!(g.map_point(-2.0, 10.0), None);
     }
 
     #[test]

@@ -323,7 +323,34 @@ fn a_detection_file_without_segmentations_has_no_mask_field() {
     );
     let src = open_coco(&info, &dir.path().join("img"));
     assert_eq!(src.fields(), Fields::of(&[Field::Image]));
-    assert_eq!(batches(src, config(Mode::Sync, 1, "")).len(), 1);
+    assert!(src.classes().is_empty());
+    // No categories, no classes: its batches carry the image alone, as a caption
+    // set's carry no label, rather than a class 0 for every sample.
+    for (mode, picked) in [(Mode::Sync, None), (Mode::Async, Some(&[Field::Image][..]))] {
+        let cfg = LoaderConfig {
+            fields: picked.map(Fields::of),
+            ..config(mode, 1, "")
+        };
+        let all = batches(src.clone(), cfg);
+        assert_eq!(all.len(), 1);
+        let f = all[0].fields.as_ref().expect("not a classification batch");
+        assert_eq!(f.fields, Fields::of(&[Field::Image]), "{mode}");
+    }
+    // Asking for a class is an error that says what the set has.
+    for want in [&[Field::Class][..], &[Field::Image, Field::Class]] {
+        let cfg = LoaderConfig {
+            fields: Some(Fields::of(want)),
+            ..config(Mode::Sync, 1, "")
+        };
+        let e = Loader::new(src.clone(), cfg)
+            .err()
+            .expect("no class")
+            .to_string();
+        assert!(
+            e.contains("no field 'label'") && e.contains("(it has: image)"),
+            "{e}"
+        );
+    }
     // Class + 1 of 300 categories does not fit in a byte: no mask, boxes still.
     let many = dir.path().join("lvis_like.json");
     let categories: Vec<Value> = (1..=300)
@@ -516,6 +543,110 @@ fn a_keypoint_instance_is_dropped_with_its_box() {
     assert!(close(&got[0], &want), "{got:?}");
     // Its nose (20, 10) is outside the crop: invisible, like every other point.
     assert!(f.keypoints.points.iter().all(|&v| v == 0.0));
+}
+
+/// A person_keypoints file of one 64x48 image: annotation 1 a person with a box,
+/// points and a region; annotations 2 (`[30, 5, 0, 0]`) and 3 (height 0) boxes
+/// without area, with points and regions of their own; annotation 4 a person whose
+/// right eye lies far off the image.
+fn degenerate_set(dir: &Path) -> PathBuf {
+    write_image(&dir.join("img/d.png"), 64, 48);
+    let pts = |x: f32, y: f32| -> Vec<f32> {
+        [
+            [x, y, 2.0],
+            [x + 2.0, y, 2.0],
+            [x + 4.0, y, 1.0],
+            [x, y + 2.0, 2.0],
+            [x + 4.0, y + 2.0, 2.0],
+        ]
+        .concat()
+    };
+    let mut far = pts(44.0, 30.0);
+    far[6..9].copy_from_slice(&[500.0, 20.0, 2.0]);
+    let square = |x: f32, y: f32| json!([[x, y, x + 6.0, y, x + 6.0, y + 6.0, x, y + 6.0]]);
+    let json = dir.join("person_keypoints_degenerate.json");
+    write_coco(
+        &json,
+        &json!({
+            "images": [{"id": 1, "file_name": "d.png", "width": 64, "height": 48}],
+            "categories": [{"id": 1, "name": "person", "keypoints": NAMES}],
+            "annotations": [
+                {"id": 1, "image_id": 1, "category_id": 1, "iscrowd": 0, "bbox": [10, 10, 20, 20],
+                 "keypoints": pts(12.0, 12.0), "segmentation": square(10.0, 10.0)},
+                {"id": 2, "image_id": 1, "category_id": 1, "iscrowd": 0, "bbox": [30, 5, 0, 0],
+                 "keypoints": pts(31.0, 6.0), "segmentation": square(32.0, 2.0)},
+                {"id": 3, "image_id": 1, "category_id": 1, "iscrowd": 0, "bbox": [2, 36, 8, 0],
+                 "keypoints": pts(3.0, 37.0), "segmentation": square(2.0, 36.0)},
+                {"id": 4, "image_id": 1, "category_id": 1, "iscrowd": 0, "bbox": [40, 28, 20, 16],
+                 "keypoints": far},
+            ],
+        }),
+    );
+    json
+}
+
+#[test]
+fn a_zero_area_box_is_dropped_with_its_keypoints_and_region_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = degenerate_set(dir.path());
+    let images = dir.path().join("img");
+    let coco = stoker_loader::source::Coco::open(
+        &json.display().to_string(),
+        &images.display().to_string(),
+        &OpenOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(coco.dropped_boxes(), [2, 3]);
+    let src = open_coco(&json, &images);
+    assert_eq!(
+        src.layout(),
+        ["zero-area boxes dropped: 2 (annotations 2, 3), with their keypoints and mask regions"]
+    );
+    // With no transform (nothing to clip them) and with one.
+    for spec in ["", "flip:p=1"] {
+        for mode in [Mode::Sync, Mode::Async] {
+            let b = &batches(open_coco(&json, &images), config(mode, 1, spec))[0];
+            let f = b.fields.as_ref().unwrap();
+            let (boxes, _) = f.boxes_of(0);
+            let want = if spec.is_empty() {
+                [[10.0, 10.0, 30.0, 30.0], [40.0, 28.0, 60.0, 44.0]]
+            } else {
+                [[34.0, 10.0, 54.0, 30.0], [4.0, 28.0, 24.0, 44.0]]
+            };
+            assert_eq!(boxes, want, "{spec} {mode}");
+            assert_eq!(f.keypoints.count, [2], "{spec} {mode}");
+            // Only annotation 1's square is painted: 36 pixels of class 1.
+            let mask = b.masks().unwrap();
+            assert_eq!(
+                mask.iter().filter(|&&v| v == 1).count(),
+                36,
+                "{spec} {mode}"
+            );
+            assert!(mask.iter().all(|&v| v <= 1), "{spec} {mode}");
+        }
+    }
+}
+
+#[test]
+fn a_keypoint_off_the_image_is_invisible_without_a_transform() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = degenerate_set(dir.path());
+    let cfg = LoaderConfig {
+        fields: Some(Fields::of(&[Field::Boxes, Field::Keypoints])),
+        ..config(Mode::Sync, 1, "")
+    };
+    let b = &batches(open_coco(&json, &dir.path().join("img")), cfg)[0];
+    let k = &b.fields.as_ref().unwrap().keypoints;
+    assert_eq!(k.count, [2]);
+    // Person 4 (the second instance): its right eye, (500, 20) on a 64 px wide image,
+    // is (0, 0, 0) as if a crop had cut it off; its other points are as written.
+    let got = &k.points[15..30];
+    assert_eq!(
+        got,
+        [44.0, 30.0, 2.0, 46.0, 30.0, 2.0, 0.0, 0.0, 0.0, 44.0, 32.0, 2.0, 48.0, 32.0, 2.0]
+    );
+    // Person 1's points are all on the image and all kept.
+    assert_eq!(&k.points[..3], [12.0, 12.0, 2.0]);
 }
 
 /// The bad-input sets' transform: a resize makes every image one size, so that an

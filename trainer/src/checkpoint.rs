@@ -3,9 +3,13 @@
 //! optimizer, step, and any caller state such as the loader's resume JSON).
 //!
 //! Files are written to a temporary name and renamed, so an interrupted save never
-//! leaves a file that looks whole. Loading checks everything (model kind and shapes,
-//! optimizer kind, dtypes, sizes) before it changes anything, and reports the first
-//! problem as a typed error.
+//! leaves a file that looks whole. Each tensor's xxh3 is kept in the metadata
+//! (`stoker.xxh3.<tensor>`), because a file can be damaged after it was written (a
+//! disk, a copy) and safetensors checks only that the sizes add up. Loading checks
+//! everything (model kind and shapes, optimizer kind, dtypes, sizes, the sums, and
+//! that every value is finite) before it changes anything, and reports the first
+//! problem as a typed error. A file saved before the sums were written has none, and
+//! loads as it did then (its values are still checked for NaN and infinity).
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -30,6 +34,13 @@ const KEY_TARGET: &str = "stoker.model.target";
 const KEY_OPTIM: &str = "stoker.optimizer";
 const KEY_OPTIM_STEPS: &str = "stoker.optimizer.steps";
 const FORMAT: &str = "stoker-checkpoint-1";
+/// Prefix of the per-tensor checksum keys: `stoker.xxh3.param.fc1.weight` holds the
+/// xxh3-64 of that tensor's bytes as 16 hex digits.
+const KEY_SUM: &str = "stoker.xxh3.";
+
+fn checksum(bytes: &[u8]) -> String {
+    format!("{:016x}", xxhash_rust::xxh3::xxh3_64(bytes))
+}
 
 /// What saving or loading a checkpoint can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -99,6 +110,32 @@ pub enum CheckpointError {
         found: Vec<usize>,
         /// The dtype in the file, as safetensors spells it (e.g. `F16`).
         dtype: String,
+    },
+    /// A tensor's bytes do not hash to the checksum saved with them, or the file has
+    /// checksums but none for this tensor: the file was damaged after it was written.
+    #[error("{path}: tensor `{name}` {reason}: the file is damaged")]
+    Checksum {
+        /// The checkpoint file.
+        path: PathBuf,
+        /// The tensor's name in the file.
+        name: String,
+        /// What does not match, in words (both sums, or the missing entry).
+        reason: String,
+    },
+    /// A tensor holds NaN or an infinity, which no healthy run saves (a run whose loss
+    /// diverged does): resuming it could only carry the NaN on.
+    #[error(
+        "{path}: tensor `{name}` holds {value} at element {index}; a checkpoint must be finite"
+    )]
+    NotFinite {
+        /// The checkpoint file.
+        path: PathBuf,
+        /// The tensor's name in the file.
+        name: String,
+        /// The first element that is not finite (flat index).
+        index: usize,
+        /// That element.
+        value: f32,
     },
     /// [`save`] was given a caller metadata key that starts with [`RESERVED_PREFIX`].
     #[error("caller metadata key `{0}` uses the reserved prefix `stoker.`")]
@@ -198,6 +235,9 @@ pub fn save<B: Backend + Clone + 'static>(
     }
     meta.insert(KEY_OPTIM.into(), optimizer.kind().name().into());
     meta.insert(KEY_OPTIM_STEPS.into(), optimizer.steps().to_string());
+    for (name, t) in &tensors {
+        meta.insert(format!("{KEY_SUM}{name}"), checksum(&t.bytes));
+    }
     let bytes = safetensors::serialize(tensors.iter().map(|(n, t)| (n.as_str(), t)), Some(meta))
         .map_err(|source| CheckpointError::Format {
             path: path.to_path_buf(),
@@ -296,6 +336,8 @@ pub fn load<B: Backend + Clone + 'static>(
             source: Some(e),
         })?;
 
+    // Files saved before the sums were written have none, and load as they did.
+    let summed = meta.keys().any(|k| k.starts_with(KEY_SUM));
     let read = |name: &str, shape: &[usize], dst: &mut [f32]| -> Result<(), CheckpointError> {
         let t = st.tensor(name).map_err(|_| CheckpointError::Missing {
             path: p(),
@@ -310,8 +352,34 @@ pub fn load<B: Backend + Clone + 'static>(
                 dtype: format!("{:?}", t.dtype()),
             });
         }
+        if summed {
+            let damaged = |reason: String| CheckpointError::Checksum {
+                path: p(),
+                name: name.to_string(),
+                reason,
+            };
+            let want = meta.get(&format!("{KEY_SUM}{name}")).ok_or_else(|| {
+                damaged(format!(
+                    "has no `{KEY_SUM}{name}` entry though the other tensors have one"
+                ))
+            })?;
+            let found = checksum(t.data());
+            if *want != found {
+                return Err(damaged(format!(
+                    "hashes to xxh3 {found}, not the {want} saved with it"
+                )));
+            }
+        }
         for (d, c) in dst.iter_mut().zip(t.data().chunks_exact(4)) {
             *d = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        }
+        if let Some(index) = dst.iter().position(|v| !v.is_finite()) {
+            return Err(CheckpointError::NotFinite {
+                path: p(),
+                name: name.to_string(),
+                index,
+                value: dst[index],
+            });
         }
         Ok(())
     };

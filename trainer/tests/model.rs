@@ -348,6 +348,170 @@ fn shape_mismatch_under_the_same_kind_is_a_typed_error() {
     }
 }
 
+/// A checkpoint's tensors (name, shape, little-endian f32 bytes) and metadata, as the
+/// safetensors crate reads them.
+type Parts = (Vec<(String, Vec<usize>, Vec<u8>)>, BTreeMap<String, String>);
+
+fn read_parts(path: &std::path::Path) -> Parts {
+    let bytes = std::fs::read(path).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let tensors = st
+        .tensors()
+        .into_iter()
+        .map(|(n, t)| (n, t.shape().to_vec(), t.data().to_vec()))
+        .collect();
+    (tensors, checkpoint::read_metadata(path).unwrap())
+}
+
+/// Writes `parts` as a safetensors file, with the safetensors crate directly.
+fn write_parts(path: &std::path::Path, (tensors, meta): &Parts) {
+    use safetensors::{Dtype, View};
+    use std::borrow::Cow;
+    struct T<'a>(&'a [usize], &'a [u8]);
+    impl View for &T<'_> {
+        fn dtype(&self) -> Dtype {
+            Dtype::F32
+        }
+        fn shape(&self) -> &[usize] {
+            self.0
+        }
+        fn data(&self) -> Cow<'_, [u8]> {
+            Cow::Borrowed(self.1)
+        }
+        fn data_len(&self) -> usize {
+            self.1.len()
+        }
+    }
+    let views: Vec<(String, T)> = tensors
+        .iter()
+        .map(|(n, s, d)| (n.clone(), T(s, d)))
+        .collect();
+    let meta = meta.clone().into_iter().collect();
+    let bytes =
+        safetensors::serialize(views.iter().map(|(n, t)| (n.as_str(), t)), Some(meta)).unwrap();
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn a_damaged_or_non_finite_checkpoint_is_refused_naming_the_tensor() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ck.safetensors");
+    let b = CpuBackend::new();
+    let input = (8, 8, 3);
+    let cfg = ModelConfig::new(ModelKind::Convnet, input, 4, 8).seed(5);
+    let mut m = Model::new(&b, cfg.clone()).unwrap();
+    let mut o = Optimizer::new(&m, OptimizerKind::adamw(1e-2)).unwrap();
+    let mut rng = Rng::new(9);
+    let (x, y) = batch(&mut rng, 8, input, 4);
+    m.forward_backward(&x, &y, 8).unwrap();
+    o.step(&mut m, 1e-3).unwrap();
+    checkpoint::save(&path, &m, &o, &BTreeMap::new()).unwrap();
+    let parts = read_parts(&path);
+    // Every tensor has its sum, 16 hex digits.
+    for (name, _, _) in &parts.0 {
+        let sum = &parts.1[&format!("stoker.xxh3.{name}")];
+        assert!(
+            sum.len() == 16 && sum.chars().all(|c| c.is_ascii_hexdigit()),
+            "{sum}"
+        );
+    }
+    let bits = |m: &Model<CpuBackend>| {
+        m.params_to_host()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect::<Vec<_>>()
+    };
+    let fresh = || {
+        let m = Model::new(&b, cfg.clone().seed(99)).unwrap();
+        let o = Optimizer::new(&m, OptimizerKind::adamw(1e-2)).unwrap();
+        (m, o)
+    };
+    let (mut m2, mut o2) = fresh();
+    let before = bits(&m2);
+    let bad = dir.path().join("bad.safetensors");
+
+    // One bit flipped in the file, in place: the lowest mantissa bit of a weight,
+    // so that the value stays a finite number and only the sum can tell.
+    let name = "param.conv1.weight";
+    let st_bytes = std::fs::read(&path).unwrap();
+    let header_len = u64::from_le_bytes(st_bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&st_bytes[8..8 + header_len]).unwrap();
+    let start = header[name]["data_offsets"][0].as_u64().unwrap() as usize;
+    let mut flipped = st_bytes.clone();
+    flipped[8 + header_len + start + 4 * 5] ^= 1;
+    std::fs::write(&bad, &flipped).unwrap();
+    let err = checkpoint::load(&bad, &mut m2, &mut o2).unwrap_err();
+    assert!(
+        matches!(&err, CheckpointError::Checksum { name: n, .. } if n == name),
+        "{err}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("bad.safetensors")
+            && msg.contains("tensor `param.conv1.weight`")
+            && msg.contains("the file is damaged"),
+        "{msg}"
+    );
+    assert_eq!(bits(&m2), before, "nothing changed");
+
+    // NaN with a sum that matches it (a run that diverged, or a forged file): refused.
+    let mut nan = parts.clone();
+    let slot = nan
+        .0
+        .iter_mut()
+        .find(|t| t.0 == "optim.exp_avg_sq")
+        .expect("adamw state");
+    slot.2[8..12].copy_from_slice(&f32::NAN.to_le_bytes());
+    let sum = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&slot.2));
+    nan.1.insert("stoker.xxh3.optim.exp_avg_sq".into(), sum);
+    write_parts(&bad, &nan);
+    match checkpoint::load(&bad, &mut m2, &mut o2) {
+        Err(CheckpointError::NotFinite {
+            name, index, value, ..
+        }) => {
+            assert_eq!((name.as_str(), index), ("optim.exp_avg_sq", 2));
+            assert!(value.is_nan());
+        }
+        other => panic!("expected NotFinite, got {other:?}"),
+    }
+    assert_eq!(bits(&m2), before, "nothing changed");
+
+    // A file whose header lost one tensor's sum while the others kept theirs.
+    let stat = parts.0.iter().map(|t| t.0.clone());
+    let stat = stat
+        .filter(|n| n.starts_with("state."))
+        .last()
+        .expect("a statistic");
+    let mut unsummed = parts.clone();
+    unsummed.1.remove(&format!("stoker.xxh3.{stat}")).unwrap();
+    write_parts(&bad, &unsummed);
+    let err = checkpoint::load(&bad, &mut m2, &mut o2).unwrap_err();
+    assert!(
+        matches!(&err, CheckpointError::Checksum { name, .. } if *name == stat),
+        "{err}"
+    );
+    assert!(err.to_string().contains("has no `stoker.xxh3."), "{err}");
+
+    // A checkpoint from before the sums (none at all) loads as it did, bit-exact; its
+    // values are still checked for NaN and infinity.
+    let mut old = parts.clone();
+    old.1.retain(|k, _| !k.starts_with("stoker.xxh3."));
+    write_parts(&bad, &old);
+    checkpoint::load(&bad, &mut m2, &mut o2).unwrap();
+    assert_eq!(bits(&m2), bits(&m));
+    let slot = old.0.iter_mut().find(|t| t.0 == name).unwrap();
+    slot.2[..4].copy_from_slice(&f32::INFINITY.to_le_bytes());
+    write_parts(&bad, &old);
+    let (mut m3, mut o3) = fresh();
+    let err = checkpoint::load(&bad, &mut m3, &mut o3).unwrap_err();
+    assert!(
+        matches!(&err, CheckpointError::NotFinite { name: n, index: 0, .. } if n == name),
+        "{err}"
+    );
+    assert!(err.to_string().contains("holds inf at element 0"), "{err}");
+}
+
 #[test]
 fn weights_do_not_depend_on_the_thread_count() {
     let run = |threads| {

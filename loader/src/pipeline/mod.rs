@@ -478,8 +478,10 @@ fn field_plan(
         }
     };
     // A user step's output travels with the fields, so a classification loader
-    // with a step takes the fields path (and only then).
-    if wanted.is_classification() && cfg.steps.is_empty() {
+    // with a step takes the fields path (and only then). A data set without a class
+    // per sample (captions, COCO) takes it too, even for images alone: plain
+    // classification batches would label every sample 0.
+    if wanted.is_classification() && cfg.steps.is_empty() && has.contains(Field::Class) {
         return Ok(None);
     }
     let schema = source.keypoint_schema().cloned().unwrap_or_default();

@@ -146,7 +146,8 @@ pub trait Source: Send + Sync + 'static {
     }
 
     /// How the container is laid out, a line each, for `stoker-load inspect` (Parquet:
-    /// the schema and the row groups); empty for sources with nothing to add.
+    /// the schema and the row groups; COCO: the annotations it left out); empty for
+    /// sources with nothing to add.
     fn layout(&self) -> Vec<String> {
         Vec::new()
     }

@@ -55,6 +55,8 @@ struct Sample {
     ann: Annotation,
     /// Mask regions, in annotation id order (later ones paint over earlier ones).
     paints: Vec<Paint>,
+    /// Ids of the annotations left out for a zero-area box.
+    dropped: Vec<u64>,
 }
 
 /// One entry of `images`.
@@ -189,6 +191,7 @@ fn build(
 ) -> Result<Sample, String> {
     let mut ann = Annotation::default();
     let mut paints = Vec::new();
+    let mut dropped = Vec::new();
     for a in anns {
         let id = a.id;
         let at = |e: String| format!("annotation {id}: {e}");
@@ -198,7 +201,14 @@ fn build(
             .ok_or_else(|| at(format!("unknown category id {}", a.category_id)))?;
         let crowd = a.iscrowd.0;
         if !crowd {
-            ann.boxes.push(bbox(a.bbox.as_deref()).map_err(at)?);
+            let b = bbox(a.bbox.as_deref()).map_err(at)?;
+            // No area, no object: left out with its points and region, as torchvision's
+            // SanitizeBoundingBoxes drops such boxes with their labels and masks.
+            if b[2] <= b[0] || b[3] <= b[1] {
+                dropped.push(id);
+                continue;
+            }
+            ann.boxes.push(b);
             ann.box_labels.push(class);
             if cx.points > 0 {
                 let k = cx.points;
@@ -230,6 +240,7 @@ fn build(
         size,
         ann,
         paints,
+        dropped,
     })
 }
 
@@ -327,6 +338,16 @@ impl Coco {
         })
     }
 
+    /// The ids of the annotations left out because their box has no area (width or
+    /// height 0), with their keypoints and mask regions, in image then id order.
+    pub fn dropped_boxes(&self) -> Vec<u64> {
+        self.entries
+            .iter()
+            .filter_map(|e| e.sample.as_ref().ok())
+            .flat_map(|s| s.dropped.iter().copied())
+            .collect()
+    }
+
     fn sample(&self, index: usize) -> Result<&Sample, SourceError> {
         match self.entries.get(index).map(|e| &e.sample) {
             Some(Ok(s)) => Ok(s),
@@ -409,6 +430,24 @@ impl Source for Coco {
 
     fn keypoint_schema(&self) -> Option<&KeypointSchema> {
         Some(&self.schema).filter(|s| !s.is_empty())
+    }
+
+    /// What the file held that is not in the samples: the boxes without area.
+    fn layout(&self) -> Vec<String> {
+        let dropped = self.dropped_boxes();
+        if dropped.is_empty() {
+            return Vec::new();
+        }
+        const SHOWN: usize = 10;
+        let mut ids: Vec<String> = dropped.iter().take(SHOWN).map(u64::to_string).collect();
+        if dropped.len() > SHOWN {
+            ids.push(format!("and {} more", dropped.len() - SHOWN));
+        }
+        vec![format!(
+            "zero-area boxes dropped: {} (annotations {}), with their keypoints and mask regions",
+            dropped.len(),
+            ids.join(", ")
+        )]
     }
 
     fn read_sample(

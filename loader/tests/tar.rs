@@ -765,7 +765,9 @@ fn two_images_two_masks_or_two_labels_that_differ_are_errors_naming_both() {
     // Opening reads the headers only: what the images and masks hold does not matter.
     let (jpg, m) = (png(3), png(4));
     let path = dir.path().join("two.tar");
-    let cases: [(&[(&str, &[u8])], [&str; 2]); 4] = [
+    // (the tar's members after a good sample, the two that conflict)
+    type Case<'a> = (&'a [(&'a str, &'a [u8])], [&'a str; 2]);
+    let cases: [Case; 4] = [
         (
             &[("x/k.png", &b), ("x/k.jpg", &jpg), ("x/k.cls", b"0")],
             ["x/k.png", "x/k.jpg"],

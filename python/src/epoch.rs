@@ -2,11 +2,11 @@
 //! released, in slices of [`POLL`], checking for signals in between, so Ctrl-C
 //! raises KeyboardInterrupt within about that long even while the loader is stuck.
 //!
-//! A signal that arrives while a batch is being made, mapped or turned into arrays is
-//! handled before the batch is handed over: when its handler raises (Ctrl-C), the
-//! batch, already in Python objects, is kept for the next call, so an interrupted
-//! `next(it)` loses nothing and the position (`state_dict`) moves only when a batch
-//! reaches Python.
+//! A signal that arrives while a batch is being made, mapped, collated or turned into
+//! arrays is handled before the batch is handed over: when its handler raises
+//! (Ctrl-C), the batch, already in Python objects (or, interrupted in the collation,
+//! its mapped samples), is kept for the next call, so an interrupted `next(it)` loses
+//! nothing and the position (`state_dict`) moves only when a batch reaches Python.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};

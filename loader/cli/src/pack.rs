@@ -39,6 +39,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let src = source::open_with(&a.src, &a.source.options())?;
     let out_text = a.out.to_string_lossy().into_owned();
     let remote = is_url(&out_text);
+    if remote && a.format == Format::Tar {
+        refuse_remote_shards(&out_text)?;
+    }
     // A remote OUT is staged in a temporary folder beside nothing the user owns.
     let staging = if remote {
         Some(Staging(tempdir_for(&out_text)?))
@@ -80,6 +83,30 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         a.src.display(),
         a.out.display(),
     );
+    Ok(())
+}
+
+/// A remote prefix that holds `.tar` objects already is refused before any work, as a
+/// local folder is (`tar::pack_tar`): the upload would overwrite a finished pack's
+/// shards, or mix another pack's in.
+fn refuse_remote_shards(url: &str) -> anyhow::Result<()> {
+    use stoker_loader::storage::{self, Bucket, RemoteOptions};
+    let (bucket, key) = Bucket::open(url, &RemoteOptions::default())?;
+    let prefix = if key.is_empty() || key.ends_with('/') {
+        key
+    } else {
+        format!("{key}/")
+    };
+    let listed = storage::wait(async move { bucket.list(&prefix).await })
+        .and_then(|r| r)
+        .with_context(|| format!("listing {url} before packing into it"))?;
+    if let Some(o) = listed.iter().find(|o| tar::is_tar_name(&o.key)) {
+        anyhow::bail!(
+            "{url} holds .tar files already ({}): shards of another pack would be \
+             overwritten or mix in; give an empty or new prefix",
+            o.url()
+        );
+    }
     Ok(())
 }
 

@@ -97,6 +97,34 @@ fn pack_bench_and_inspect_through_s3() {
         ],
     );
     assert!(out.contains("shards: "), "{out}");
+    // A second pack into a prefix that holds shards is refused before it uploads
+    // anything: the finished pack reads as it did (its size here, its digest below;
+    // 10K shards would add a tar's end to each of many more shards).
+    let bytes = |moto: &Moto| {
+        let v: serde_json::Value =
+            serde_json::from_str(&ok(moto, &["inspect", "s3://cli/shards", "--json"])).unwrap();
+        v["bytes"].as_u64().unwrap()
+    };
+    let before = bytes(&moto);
+    let again = run(
+        &moto,
+        &[
+            "pack",
+            p(&folder),
+            "s3://cli/shards",
+            "--format",
+            "tar",
+            "--shard-size",
+            "10K",
+        ],
+    );
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        !again.status.success(),
+        "a second pack into s3://cli/shards"
+    );
+    assert!(err.contains("holds .tar files already"), "{err}");
+    assert_eq!(bytes(&moto), before, "the finished pack was changed");
     ok(&moto, &["pack", p(&folder), "s3://cli/data.pack"]);
     ok(&moto, &["upload", p(&folder), "s3://cli/folder"]);
 

@@ -758,6 +758,31 @@ fn an_empty_box_list_in_a_json_member_needs_no_box_labels() {
     assert_eq!(buf, b);
 }
 
+/// A set whose every `.json` lists no boxes is still a detection set (as a manifest's
+/// is): before, with no box anywhere, it read as classification.
+#[test]
+fn a_set_whose_images_all_hold_no_objects_has_the_boxes_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (png(1), png(2));
+    let bytes = tar_bytes(&[
+        ("a.png", &a),
+        ("a.json", br#"{"boxes": []}"#),
+        ("b.png", &b),
+        ("b.json", br#"{"boxes": [], "labels": []}"#),
+    ]);
+    let path = dir.path().join("empty.tar");
+    std::fs::write(&path, bytes).unwrap();
+    let src = source::open(&path, source::Split::Train).unwrap_or_else(|e| panic!("{e}"));
+    let fields = src.fields();
+    assert!(fields.contains(stoker_loader::Field::Boxes), "{fields:?}");
+    assert!(fields.contains(stoker_loader::Field::Labels), "{fields:?}");
+    let (mut buf, mut ann) = (Vec::new(), stoker_loader::Annotation::default());
+    for i in 0..2 {
+        src.read_sample(i, fields, &mut buf, &mut ann).unwrap();
+        assert!(ann.boxes.is_empty() && ann.labels.is_empty(), "{ann:?}");
+    }
+}
+
 #[test]
 fn two_images_two_masks_or_two_labels_that_differ_are_errors_naming_both() {
     let dir = tempfile::tempdir().unwrap();

@@ -263,11 +263,13 @@ fn parse_fields(
 /// A sample's fields as one JSON object, the schema of a manifest line without `image`
 /// and `mask`: a tar shard's `.json` member, a packed record's fields. Classes are
 /// numbers here (the shard's class names, when it has them, are in its index); the
-/// label is also read from `cls` or `class`, as WebDataset writes it.
+/// label is also read from `cls` or `class`, as WebDataset writes it. The fields whose
+/// keys the object lists (`labels`, `boxes`, `keypoints`) come last, empty lists
+/// included: `"boxes": []` declares boxes, as it does in a manifest.
 pub(crate) fn parse_fields_json(
     bytes: &[u8],
     k: &mut Option<usize>,
-) -> Result<(Option<u32>, Annotation), Why> {
+) -> Result<(Option<u32>, Annotation, Fields), Why> {
     let v: Value =
         serde_json::from_slice(bytes).map_err(|e| Why::because(format!("json: {e}"), e))?;
     let mut obj = v
@@ -303,7 +305,7 @@ pub(crate) fn parse_fields_json(
         .iter()
         .map(number)
         .collect::<Result<_, _>>()?;
-    Ok((label, ann))
+    Ok((label, ann, raw.listed))
 }
 
 /// The JSON object [`parse_fields_json`] reads back: `label` (when given), `labels`,

@@ -470,7 +470,7 @@ impl Source for PackedReader {
         let kind = self.read_record(index, buf)?;
         let rec = SampleRecord::decode(buf).map_err(|r| self.record_error(index, r))?;
         let mut k = None;
-        let (_, a) = crate::source::manifest::parse_fields_json(rec.json, &mut k)
+        let (_, a, _) = crate::source::manifest::parse_fields_json(rec.json, &mut k)
             .map_err(|w| w.record(self.describe(index)))?;
         let want = |x: Field| wanted.contains(x) && f.fields.contains(x);
         ann.take_wanted(a, wanted.intersect(f.fields));

@@ -434,10 +434,10 @@ pub fn scan<R: Read>(
                 cur.cls = Some((parse_cls(&bytes).map_err(|r| err(r.into()))?, path.clone()));
             } else {
                 cur.json = json_label(&bytes).map_err(err)?.map(|l| (l, path.clone()));
-                let (_, ann) =
+                let (_, ann, listed) =
                     crate::source::manifest::parse_fields_json(&bytes, &mut found.keypoints)
                         .map_err(err)?;
-                if note_fields(&ann, &mut found) {
+                if note_fields(&ann, listed, &mut found) {
                     cur.members.push((ext.clone(), offset, size));
                 }
             }
@@ -459,12 +459,19 @@ fn two_members(key: &str, what: &str, first: &str, second: &str) -> Why {
 }
 
 /// Notes the fields a `json` member carries beyond a label; false when it has none.
-fn note_fields(ann: &crate::sample::Annotation, found: &mut Found) -> bool {
+/// A list of tags or boxes declares its field even when empty (`listed`), as a
+/// manifest line's does: a set whose images all hold no objects is still a detection
+/// set, not a classification one.
+fn note_fields(
+    ann: &crate::sample::Annotation,
+    listed: crate::sample::Fields,
+    found: &mut Found,
+) -> bool {
     use crate::sample::Field;
     let present = [
-        (Field::Labels, !ann.labels.is_empty()),
+        (Field::Labels, listed.contains(Field::Labels)),
         (Field::Text, ann.text.is_some()),
-        (Field::Boxes, !ann.boxes.is_empty()),
+        (Field::Boxes, listed.contains(Field::Boxes)),
         (Field::Keypoints, !ann.keypoints.is_empty()),
         (Field::Raw, ann.raw.is_some()),
     ];

@@ -40,7 +40,7 @@ pub(super) fn read_member(
         ann.mask = Some(MaskData::Png(bytes.to_vec()));
     } else {
         let mut k = None;
-        let (_, a) = crate::source::manifest::parse_fields_json(bytes, &mut k)?;
+        let (_, a, _) = crate::source::manifest::parse_fields_json(bytes, &mut k)?;
         // A txt member, when there is one, is the caption.
         ann.take_wanted(a, wanted);
     }

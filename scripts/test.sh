@@ -5,5 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=$(bash scripts/py-venv.sh)
+echo "== [$SECONDS s] cargo test --workspace"
 STOKER_MOTO_SERVER="$venv/bin/moto_server" STOKER_REQUIRE_S3=1 cargo test --workspace
+echo "== [$SECONDS s] the Python package"
 STOKER_REQUIRE_S3=1 bash scripts/python-tests.sh

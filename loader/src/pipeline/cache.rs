@@ -54,8 +54,8 @@ impl Decoded {
 
 /// What [`DecodedCache::keep`] did with a sample.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Kept {
-    Kept,
+pub(crate) enum Keep {
+    Done,
     /// It did not fit in what is left of the bound.
     NoRoom,
     /// Another worker kept the same sample first (the same pixels).
@@ -98,12 +98,12 @@ impl DecodedCache {
     }
 
     /// Keeps `d` as sample `index` if it fits in what is left of the bound.
-    pub fn keep(&self, index: usize, d: Decoded) -> Kept {
+    pub fn keep(&self, index: usize, d: Decoded) -> Keep {
         let Some(slot) = self.slots.get(index) else {
-            return Kept::NoRoom;
+            return Keep::NoRoom;
         };
         if slot.get().is_some() {
-            return Kept::Already;
+            return Keep::Already;
         }
         let cost = d.bytes();
         let reserved = self
@@ -112,13 +112,13 @@ impl DecodedCache {
                 h.checked_add(cost).filter(|&n| n <= self.capacity)
             });
         if reserved.is_err() {
-            return Kept::NoRoom;
+            return Keep::NoRoom;
         }
         match slot.set(Arc::new(d)) {
-            Ok(()) => Kept::Kept,
+            Ok(()) => Keep::Done,
             Err(_) => {
                 self.held.fetch_sub(cost, Ordering::AcqRel);
-                Kept::Already
+                Keep::Already
             }
         }
     }
@@ -142,16 +142,16 @@ mod tests {
     fn keeps_what_fits_first_come_first_kept() {
         let each = image(100).bytes();
         let cache = DecodedCache::new(4, 2 * each + 10);
-        assert_eq!(cache.keep(0, image(100)), Kept::Kept);
-        assert_eq!(cache.keep(0, image(100)), Kept::Already);
-        assert_eq!(cache.keep(1, image(100)), Kept::Kept);
+        assert_eq!(cache.keep(0, image(100)), Keep::Done);
+        assert_eq!(cache.keep(0, image(100)), Keep::Already);
+        assert_eq!(cache.keep(1, image(100)), Keep::Done);
         assert_eq!(cache.held(), 2 * each);
         assert!(cache.has_room());
         // The third does not fit; a smaller one still does.
-        assert_eq!(cache.keep(2, image(100)), Kept::NoRoom);
-        assert_eq!(cache.keep(3, image(1)), Kept::NoRoom);
+        assert_eq!(cache.keep(2, image(100)), Keep::NoRoom);
+        assert_eq!(cache.keep(3, image(1)), Keep::NoRoom);
         assert_eq!(cache.held(), 2 * each);
-        assert_eq!(cache.keep(9, image(1)), Kept::NoRoom, "no such sample");
+        assert_eq!(cache.keep(9, image(1)), Keep::NoRoom, "no such sample");
         assert_eq!(cache.get(1).unwrap().pixels, vec![7; 100]);
         assert!(cache.get(2).is_none() && cache.get(9).is_none());
     }

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use stoker_augment::{decode, Image, ImageView, SampleRng, Scratch};
 
-use super::cache::{Decoded, DecodedCache, Kept};
+use super::cache::{Decoded, DecodedCache, Keep};
 use super::fields::FieldScratch;
 use super::{OnError, Shared};
 use crate::batch::{Batch, Images};
@@ -276,7 +276,7 @@ impl Shared {
             pixels: image.data,
             ann: ann.clone(),
         };
-        if cache.keep(index, d) == Kept::NoRoom {
+        if cache.keep(index, d) == Keep::NoRoom {
             self.counters.decoded_cache_no_room.fetch_add(1, Relaxed);
         }
     }

@@ -287,6 +287,51 @@ fn end_to_end_from_jpeg() {
     assert_ne!(a, b);
 }
 
+/// What a decoded cache relies on: `run_encoded_keep` writes what `run_encoded` writes,
+/// and `run_image` on the kept image with the same seed writes it again; a sample that
+/// libjpeg-turbo decoded only in part is not kept.
+#[test]
+fn kept_decode_transforms_to_the_same_bytes() {
+    let jpg = rgb_jpeg(300, 200);
+    let pixels = gradient(300, 200);
+    let png = png(&pixels, 300, 200, image::ExtendedColorType::Rgb8);
+    for (bytes, spec, out_len) in [
+        (&jpg, "crop:64:pad=4,flip", 64 * 64 * 3),
+        (&png, "crop:64:pad=4,flip", 64 * 64 * 3),
+        (&png, "rrc:64,flip", 64 * 64 * 3),
+        (&jpg, "rrc:64,flip", 64 * 64 * 3),
+        (&jpg, "resize:80,center:64", 64 * 64 * 3),
+    ] {
+        let p = Pipeline::parse(spec).unwrap();
+        let mut scratch = Scratch::default();
+        for index in 0..4 {
+            let mut plain = vec![0u8; out_len];
+            let mut kept_out = vec![0u8; out_len];
+            let mut again = vec![0u8; out_len];
+            let rng = || SampleRng::new(7, 1, index);
+            p.run_encoded(bytes, 3, &mut rng(), &mut scratch, &mut plain)
+                .unwrap();
+            let mut keep = stoker_augment::Image::default();
+            let kept = p
+                .run_encoded_keep(bytes, 3, &mut rng(), &mut scratch, &mut kept_out, &mut keep)
+                .unwrap();
+            assert_eq!(plain, kept_out, "{spec}");
+            let window = stoker_augment::TURBO
+                && std::ptr::eq(bytes, &jpg)
+                && (spec.starts_with("rrc") || spec.starts_with("resize"));
+            assert_eq!(kept, !window, "{spec}");
+            if kept {
+                assert_eq!((keep.width, keep.height, keep.channels), (300, 200, 3));
+                p.run_image(keep.view(), &mut rng(), &mut scratch, &mut again)
+                    .unwrap();
+                assert_eq!(plain, again, "{spec}");
+            } else {
+                assert!(keep.data.is_empty(), "{spec}");
+            }
+        }
+    }
+}
+
 proptest! {
     #[test]
     fn rrc_boxes_stay_inside(w in 1usize..2000, h in 1usize..2000, seed: u64,

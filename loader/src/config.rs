@@ -144,6 +144,61 @@ impl std::fmt::Display for Workers {
     }
 }
 
+/// A size in bytes: a whole number with an optional suffix K, M, G or T (powers of
+/// 1024; `KB`, `KiB`, ... mean the same), as flags and Python arguments write it.
+pub fn parse_size(s: &str) -> Result<u64, ParseSettingError> {
+    let t = s.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(digits);
+    let bad = || ParseSettingError::Size(s.to_string());
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let shift = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        "T" | "TB" | "TIB" => 40,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| ParseSettingError::SizeOverflow(s.to_string()))
+}
+
+/// The bound of the decoded cache (see [`LoaderConfig::decoded_cache`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodedCacheSize {
+    /// At most this many bytes, at least 1; with the batch buffers, within
+    /// [`LoaderConfig::buffer_limit`].
+    Bytes(u64),
+    /// What the memory bound leaves once the batch buffers are counted.
+    Auto,
+}
+
+impl std::str::FromStr for DecodedCacheSize {
+    type Err = ParseSettingError;
+    /// `auto` (any case), or a size of at least one byte ([`parse_size`]).
+    fn from_str(s: &str) -> Result<Self, ParseSettingError> {
+        if s.trim().eq_ignore_ascii_case("auto") {
+            return Ok(DecodedCacheSize::Auto);
+        }
+        match parse_size(s) {
+            Ok(0) => Err(ParseSettingError::DecodedCache(s.to_string())),
+            Ok(n) => Ok(DecodedCacheSize::Bytes(n)),
+            Err(ParseSettingError::Size(_)) => Err(ParseSettingError::DecodedCache(s.to_string())),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl std::fmt::Display for DecodedCacheSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodedCacheSize::Bytes(n) => write!(f, "{n}"),
+            DecodedCacheSize::Auto => f.write_str("auto"),
+        }
+    }
+}
+
 /// How to load. `Default` gives async reading with two workers.
 #[derive(Clone, Debug)]
 pub struct LoaderConfig {
@@ -211,6 +266,11 @@ pub struct LoaderConfig {
     /// built-in transforms (see [`crate::step`]); with any, batches carry fields
     /// ([`crate::Batch::fields`]) even for a classification source.
     pub steps: Vec<crate::step::UserStep>,
+    /// Keep each sample's decoded image (and its fields) after its first decode, up
+    /// to this many bytes, so later epochs skip its read and decode and run only the
+    /// transforms; counted with the batch buffers in [`buffer_limit`](Self::buffer_limit).
+    /// `None` (default): no cache. Batches are the same bytes either way.
+    pub decoded_cache: Option<DecodedCacheSize>,
 }
 
 impl Default for LoaderConfig {
@@ -240,6 +300,7 @@ impl Default for LoaderConfig {
             min_box_visibility: 0.0,
             max_instances: None,
             steps: Vec::new(),
+            decoded_cache: None,
         }
     }
 }
@@ -323,6 +384,12 @@ impl LoaderConfig {
         if self.max_instances == Some(0) {
             return Err(setting("max_instances", "must be at least 1".into()));
         }
+        if self.decoded_cache == Some(DecodedCacheSize::Bytes(0)) {
+            return Err(setting(
+                "decoded_cache",
+                "must be at least 1 byte (leave it out for no cache)".into(),
+            ));
+        }
         self.sampler().validate().map_err(LoaderError::Config)
     }
 
@@ -392,6 +459,29 @@ impl LoaderConfig {
             })?;
         debug_assert!(pool >= batch);
         Ok(batch)
+    }
+}
+
+impl LoaderConfig {
+    /// The bytes the decoded cache may hold next to `pool_bytes` of batch buffers:
+    /// `None` without a cache; an error naming both numbers when the asked size does
+    /// not fit in [`buffer_limit`](Self::buffer_limit) beside the buffers.
+    pub fn decoded_cache_bytes(&self, pool_bytes: usize) -> Result<Option<u64>, LoaderError> {
+        let limit = self.buffer_limit();
+        let left = limit.saturating_sub(pool_bytes) as u64;
+        match self.decoded_cache {
+            None => Ok(None),
+            Some(DecodedCacheSize::Auto) => Ok(Some(left)),
+            Some(DecodedCacheSize::Bytes(n)) if n <= left => Ok(Some(n)),
+            Some(DecodedCacheSize::Bytes(n)) => Err(setting(
+                "decoded_cache",
+                format!(
+                    "{n} bytes do not fit in the memory bound of {limit} bytes beside the \
+                     batch buffers' {pool_bytes} bytes ({left} bytes are left: lower \
+                     decoded_cache or use auto, or raise max_buffer_bytes)"
+                ),
+            )),
+        }
     }
 }
 
@@ -575,6 +665,49 @@ mod tests {
             ..Default::default()
         };
         sync.validate().unwrap();
+    }
+
+    #[test]
+    fn decoded_cache_sizes_parse_and_must_fit_beside_the_buffers() {
+        assert_eq!("256M".parse(), Ok(DecodedCacheSize::Bytes(256 << 20)));
+        assert_eq!(" AUTO ".parse(), Ok(DecodedCacheSize::Auto));
+        assert_eq!("4096".parse(), Ok(DecodedCacheSize::Bytes(4096)));
+        for bad in ["", "0", "1.5G", "12X", "-1M", "M"] {
+            let e = bad.parse::<DecodedCacheSize>().unwrap_err();
+            assert_eq!(e, ParseSettingError::DecodedCache(bad.into()), "{bad}");
+        }
+        let e = "99999999T".parse::<DecodedCacheSize>().unwrap_err();
+        assert!(e.to_string().contains("out of range"), "{e}");
+        let cfg = |size| LoaderConfig {
+            max_buffer_bytes: Some(1 << 20),
+            decoded_cache: size,
+            ..Default::default()
+        };
+        assert_eq!(cfg(None).decoded_cache_bytes(1000).unwrap(), None);
+        let auto = cfg(Some(DecodedCacheSize::Auto));
+        assert_eq!(
+            auto.decoded_cache_bytes(1000).unwrap(),
+            Some((1 << 20) - 1000)
+        );
+        let fits = cfg(Some(DecodedCacheSize::Bytes((1 << 20) - 1000)));
+        assert_eq!(
+            fits.decoded_cache_bytes(1000).unwrap(),
+            Some((1 << 20) - 1000)
+        );
+        let over = cfg(Some(DecodedCacheSize::Bytes(1 << 20)));
+        let e = over.decoded_cache_bytes(1000).unwrap_err().to_string();
+        assert!(
+            e.contains("decoded_cache: 1048576 bytes")
+                && e.contains("memory bound of 1048576 bytes")
+                && e.contains("1000 bytes"),
+            "{e}"
+        );
+        let zero = cfg(Some(DecodedCacheSize::Bytes(0)));
+        assert!(zero
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("decoded_cache"));
     }
 
     #[test]

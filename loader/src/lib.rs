@@ -66,7 +66,7 @@ pub mod trace;
 pub mod upload;
 
 pub use batch::{Batch, Images};
-pub use config::{LoaderConfig, Mode, OnError, Workers};
+pub use config::{DecodedCacheSize, LoaderConfig, Mode, OnError, Workers};
 pub use digest::Digest;
 pub use error::{LoaderError, SampleError};
 pub use metrics::Metrics;

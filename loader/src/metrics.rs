@@ -36,6 +36,15 @@ pub struct Counters {
     pub queue_len_sum: AtomicU64,
     /// Number of times the ready batches were counted, the divisor of `queue_len_sum`.
     pub queue_len_samples: AtomicU64,
+    /// Samples found in the decoded cache (neither read nor decoded).
+    pub decoded_cache_hits: AtomicU64,
+    /// Samples looked up in the decoded cache and not found (read and decoded).
+    pub decoded_cache_misses: AtomicU64,
+    /// Samples decoded through a libjpeg-turbo crop window, which the cache does not
+    /// keep (a whole decode would give other bytes).
+    pub decoded_cache_windowed: AtomicU64,
+    /// Samples decoded (not found in the cache) that it had no room left for.
+    pub decoded_cache_no_room: AtomicU64,
 }
 
 pub(crate) fn add_time(counter: &AtomicU64, d: Duration) {
@@ -64,6 +73,18 @@ pub struct Metrics {
     pub wait_seconds: f64,
     /// Average number of ready batches in the prefetch queue when the consumer asked.
     pub mean_queue_len: f64,
+    /// Samples taken from the decoded cache, neither read nor decoded (0 without one).
+    pub decoded_cache_hits: u64,
+    /// Samples the decoded cache did not hold, read and decoded (0 without one).
+    pub decoded_cache_misses: u64,
+    /// Of the misses, those decoded through a libjpeg-turbo crop window (an `rrc` or
+    /// `resize` first step on a JPEG), which the cache does not keep.
+    pub decoded_cache_windowed: u64,
+    /// Of the misses, those the cache had no room left for (once it is full, every
+    /// miss).
+    pub decoded_cache_no_room: u64,
+    /// Bytes the decoded cache holds now (pixels and fields).
+    pub decoded_cache_bytes: u64,
 }
 
 impl Counters {
@@ -85,6 +106,12 @@ impl Counters {
             } else {
                 self.queue_len_sum.load(Relaxed) as f64 / qn as f64
             },
+            decoded_cache_hits: self.decoded_cache_hits.load(Relaxed),
+            decoded_cache_misses: self.decoded_cache_misses.load(Relaxed),
+            decoded_cache_windowed: self.decoded_cache_windowed.load(Relaxed),
+            decoded_cache_no_room: self.decoded_cache_no_room.load(Relaxed),
+            // Held by the cache itself: the loader fills it in.
+            decoded_cache_bytes: 0,
         }
     }
 }
@@ -103,6 +130,12 @@ impl Metrics {
             wait_seconds: self.wait_seconds - earlier.wait_seconds,
             // An average over the whole run; not meaningfully differenced.
             mean_queue_len: self.mean_queue_len,
+            decoded_cache_hits: self.decoded_cache_hits - earlier.decoded_cache_hits,
+            decoded_cache_misses: self.decoded_cache_misses - earlier.decoded_cache_misses,
+            decoded_cache_windowed: self.decoded_cache_windowed - earlier.decoded_cache_windowed,
+            decoded_cache_no_room: self.decoded_cache_no_room - earlier.decoded_cache_no_room,
+            // What it holds now, as the queue's mean: a level, not a count.
+            decoded_cache_bytes: self.decoded_cache_bytes,
         }
     }
 }

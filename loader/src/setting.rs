@@ -8,7 +8,8 @@
 /// setting's values: the error of the loader's `FromStr` impls ([`Mode`](crate::Mode),
 /// [`OnError`](crate::OnError), [`Workers`](crate::Workers), [`Field`](crate::Field),
 /// [`Fields`](crate::Fields), [`Stop`](crate::Stop),
-/// [`BoxFormat`](crate::source::BoxFormat)). Each variant keeps the text as given.
+/// [`BoxFormat`](crate::source::BoxFormat), [`DecodedCacheSize`](crate::DecodedCacheSize)
+/// and [`parse_size`](crate::config::parse_size)). Each variant keeps the text as given.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ParseSettingError {
     /// Not `sync` or `async`.
@@ -40,4 +41,13 @@ pub enum ParseSettingError {
     /// Not `xyxy` or `xywh`.
     #[error("box format '{0}': give xyxy or xywh")]
     BoxFormat(String),
+    /// Not a size: a whole number of bytes with an optional K, M, G or T.
+    #[error("'{0}' is not a size (a whole number with an optional K, M, G or T, e.g. 256M)")]
+    Size(String),
+    /// A size of more bytes than 64 bits count.
+    #[error("{0} is out of range")]
+    SizeOverflow(String),
+    /// Not `auto` nor a size of at least one byte.
+    #[error("'{0}' is neither 'auto' nor a size of at least 1 byte (e.g. 256M, 8G)")]
+    DecodedCache(String),
 }

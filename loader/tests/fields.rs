@@ -330,6 +330,44 @@ fn fields_are_identical_across_modes_and_worker_counts_and_resume_exactly() {
     assert_eq!(rest, reference[4..], "resumed batches");
 }
 
+/// The decoded cache keeps each sample's fields with its image: boxes, masks,
+/// keypoints, labels and captions come out the same, over epochs, in both modes,
+/// whether the cache holds every sample or a few.
+#[test]
+fn fields_are_identical_with_the_decoded_cache() {
+    use stoker_loader::DecodedCacheSize;
+    let dir = tempfile::tempdir().unwrap();
+    let path = make_set(dir.path(), 10);
+    let spec = "rrc:40:scale=0.3-1,flip,erase:p=0.5";
+    let cfg = |mode, workers, cache| LoaderConfig {
+        shuffle: true,
+        decoded_cache: cache,
+        last_epoch: Some(2),
+        ..config(mode, workers, spec)
+    };
+    let reference = digests(open(&path), cfg(Mode::Sync, 1, None), 3);
+    let few = DecodedCacheSize::Bytes(3 * (W * H * 3) as u64 + 4000);
+    for (mode, workers) in [(Mode::Sync, 1), (Mode::Async, 1), (Mode::Async, 2)] {
+        for cache in [DecodedCacheSize::Auto, few] {
+            let mut loader = Loader::new(open(&path), cfg(mode, workers, Some(cache))).unwrap();
+            let mut got = Vec::new();
+            for e in 0..3 {
+                for b in loader.epoch(e) {
+                    let mut d = Digest::new();
+                    d.update(&b.expect("batch"));
+                    got.push(d.hex());
+                }
+            }
+            assert_eq!(got, reference, "{mode} x{workers} {cache}");
+            let m = loader.metrics();
+            assert!(m.decoded_cache_hits > 0, "{mode} x{workers} {cache}: {m:?}");
+            if cache == few {
+                assert!(m.decoded_cache_no_room > 0, "{mode} {cache}: {m:?}");
+            }
+        }
+    }
+}
+
 #[test]
 fn batches_carry_every_field_with_its_shape() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,7 +1,7 @@
 //! stoker-loader's tests, one binary, a module per concern: each source format end to end
 //! (folders and packed files in `sources`, `tar`, `parquet`, `coco`, S3 against moto in
 //! `s3`), the engine, mixtures, elastic resume, fields, steps, MixUp and CutMix, errors and
-//! durable writes. `engine_support` holds the in-memory sources, `s3_support` moto's
+//! durable writes, and the decoded cache. `engine_support` holds the in-memory sources, `s3_support` moto's
 //! server.
 
 mod engine_support;
@@ -9,6 +9,7 @@ mod engine_support;
 mod s3_support;
 
 mod coco;
+mod decoded_cache;
 mod durable;
 mod elastic;
 mod engine;

@@ -88,6 +88,46 @@ impl<'a, 'py> FromPyObject<'a, 'py> for IntOrAuto {
     }
 }
 
+/// A size in bytes: a string as the flags write it (`"256M"`, `"auto"`), or an int
+/// number of bytes.
+#[derive(Clone, Debug)]
+pub enum SizeArg {
+    Text(String),
+    Int(Int),
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for SizeArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        if let Ok(s) = obj.extract::<String>() {
+            return Ok(SizeArg::Text(s));
+        }
+        Int::extract(obj).map(SizeArg::Int)
+    }
+}
+
+/// `decoded_cache=`: `"auto"`, a size with an optional K, M, G or T, or an int of at
+/// least one byte; a ValueError naming the argument otherwise (TypeError for a type
+/// that is neither). Whether it fits in the memory bound is the loader's check.
+pub fn decoded_cache(arg: SizeArg) -> PyResult<stoker_loader::DecodedCacheSize> {
+    match arg {
+        SizeArg::Text(s) => s
+            .parse()
+            .map_err(|e| PyValueError::new_err(format!("decoded_cache: {e}"))),
+        SizeArg::Int(Int::Other(ty)) => Err(PyTypeError::new_err(format!(
+            "decoded_cache must be a size (a str such as \"256M\" or \"auto\", or an int \
+             of bytes), got {ty}"
+        ))),
+        SizeArg::Int(n) => Ok(stoker_loader::DecodedCacheSize::Bytes(in_range(
+            "decoded_cache",
+            n,
+            1,
+            u64::MAX as i128,
+        )? as u64)),
+    }
+}
+
 /// `value` as an integer in `min..=max`, or a ValueError (TypeError for a non-int)
 /// naming `name`.
 pub fn in_range(name: &str, value: Int, min: i128, max: i128) -> PyResult<i128> {

@@ -29,13 +29,13 @@ const MAX_MAP_THREADS: usize = 256;
 
 #[pymethods]
 impl PyLoader {
-    // Thirty-seven parameters: bound into one struct (`loader_args.rs`), as pyo3 would
+    // Thirty-eight parameters: bound into one struct (`loader_args.rs`), as pyo3 would
     // bind them to as many Rust parameters. The text signature, which `help()` and
     // `inspect.signature` show, is written out with every default as a Python literal.
     #[new]
     #[pyo3(
         signature = (*args, **kwargs),
-        text_signature = "(data, batch_size=64, transform=\"\", mode=\"async\", workers=2, prefetch=2, seed=0, shuffle=True, drop_last=False, on_error=\"fail\", rank=None, world_size=None, io_depth=8, split=None, channels=None, cpu_budget=None, mixup=None, cutmix=None, mix_prob=None, fields=None, images=None, masks=None, image_column=\"image\", label_column=\"label\", text_column=None, boxes_column=None, box_format=\"xyxy\", box_classes_column=None, labels_column=None, mask_column=None, min_box_visibility=0.0, max_instances=None, map=None, map_threads=None, weights=None, stop=None, steps=None)"
+        text_signature = "(data, batch_size=64, transform=\"\", mode=\"async\", workers=2, prefetch=2, seed=0, shuffle=True, drop_last=False, on_error=\"fail\", rank=None, world_size=None, io_depth=8, split=None, channels=None, cpu_budget=None, mixup=None, cutmix=None, mix_prob=None, fields=None, images=None, masks=None, image_column=\"image\", label_column=\"label\", text_column=None, boxes_column=None, box_format=\"xyxy\", box_classes_column=None, labels_column=None, mask_column=None, min_box_visibility=0.0, max_instances=None, map=None, map_threads=None, weights=None, stop=None, steps=None, decoded_cache=None)"
     )]
     fn new(
         py: Python<'_>,
@@ -80,6 +80,7 @@ impl PyLoader {
             weights,
             stop,
             steps,
+            decoded_cache,
         } = LoaderArgs::bind(args, kwargs)?;
         let (transform, mode, on_error) = (transform.as_str(), mode.as_str(), on_error.as_str());
         let (image_column, label_column) = (image_column.as_str(), label_column.as_str());
@@ -226,6 +227,7 @@ impl PyLoader {
             fields,
             min_box_visibility: min_box_visibility as f32,
             max_instances,
+            decoded_cache: decoded_cache.map(crate::args::decoded_cache).transpose()?,
             ..LoaderConfig::default()
         };
         if cfg.rank >= cfg.world {
@@ -451,7 +453,8 @@ impl PyLoader {
     /// Totals since the loader was made: images_per_sec (samples delivered over the
     /// time from the first epoch asked for to the last batch), wait_seconds (time
     /// the consumer waited for batches), samples, skipped, batches, peak_buffer_bytes,
-    /// and per-stage busy times, bytes read, buffer pool figures.
+    /// and per-stage busy times, bytes read, buffer pool figures; the decoded cache's
+    /// when it is on.
     fn metrics<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
         let py = slf.py();
         let this = Self::borrow(slf)?;
@@ -491,6 +494,14 @@ impl PyLoader {
             None => this.inner.config().workers.min(),
         };
         d.set_item("workers", workers)?;
+        if let Some(capacity) = this.inner.decoded_cache_capacity() {
+            d.set_item("decoded_cache_capacity", capacity)?;
+            d.set_item("decoded_cache_bytes", m.decoded_cache_bytes)?;
+            d.set_item("decoded_cache_hits", m.decoded_cache_hits)?;
+            d.set_item("decoded_cache_misses", m.decoded_cache_misses)?;
+            d.set_item("decoded_cache_windowed", m.decoded_cache_windowed)?;
+            d.set_item("decoded_cache_no_room", m.decoded_cache_no_room)?;
+        }
         if let Some(auto) = this.inner.auto_workers() {
             d.set_item("cpu_budget", auto.budget)?;
             d.set_item("io_depth", auto.io_depth())?;

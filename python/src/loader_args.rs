@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-use crate::args::{DataArg, Float, Int, IntOrAuto};
+use crate::args::{DataArg, Float, Int, IntOrAuto, SizeArg};
 use crate::bind::{arg, bind, required};
 
 /// The struct, the parameter names in order, and the binding, from one list: the
@@ -82,4 +82,5 @@ loader_args! {
     weights: Option<Vec<Float>> = None,
     stop: Option<String> = None,
     steps: Option<Int> = None,
+    decoded_cache: Option<SizeArg> = None,
 }

@@ -148,6 +148,18 @@ class _Metrics(TypedDict):
     """With workers="auto" only."""
     io_depth: NotRequired[int]
     """With workers="auto" only: the io_depth it chose."""
+    decoded_cache_capacity: NotRequired[int]
+    """With decoded_cache only (as are the five below): the most bytes it may hold."""
+    decoded_cache_bytes: NotRequired[int]
+    """Bytes it holds now."""
+    decoded_cache_hits: NotRequired[int]
+    """Samples taken from it, neither read nor decoded."""
+    decoded_cache_misses: NotRequired[int]
+    """Samples read and decoded."""
+    decoded_cache_windowed: NotRequired[int]
+    """Misses decoded through a libjpeg-turbo crop window, which it does not keep."""
+    decoded_cache_no_room: NotRequired[int]
+    """Misses it had no room left for."""
 
 class _PackStats(TypedDict):
     """`pack()`'s result."""
@@ -208,6 +220,10 @@ class Loader(Generic[_B]):
     - weights=None: one per data set of a mixture, finite, >= 0, not all 0.
     - stop=None: "first_exhausted", "all_exhausted" (default) or "never" (needs steps).
     - steps=None: batches per epoch on each rank of a mixture, >= 1.
+    - decoded_cache=None: keep decoded images (and their fields) for later epochs, up
+      to this many bytes: a string such as "256M" or "8G" (K, M, G, T), an int, or
+      "auto" (what the memory bound leaves beside the batch buffers). Batches are the
+      same bytes either way; None keeps none.
 
     A bad value is a ValueError naming the argument, a wrong type a TypeError; data
     that cannot be opened is a LoaderError.
@@ -253,6 +269,7 @@ class Loader(Generic[_B]):
         weights: Sequence[float] | None = None,
         stop: Literal["first_exhausted", "all_exhausted", "never"] | None = None,
         steps: int | None = None,
+        decoded_cache: str | int | None = None,
     ) -> Loader[_Pair | _FieldBatch]: ...
     @overload
     def __new__(
@@ -295,6 +312,7 @@ class Loader(Generic[_B]):
         weights: Sequence[float] | None = None,
         stop: Literal["first_exhausted", "all_exhausted", "never"] | None = None,
         steps: int | None = None,
+        decoded_cache: str | int | None = None,
     ) -> Loader[dict[str, Any]]: ...
     @overload
     def __new__(
@@ -337,6 +355,7 @@ class Loader(Generic[_B]):
         weights: Sequence[float] | None = None,
         stop: Literal["first_exhausted", "all_exhausted", "never"] | None = None,
         steps: int | None = None,
+        decoded_cache: str | int | None = None,
     ) -> Loader[_MixedBatch]: ...
     @overload
     def __new__(
@@ -379,6 +398,7 @@ class Loader(Generic[_B]):
         weights: Sequence[float] | None = None,
         stop: Literal["first_exhausted", "all_exhausted", "never"] | None = None,
         steps: int | None = None,
+        decoded_cache: str | int | None = None,
     ) -> Loader[_MixedBatch]: ...
 
     def __len__(self) -> int:

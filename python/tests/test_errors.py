@@ -121,7 +121,7 @@ def test_arguments_bind_by_position_or_keyword_as_the_signature_says(shapes):
     params = list(inspect.signature(stoker.Loader).parameters.values())
     assert [p.name for p in params[:4]] == ["data", "batch_size", "transform", "mode"]
     assert params[2].default == "" and params[3].default == "async"
-    assert len(params) == 37
+    assert len(params) == 38
     by_position = stoker.Loader(shapes, 8, "flip", "sync", seed=3)
     by_keyword = stoker.Loader(data=shapes, batch_size=8, transform="flip", mode="sync", seed=3)
     for (a, la), (b, lb) in zip(by_position.epoch(0), by_keyword.epoch(0)):
@@ -137,8 +137,8 @@ def test_arguments_bind_by_position_or_keyword_as_the_signature_says(shapes):
             "Loader.__new__() got multiple values for argument 'batch_size'",
         ),
         (
-            lambda: stoker.Loader(*([shapes] * 38)),
-            "Loader.__new__() takes from 1 to 37 positional arguments but 38 were given",
+            lambda: stoker.Loader(*([shapes] * 39)),
+            "Loader.__new__() takes from 1 to 38 positional arguments but 39 were given",
         ),
     ]
     for call, message in calls:

@@ -242,11 +242,37 @@ impl Pipeline {
         // Held until the buffers are settled, so that a large image's are released
         // before the next large image may start.
         let _turn = crate::large::large_image_turn(bytes);
-        let result = self.decode_and_run(bytes, channels, rng, scratch, out);
+        let result = self
+            .decode_and_run(bytes, channels, rng, scratch, out, None)
+            .map(|_| ());
         scratch.settle();
         result
     }
 
+    /// [`run_encoded`](Self::run_encoded), keeping the decoded image in `keep` when
+    /// the sample takes the full-decode path: `Ok(true)` then, and
+    /// [`run_image`](Self::run_image) on `keep` with the same `rng` later writes the
+    /// same bytes into `out`. `Ok(false)` when libjpeg-turbo decoded only the part the
+    /// first step keeps (see `turbo_path.rs`): `keep` is left as it was, since a full
+    /// decode would not give those bytes. The output is the same as `run_encoded`'s
+    /// either way.
+    pub fn run_encoded_keep(
+        &self,
+        bytes: &[u8],
+        channels: usize,
+        rng: &mut SampleRng,
+        scratch: &mut Scratch,
+        out: &mut [u8],
+        keep: &mut Image,
+    ) -> Result<bool, AugmentError> {
+        let _turn = crate::large::large_image_turn(bytes);
+        let result = self.decode_and_run(bytes, channels, rng, scratch, out, Some(keep));
+        scratch.settle();
+        result
+    }
+
+    /// Decodes into `keep` (or the scratch image without one) and transforms;
+    /// `Ok(true)` when the whole image was decoded, `Ok(false)` after a window decode.
     fn decode_and_run(
         &self,
         bytes: &[u8],
@@ -254,7 +280,8 @@ impl Pipeline {
         rng: &mut SampleRng,
         scratch: &mut Scratch,
         out: &mut [u8],
-    ) -> Result<(), AugmentError> {
+        keep: Option<&mut Image>,
+    ) -> Result<bool, AugmentError> {
         #[cfg(stoker_turbo)]
         {
             scratch.last_window = None;
@@ -262,24 +289,29 @@ impl Pipeline {
         #[cfg(stoker_turbo)]
         if !scratch.turbo_off {
             if let Some(done) = self.run_turbo(bytes, channels, rng, scratch, out) {
-                return done;
+                return done.map(|()| false);
             }
         }
         // Checking the size from the header first means a wrong batch slot is reported
         // before any decoding work is spent.
         let (w, h) = decode::probe_limited(bytes, self.max_pixels)?;
         self.check_out(w, h, channels, out.len())?;
-        let mut decoded = std::mem::take(&mut scratch.decoded);
         #[cfg(stoker_turbo)]
         let turbo = !scratch.turbo_off;
         #[cfg(not(stoker_turbo))]
         let turbo = false;
+        if let Some(keep) = keep {
+            decode::decode_into_with(bytes, channels, keep, turbo, self.max_pixels)?;
+            self.transform_image(keep.view(), rng, scratch, out)?;
+            return Ok(true);
+        }
+        let mut decoded = std::mem::take(&mut scratch.decoded);
         let decoded_ok =
             decode::decode_into_with(bytes, channels, &mut decoded, turbo, self.max_pixels);
         let result =
             decoded_ok.and_then(|()| self.transform_image(decoded.view(), rng, scratch, out));
         scratch.decoded = decoded;
-        result
+        result.map(|()| true)
     }
 
     /// Transform already-decoded pixels (keeping their channel count) into `out`.

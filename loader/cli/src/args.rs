@@ -113,30 +113,21 @@ pub fn shuffle_buffer(s: &str) -> Result<usize, String> {
     count_in(s, 1, MAX_SHUFFLE_BUFFER)
 }
 
-/// A size in bytes: a whole number with an optional suffix K, M, G or T (powers of
-/// 1024; `KB`, `KiB`, ... mean the same), from `lo` to `hi` bytes.
+/// A size in bytes ([`stoker_loader::config::parse_size`]: a whole number with an
+/// optional suffix K, M, G or T, powers of 1024), from `lo` to `hi` bytes.
 fn bytes_in(s: &str, lo: u64, hi: u64) -> Result<u64, String> {
-    let t = s.trim();
-    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(digits);
-    let bad =
-        || format!("'{s}' is not a size (a whole number with an optional K, M, G or T, e.g. 256M)");
-    let n: u64 = num.parse().map_err(|_| bad())?;
-    let shift = match unit.trim().to_ascii_uppercase().as_str() {
-        "" | "B" => 0,
-        "K" | "KB" | "KIB" => 10,
-        "M" | "MB" | "MIB" => 20,
-        "G" | "GB" | "GIB" => 30,
-        "T" | "TB" | "TIB" => 40,
-        _ => return Err(bad()),
-    };
-    let v = n
-        .checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("{s} is out of range"))?;
+    let v = stoker_loader::config::parse_size(s).map_err(|e| e.to_string())?;
     if v < lo || v > hi {
         return Err(format!("{s} is out of range (expected {lo} to {hi} bytes)"));
     }
     Ok(v)
+}
+
+/// `--decoded-cache`: `auto`, or a size of at least one byte (whether it fits in the
+/// memory bound is the loader's check, which knows the batch buffers).
+pub fn decoded_cache(s: &str) -> Result<stoker_loader::DecodedCacheSize, String> {
+    s.parse()
+        .map_err(|e: stoker_loader::ParseSettingError| e.to_string())
 }
 
 /// The size of one tar shard: 10K to 64G.
@@ -206,5 +197,12 @@ mod tests {
             assert!(shard_size(bad).is_err(), "{bad}");
         }
         assert!(shuffle_buffer("0").is_err());
+        use stoker_loader::DecodedCacheSize;
+        assert_eq!(decoded_cache("2G"), Ok(DecodedCacheSize::Bytes(2 << 30)));
+        assert_eq!(decoded_cache("auto"), Ok(DecodedCacheSize::Auto));
+        for bad in ["", "0", "lots", "1.5G"] {
+            let e = decoded_cache(bad).unwrap_err();
+            assert!(e.contains("neither 'auto' nor a size"), "{bad}: {e}");
+        }
     }
 }

@@ -70,6 +70,10 @@ pub struct Args {
     /// The fields to load, e.g. `image,boxes` (default: every field the data has).
     #[arg(long, value_parser = args::fields)]
     pub fields: Option<stoker_loader::Fields>,
+    /// Keep decoded images (and their fields) for later epochs, up to SIZE bytes (K, M,
+    /// G, T suffixes), or `auto`: what the memory bound leaves beside the batch buffers.
+    #[arg(long, value_name = "SIZE", value_parser = args::decoded_cache)]
+    pub decoded_cache: Option<stoker_loader::DecodedCacheSize>,
 }
 
 /// Several data sets mixed by weight (`--data A --data B --weights 7,3`).
@@ -137,6 +141,23 @@ pub struct AutoReport {
     pub changes: Vec<stoker_loader::pipeline::tune::AutoChange>,
 }
 
+/// What the decoded cache did (`--decoded-cache`).
+#[derive(Serialize, Clone, Debug)]
+pub struct DecodedCacheReport {
+    /// The most bytes it may hold.
+    pub capacity_bytes: u64,
+    /// Bytes it holds at the end of the run.
+    pub held_bytes: u64,
+    /// Samples taken from it (neither read nor decoded).
+    pub hits: u64,
+    /// Samples read and decoded.
+    pub misses: u64,
+    /// Of the misses, those decoded through a libjpeg-turbo crop window (not kept).
+    pub windowed: u64,
+    /// Of the misses, those it had no room left for.
+    pub no_room: u64,
+}
+
 /// What a bench run measured. Field names are a contract (`--json`).
 #[derive(Serialize, Clone, Debug)]
 pub struct Report {
@@ -171,6 +192,9 @@ pub struct Report {
     pub peak_rss_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
+    /// The decoded cache, when it was on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decoded_cache: Option<DecodedCacheReport>,
 }
 
 /// Runs the loader over `a.epochs` epochs and measures it.
@@ -194,6 +218,7 @@ pub fn measure(a: &Args) -> anyhow::Result<Report> {
         trace: a.trace.clone(),
         max_pixels: a.max_pixels,
         fields: a.fields,
+        decoded_cache: a.decoded_cache,
         ..LoaderConfig::default()
     };
     let mut loader = Loader::new(src, cfg)?;
@@ -270,6 +295,16 @@ pub fn measure(a: &Args) -> anyhow::Result<Report> {
         memory_bound_bytes: loader.memory_bound_bytes(),
         peak_rss_bytes: peak_rss(),
         digest: digest.map(|d| d.hex()),
+        decoded_cache: loader
+            .decoded_cache_capacity()
+            .map(|capacity_bytes| DecodedCacheReport {
+                capacity_bytes,
+                held_bytes: m.decoded_cache_bytes,
+                hits: m.decoded_cache_hits,
+                misses: m.decoded_cache_misses,
+                windowed: m.decoded_cache_windowed,
+                no_room: m.decoded_cache_no_room,
+            }),
     })
 }
 
@@ -314,6 +349,32 @@ pub fn print_table(rows: &[(&str, &Report)]) {
     }
 }
 
+/// The decoded cache's line, and why samples were not kept.
+fn print_decoded_cache(c: &DecodedCacheReport) {
+    println!(
+        "decoded cache: {} hits, {} misses; holds {:.1} MB of {:.1} MB",
+        c.hits,
+        c.misses,
+        c.held_bytes as f64 / 1e6,
+        c.capacity_bytes as f64 / 1e6,
+    );
+    if c.windowed > 0 {
+        println!(
+            "  {} decodes not kept: their first step (rrc or resize) decoded only part of a \
+             JPEG (libjpeg-turbo's crop window), which a kept whole decode would not give \
+             byte for byte; to decode once, pack the images as raw pixels",
+            c.windowed
+        );
+    }
+    if c.no_room > 0 {
+        println!(
+            "  {} decodes not kept: the cache was full (first come first kept; a larger \
+             --decoded-cache or --decoded-cache auto holds more)",
+            c.no_room
+        );
+    }
+}
+
 pub fn run(a: Args) -> anyhow::Result<()> {
     let r = measure(&a)?;
     if a.json {
@@ -340,6 +401,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         r.memory_bound_bytes as f64 / 1e6,
         r.peak_rss_bytes.map_or("?".into(), |b| format!("{:.1} MB", b as f64 / 1e6)),
     );
+    if let Some(c) = &r.decoded_cache {
+        print_decoded_cache(c);
+    }
     if let Some(d) = &r.digest {
         println!("digest {d}");
     }

@@ -100,6 +100,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         shuffle_buffer: stoker_loader::sampler::DEFAULT_SHUFFLE_BUFFER,
         max_pixels: stoker_augment::DEFAULT_MAX_PIXELS,
         fields: None,
+        decoded_cache: None,
     };
     let run = |mode: Mode, compute_ms: f64| -> anyhow::Result<Report> {
         bench::measure(&bench::Args {

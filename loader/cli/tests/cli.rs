@@ -102,6 +102,67 @@ fn gen_pack_inspect_bench_agree() {
     }
 }
 
+/// `--decoded-cache`: the same digest, and the cache's numbers in `--json` and in the
+/// table's text.
+#[test]
+fn bench_decoded_cache_keeps_the_digest_and_reports_its_numbers() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let folder = tmp.path().join("shapes");
+    ok(&[
+        "gen",
+        "shapes",
+        path(&folder),
+        "--count",
+        "24",
+        "--size",
+        "32",
+    ]);
+    let bench = |mode: &str, extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            path(&folder),
+            "--mode",
+            mode,
+            "--batch-size",
+            "8",
+            "--transform",
+            "crop:24:pad=4,flip",
+            "--epochs",
+            "3",
+            "--digest",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        json(&args)
+    };
+    let reference = bench("sync", &[]);
+    assert!(reference.get("decoded_cache").is_none());
+    for mode in ["sync", "async"] {
+        let r = bench(mode, &["--decoded-cache", "auto"]);
+        assert_eq!(r["digest"], reference["digest"], "{mode}");
+        let c = &r["decoded_cache"];
+        let n = |k: &str| c[k].as_u64().unwrap_or_else(|| panic!("{k} in {c}"));
+        assert_eq!(n("hits") + n("misses"), 72, "{c}");
+        assert!(n("hits") >= 24, "{c}");
+        assert!(n("held_bytes") >= 24 * 32 * 32 * 3, "{c}");
+        assert!(n("capacity_bytes") >= n("held_bytes"), "{c}");
+        assert_eq!((n("windowed"), n("no_room")), (0, 0), "{c}");
+    }
+    let text = ok(&[
+        "bench",
+        path(&folder),
+        "--epochs",
+        "2",
+        "--batch-size",
+        "8",
+        "--decoded-cache",
+        "64M",
+        "--mode",
+        "sync",
+    ]);
+    assert!(text.contains("decoded cache: 24 hits, 24 misses"), "{text}");
+}
+
 #[test]
 fn compute_ms_is_charged_to_the_consumer_and_a_trace_is_written() {
     let tmp = tempfile::tempdir().expect("tempdir");

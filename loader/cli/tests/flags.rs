@@ -177,6 +177,21 @@ fn bench_flags() {
             &["0", "-1", "1", "1e9", "99999999999999999999"][..],
         ),
         ("--data", &["", "/nonexistent", d][..]),
+        (
+            "--decoded-cache",
+            &[
+                "",
+                "0",
+                "-1",
+                "1.5G",
+                "lots",
+                "99999999T",
+                "1T",
+                "auto",
+                "AUTO",
+                "64M",
+            ][..],
+        ),
     ] {
         for value in values {
             let mut args = base("");
@@ -207,6 +222,16 @@ fn bench_flags() {
     let r = run(&args);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(r.stderr.contains("batch_size"), "{}", r.stderr);
+    // A decoded cache beyond the memory bound is refused by the library, with both
+    // numbers.
+    let r = run(&s(&["bench", d, "--decoded-cache", "1024T"]));
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("decoded_cache: 1125899906842624 bytes")
+            && r.stderr.contains("memory bound of"),
+        "{}",
+        r.stderr
+    );
     // Missing, empty and odd data arguments.
     for bad in ["", "/nonexistent", "/dev/null", "/proc/self/status"] {
         assert_ne!(check(&s(&["bench", bad, "--epochs", "1"])), 0, "{bad}");

@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 use stoker_augment::retain::Retention;
 use stoker_augment::Scratch;
 
+use super::cache::Decoded;
 use super::fields::FieldScratch;
-use super::work::ReadSample;
+use super::work::{Input, ReadSample};
 use super::{tune, LoaderConfig, OnError, Shared};
 use crate::metrics::add_time;
 use crate::pool::{Pool, PooledBuf};
@@ -107,6 +108,8 @@ struct WorkItem {
     ann: crate::Annotation,
     /// Not read because the batch had failed already: only counted as done.
     unread: bool,
+    /// Found in the decoded cache, so not read (`read` is then `Ok` and unused).
+    cached: Option<Arc<Decoded>>,
 }
 
 /// What the prefetch queue carries: a batch (or its error) and where it belongs.
@@ -552,6 +555,13 @@ impl ReadStage {
                         }
                         continue;
                     }
+                    // A cached sample needs no read, so no read permit either.
+                    if let Some(d) = self.shared.lookup(job.indices[pos]) {
+                        if !self.send_cached(&job, pos, d).await {
+                            return;
+                        }
+                        continue;
+                    }
                     if let Some(auto) = &self.shared.auto {
                         let want = auto.io_depth();
                         if want > granted {
@@ -589,6 +599,7 @@ impl ReadStage {
                                 bytes,
                                 ann,
                                 unread: false,
+                                cached: None,
                             })
                             .await;
                         // Held until the sample is handed on, so that holding every
@@ -629,6 +640,23 @@ impl ReadStage {
             bytes: Vec::new(),
             ann: crate::Annotation::default(),
             unread: true,
+            cached: None,
+        };
+        matches!(self.wait(tx.send_async(item)).await, Some(Ok(())))
+    }
+
+    /// Hands on position `pos` of a batch with its sample from the decoded cache;
+    /// false on shutdown.
+    async fn send_cached(&mut self, job: &Arc<InProgress>, pos: usize, d: Arc<Decoded>) -> bool {
+        let tx = self.work_tx.clone();
+        let item = WorkItem {
+            job: job.clone(),
+            pos,
+            read: Ok(RecordKind::Encoded),
+            bytes: self.recycle_rx.try_recv().unwrap_or_default(),
+            ann: crate::Annotation::default(),
+            unread: false,
+            cached: Some(d),
         };
         matches!(self.wait(tx.send_async(item)).await, Some(Ok(())))
     }
@@ -670,6 +698,7 @@ fn worker(
             bytes,
             ann,
             unread,
+            cached,
         } = item;
         let index = job.indices[pos];
         // A batch that failed already under `fail` is that error: nothing to decode,
@@ -679,24 +708,30 @@ fn worker(
             Ok(())
         } else {
             read.and_then(|kind| {
+                let input = match &cached {
+                    Some(d) => Input::Cached(d),
+                    None => Input::Read {
+                        kind,
+                        bytes: &bytes,
+                        ann: &ann,
+                    },
+                };
+                let sample = ReadSample {
+                    epoch: job.epoch,
+                    index,
+                    input,
+                };
                 // SAFETY: this worker is the only one given (job, pos). The bounds
                 // assert's panic becomes an error ending the epoch, not a lost worker.
                 let place = |p| LoaderError::from_panic("placing a sample in its batch".into(), p);
                 let slot = catch_unwind(AssertUnwindSafe(|| unsafe { job.slot_mut(pos) }))
                     .map_err(place)?;
                 if shared.fields.is_none() {
-                    return shared.decode(job.epoch, index, kind, &bytes, &mut scratch, slot);
+                    return shared.decode(&sample, &mut scratch, slot);
                 }
                 // SAFETY: as above, for the mask plane.
                 let mask = catch_unwind(AssertUnwindSafe(|| unsafe { job.mask_mut(pos) }))
                     .map_err(place)?;
-                let sample = ReadSample {
-                    epoch: job.epoch,
-                    index,
-                    kind,
-                    bytes: &bytes,
-                    ann: &ann,
-                };
                 let out = shared.decode_sample(sample, &mut scratch, &mut fields, slot, mask)?;
                 if let Ok(mut outs) = job.outs.lock() {
                     outs.push((pos, out));

@@ -14,6 +14,7 @@
 //! (seed, epoch, index).
 
 mod async_;
+mod cache;
 mod cursor;
 mod fields;
 mod plans;
@@ -63,6 +64,8 @@ pub(crate) struct Shared {
     pub steps: Vec<crate::step::UserStep>,
     /// A resumed epoch's plan, and a mixture's.
     pub(crate) plans: plans::Plans,
+    /// Samples kept decoded after their first decode (`decoded_cache`).
+    pub(crate) cache: Option<cache::DecodedCache>,
 }
 
 impl Shared {
@@ -197,6 +200,10 @@ impl Loader {
             c + usize::from(fields.as_ref().is_some_and(|f| f.mask.is_some())),
         );
         let pool = Pool::new(cfg.pool_capacity(), cfg.batch_bytes(with_masks)?);
+        // batch_bytes checked that the pool's bytes fit in the bound.
+        let cache = cfg
+            .decoded_cache_bytes(pool.capacity() * pool.buf_bytes())?
+            .map(|bytes| cache::DecodedCache::new(source.len(), bytes));
         let trace = match &cfg.trace {
             Some(path) => Some(Arc::new(Trace::create(path).map_err(|source| {
                 LoaderError::Trace {
@@ -230,6 +237,7 @@ impl Loader {
             fingerprint: std::sync::OnceLock::new(),
             steps: cfg.steps.clone(),
             plans: plans::Plans::default(),
+            cache,
         });
         if shared.source.mixture().is_some() && shared.plan(0).is_empty() {
             return Err(LoaderError::Config(format!(
@@ -336,14 +344,22 @@ impl Loader {
 
     /// Totals since the loader was made.
     pub fn metrics(&self) -> Metrics {
-        self.shared.counters.snapshot()
+        let mut m = self.shared.counters.snapshot();
+        m.decoded_cache_bytes = self.shared.cache.as_ref().map_or(0, |c| c.held());
+        m
     }
 
-    /// The most batch-buffer memory the loader will hold: pool capacity times buffer
-    /// size (the consumer holding every buffer at once may add to it; see
-    /// [`Loader::pool_grown`]).
+    /// The most bytes the decoded cache may hold: `None` without one.
+    pub fn decoded_cache_capacity(&self) -> Option<u64> {
+        self.shared.cache.as_ref().map(|c| c.capacity())
+    }
+
+    /// The most memory the loader's buffers will hold: pool capacity times buffer
+    /// size, plus the decoded cache's bound when it has one (the consumer holding every
+    /// buffer at once may add to it; see [`Loader::pool_grown`]).
     pub fn memory_bound_bytes(&self) -> usize {
-        self.pool.capacity() * self.pool.buf_bytes()
+        let cache = self.decoded_cache_capacity().unwrap_or(0) as usize;
+        self.pool.capacity() * self.pool.buf_bytes() + cache
     }
 
     /// The most batch-buffer memory held at once so far.

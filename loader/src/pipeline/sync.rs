@@ -7,7 +7,7 @@ use stoker_augment::retain::Retention;
 use stoker_augment::Scratch;
 
 use super::fields::FieldScratch;
-use super::work::ReadSample;
+use super::work::{Input, ReadSample};
 use super::Shared;
 use crate::metrics::add_time;
 use crate::plan::Plan;
@@ -45,37 +45,32 @@ impl SyncState {
             let data = buf.as_mut_slice();
             let (images, masks) = data.split_at_mut(masks_at);
             let out = &mut images[pos * slot..(pos + 1) * slot];
-            let res = shared
-                .read(index, &mut self.bytes, &mut self.ann)
-                .and_then(|kind| {
-                    if shared.fields.is_none() {
-                        return shared.decode(
-                            plan.epoch,
-                            index,
-                            kind,
-                            &self.bytes,
-                            &mut self.scratch,
-                            out,
-                        );
-                    }
-                    let m = &mut masks[pos * mask..(pos + 1) * mask];
-                    let sample = ReadSample {
-                        epoch: plan.epoch,
-                        index,
+            let hit = shared.lookup(index);
+            let res = match &hit {
+                Some(d) => Ok(Input::Cached(d)),
+                None => shared
+                    .read(index, &mut self.bytes, &mut self.ann)
+                    .map(|kind| Input::Read {
                         kind,
                         bytes: &self.bytes,
                         ann: &self.ann,
-                    };
-                    let f = shared.decode_sample(
-                        sample,
-                        &mut self.scratch,
-                        &mut self.fields,
-                        out,
-                        m,
-                    )?;
-                    outs.push((pos, f));
-                    Ok(())
-                });
+                    }),
+            }
+            .and_then(|input| {
+                let sample = ReadSample {
+                    epoch: plan.epoch,
+                    index,
+                    input,
+                };
+                if shared.fields.is_none() {
+                    return shared.decode(&sample, &mut self.scratch, out);
+                }
+                let m = &mut masks[pos * mask..(pos + 1) * mask];
+                let f =
+                    shared.decode_sample(sample, &mut self.scratch, &mut self.fields, out, m)?;
+                outs.push((pos, f));
+                Ok(())
+            });
             self.retention.note(self.bytes.len());
             self.retention.trim(&mut self.bytes);
             if let Err(e) = res {

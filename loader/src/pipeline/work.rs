@@ -6,8 +6,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
 
-use stoker_augment::{decode, ImageView, SampleRng, Scratch};
+use stoker_augment::{decode, Image, ImageView, SampleRng, Scratch};
 
+use super::cache::{Decoded, DecodedCache, Keep};
 use super::fields::FieldScratch;
 use super::{OnError, Shared};
 use crate::batch::{Batch, Images};
@@ -26,12 +27,32 @@ pub(crate) struct ReadSample<'a> {
     pub(crate) epoch: u64,
     /// The sample's index in the source.
     pub(crate) index: usize,
-    /// Encoded bytes, or a raw record and its shape.
-    pub(crate) kind: RecordKind,
-    /// The bytes read.
-    pub(crate) bytes: &'a [u8],
-    /// Its fields beyond image and class, as read.
-    pub(crate) ann: &'a Annotation,
+    /// Its bytes as read, or its decoded image from the cache.
+    pub(crate) input: Input<'a>,
+}
+
+/// Where a sample's image comes from.
+pub(crate) enum Input<'a> {
+    /// Read from the source just now.
+    Read {
+        /// Encoded bytes, or a raw record and its shape.
+        kind: RecordKind,
+        /// The bytes read.
+        bytes: &'a [u8],
+        /// Its fields beyond image and class, as read.
+        ann: &'a Annotation,
+    },
+    /// Kept by the decoded cache at an earlier decode.
+    Cached(&'a Decoded),
+}
+
+impl Input<'_> {
+    fn ann(&self) -> &Annotation {
+        match self {
+            Input::Read { ann, .. } => ann,
+            Input::Cached(d) => &d.ann,
+        }
+    }
 }
 
 impl Shared {
@@ -133,28 +154,77 @@ impl Shared {
         }
     }
 
-    /// Decodes and augments one sample into its slot, seeded by (seed, epoch, index).
+    /// The decoded cache's entry for sample `index`, counted as a hit or a miss;
+    /// `None` without a cache.
+    pub(crate) fn lookup(&self, index: usize) -> Option<Arc<Decoded>> {
+        let cache = self.cache.as_ref()?;
+        let hit = cache.get(index);
+        let counter = match hit {
+            Some(_) => &self.counters.decoded_cache_hits,
+            None => &self.counters.decoded_cache_misses,
+        };
+        counter.fetch_add(1, Relaxed);
+        hit
+    }
+
+    /// Decodes and augments one sample into its slot, seeded by (seed, epoch, index);
+    /// a cached sample only runs the transforms, and a sample decoded whole is kept
+    /// while the decoded cache has room.
     pub(crate) fn decode(
         &self,
-        epoch: u64,
-        index: usize,
-        kind: RecordKind,
-        bytes: &[u8],
+        sample: &ReadSample<'_>,
         scratch: &mut Scratch,
         slot: &mut [u8],
     ) -> Result<(), LoaderError> {
+        let (epoch, index) = (sample.epoch, sample.index);
         let t0 = Instant::now();
         let mut rng = SampleRng::new(self.seed, epoch, index as u64);
         let c = self.shape.2;
-        let out = catch_unwind(AssertUnwindSafe(|| match kind {
-            RecordKind::Encoded => self
+        // Once the cache is full, misses decode as without one (no image to keep).
+        let cache = self.cache.as_ref().filter(|cache| {
+            let room = cache.has_room();
+            if !room && matches!(sample.input, Input::Read { .. }) {
+                self.counters.decoded_cache_no_room.fetch_add(1, Relaxed);
+            }
+            room
+        });
+        let out = catch_unwind(AssertUnwindSafe(|| match sample.input {
+            Input::Cached(d) => self
                 .transform
-                .run_encoded(bytes, c, &mut rng, scratch, slot)
+                .run_image(d.view(), &mut rng, scratch, slot)
                 .map_err(SampleError::Decode),
-            RecordKind::Raw {
-                width,
-                height,
-                channels,
+            Input::Read {
+                kind: RecordKind::Encoded,
+                bytes,
+                ann,
+            } => match cache {
+                None => self
+                    .transform
+                    .run_encoded(bytes, c, &mut rng, scratch, slot)
+                    .map_err(SampleError::Decode),
+                Some(cache) => {
+                    let mut keep = Image::default();
+                    let whole = self
+                        .transform
+                        .run_encoded_keep(bytes, c, &mut rng, scratch, slot, &mut keep)
+                        .map_err(SampleError::Decode)?;
+                    if whole {
+                        self.keep(cache, index, keep, ann);
+                    } else {
+                        self.counters.decoded_cache_windowed.fetch_add(1, Relaxed);
+                    }
+                    Ok(())
+                }
+            },
+            Input::Read {
+                kind:
+                    RecordKind::Raw {
+                        width,
+                        height,
+                        channels,
+                    },
+                bytes,
+                ann,
             } => {
                 if channels as usize != c {
                     return Err(SampleError::Invalid(format!(
@@ -170,7 +240,17 @@ impl Shared {
                     })?;
                 self.transform
                     .run_image(view, &mut rng, scratch, slot)
-                    .map_err(SampleError::Decode)
+                    .map_err(SampleError::Decode)?;
+                if let Some(cache) = cache {
+                    let keep = Image {
+                        width: view.width,
+                        height: view.height,
+                        channels: c,
+                        data: bytes.to_vec(),
+                    };
+                    self.keep(cache, index, keep, ann);
+                }
+                Ok(())
             }
         }));
         add_time(&self.counters.work_ns, t0.elapsed());
@@ -187,6 +267,20 @@ impl Shared {
         }
     }
 
+    /// Offers sample `index`'s whole decode (and its fields) to the cache.
+    fn keep(&self, cache: &DecodedCache, index: usize, image: Image, ann: &Annotation) {
+        let d = Decoded {
+            width: image.width,
+            height: image.height,
+            channels: image.channels,
+            pixels: image.data,
+            ann: ann.clone(),
+        };
+        if cache.keep(index, d) == Keep::NoRoom {
+            self.counters.decoded_cache_no_room.fetch_add(1, Relaxed);
+        }
+    }
+
     /// [`decode`](Self::decode) for a loader with fields: the image into `slot`, then
     /// the sample's fields through the image's geometry, its mask into `mask`.
     pub(crate) fn decode_sample(
@@ -197,22 +291,16 @@ impl Shared {
         slot: &mut [u8],
         mask: &mut [u8],
     ) -> Result<SampleFields, LoaderError> {
-        let ReadSample {
-            epoch,
-            index,
-            kind,
-            bytes,
-            ann,
-        } = sample;
         let Some(plan) = &self.fields else {
-            self.decode(epoch, index, kind, bytes, scratch, slot)?;
+            self.decode(&sample, scratch, slot)?;
             return Ok(SampleFields::default());
         };
         let spatial = plan.fields.any_spatial();
         if spatial != scratch.geometry().is_some() {
             scratch.record_geometry(spatial);
         }
-        self.decode(epoch, index, kind, bytes, scratch, slot)?;
+        self.decode(&sample, scratch, slot)?;
+        let (epoch, index, ann) = (sample.epoch, sample.index, sample.input.ann());
         let t0 = Instant::now();
         let out = catch_unwind(AssertUnwindSafe(|| {
             plan.carry(ann, scratch.geometry(), fields, mask)

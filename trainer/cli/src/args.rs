@@ -74,6 +74,11 @@ pub struct Args {
     /// Samples in the shuffle buffer of tar shards (1: each shard in order).
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
     pub shuffle_buffer: u64,
+    /// Keep the training set's decoded images for later epochs, up to SIZE bytes (K, M,
+    /// G, T suffixes), or `auto`: what the memory bound leaves beside the batch buffers.
+    /// Batches are the same bytes with or without it.
+    #[arg(long, value_name = "SIZE", value_parser = parse_decoded_cache)]
+    pub decoded_cache: Option<stoker_loader::DecodedCacheSize>,
     /// Training augmentation, e.g. 'rrc:32,flip' (default: the demo's for the demo
     /// set, none otherwise).
     #[arg(long)]
@@ -229,6 +234,11 @@ fn parse_weights(s: &str) -> Result<Weights, String> {
     .validate(w.len())
     .map_err(|e| e.to_string())?;
     Ok(Weights(w))
+}
+
+fn parse_decoded_cache(s: &str) -> Result<stoker_loader::DecodedCacheSize, String> {
+    s.parse()
+        .map_err(|e: stoker_loader::ParseSettingError| e.to_string())
 }
 
 fn parse_device(s: &str) -> Result<String, ParseDeviceError> {

@@ -53,6 +53,9 @@ pub struct Reading {
     pub shuffle_buffer: usize,
     /// MixUp/CutMix of the training batches (never of the validation ones).
     pub mix: Option<Mix>,
+    /// The training loader's decoded cache (the validation loader keeps none, so that
+    /// `auto` is not counted twice against the memory bound).
+    pub decoded_cache: Option<stoker_loader::DecodedCacheSize>,
 }
 
 fn open(
@@ -178,6 +181,7 @@ impl Data {
             // as it always did.
             fields: (self.target == Target::Labels)
                 .then(|| Fields::of(&[Field::Image, Field::Labels])),
+            decoded_cache: r.decoded_cache,
             ..LoaderConfig::default()
         };
         let train = Loader::new(self.train.clone(), cfg.clone())
@@ -195,6 +199,7 @@ impl Data {
                             // ranks' sums are added up.
                             shard_policy: ShardPolicy::Exact,
                             mix: None,
+                            decoded_cache: None,
                             ..cfg.clone()
                         },
                     )

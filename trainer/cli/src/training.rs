@@ -136,6 +136,7 @@ fn train_once<B: Backend + Clone + 'static>(
         seed: a.seed,
         epochs: a.epochs,
         shuffle_buffer: a.shuffle_buffer as usize,
+        decoded_cache: a.decoded_cache,
         mix: match (a.mixup, a.cutmix, a.mix_prob) {
             (None, None, None) => None,
             (m, c, p) => Some(Mix::new(m, c, p).context("--mixup/--cutmix/--mix-prob")?),

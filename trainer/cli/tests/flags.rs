@@ -184,6 +184,20 @@ fn every_flag_with_absurd_values() {
             &["", "/nonexistent", "/dev/null", "/proc/self/status"],
         ),
         ("--val", &["", "/nonexistent"]),
+        (
+            "--decoded-cache",
+            &[
+                "",
+                "0",
+                "-1",
+                "1.5G",
+                "lots",
+                "99999999T",
+                "1024T",
+                "auto",
+                "64M",
+            ],
+        ),
     ];
     for (flag, values) in text_flags {
         for value in *values {

@@ -8,7 +8,7 @@
 /// setting's values: the error of the loader's `FromStr` impls ([`Mode`](crate::Mode),
 /// [`OnError`](crate::OnError), [`Workers`](crate::Workers), [`Field`](crate::Field),
 /// [`Fields`](crate::Fields), [`Stop`](crate::Stop),
-/// [`BoxFormat`](crate::source::BoxFormat)). Each variant keeps the text as given.
+/// [`BoxFormat`](crate::source::BoxFormat), [`Encoding`](crate::source::Encoding)). Each variant keeps the text as given.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ParseSettingError {
     /// Not `sync` or `async`.
@@ -40,4 +40,13 @@ pub enum ParseSettingError {
     /// Not `xyxy` or `xywh`.
     #[error("box format '{0}': give xyxy or xywh")]
     BoxFormat(String),
+    /// Not one of pack's image encodings.
+    #[error("unknown encoding '{0}' (expected keep, raw, png or jpeg:Q with Q from 1 to 100)")]
+    Encoding(String),
+    /// `jpeg:Q` with a quality that is not a whole number from 1 to 100.
+    #[error("JPEG quality '{0}' is not a whole number from 1 to 100 (as in jpeg:90)")]
+    JpegQuality(String),
+    /// A longest side of 0: no image fits it.
+    #[error("max side must be at least 1 pixel, not {0}")]
+    MaxSide(u64),
 }

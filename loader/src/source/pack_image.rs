@@ -20,7 +20,8 @@ pub const KEEP_JPEG_QUALITY: u8 = 90;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Encoding {
     /// The source's bytes, unchanged unless the image is resized (then re-encoded in
-    /// its own format: JPEG at [`KEEP_JPEG_QUALITY`], PNG, raw pixels).
+    /// its own format: JPEG at [`KEEP_JPEG_QUALITY`], PNG, raw pixels; WebP, which
+    /// is not written here, as JPEG).
     #[default]
     Keep,
     /// u8 HWC pixels with their shape, read without decoding.

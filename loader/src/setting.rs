@@ -8,8 +8,9 @@
 /// setting's values: the error of the loader's `FromStr` impls ([`Mode`](crate::Mode),
 /// [`OnError`](crate::OnError), [`Workers`](crate::Workers), [`Field`](crate::Field),
 /// [`Fields`](crate::Fields), [`Stop`](crate::Stop),
-/// [`BoxFormat`](crate::source::BoxFormat), [`DecodedCacheSize`](crate::DecodedCacheSize)
-/// and [`parse_size`](crate::config::parse_size)). Each variant keeps the text as given.
+/// [`BoxFormat`](crate::source::BoxFormat), [`DecodedCacheSize`](crate::DecodedCacheSize),
+/// [`Encoding`](crate::source::Encoding) and [`parse_size`](crate::config::parse_size)).
+/// Each variant keeps the text as given.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ParseSettingError {
     /// Not `sync` or `async`.
@@ -50,4 +51,13 @@ pub enum ParseSettingError {
     /// Not `auto` nor a size of at least one byte.
     #[error("'{0}' is neither 'auto' nor a size of at least 1 byte (e.g. 256M, 8G)")]
     DecodedCache(String),
+    /// Not one of pack's image encodings.
+    #[error("unknown encoding '{0}' (expected keep, raw, png or jpeg:Q with Q from 1 to 100)")]
+    Encoding(String),
+    /// `jpeg:Q` with a quality that is not a whole number from 1 to 100.
+    #[error("JPEG quality '{0}' is not a whole number from 1 to 100 (as in jpeg:90)")]
+    JpegQuality(String),
+    /// A longest side of 0: no image fits it.
+    #[error("max side must be at least 1 pixel, not {0}")]
+    MaxSide(u64),
 }

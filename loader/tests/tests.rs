@@ -1,7 +1,8 @@
 //! stoker-loader's tests, one binary, a module per concern: each source format end to end
 //! (folders and packed files in `sources`, `tar`, `parquet`, `coco`, S3 against moto in
-//! `s3`), the engine, mixtures, elastic resume, fields, steps, MixUp and CutMix, errors and
-//! durable writes, and the decoded cache. `engine_support` holds the in-memory sources, `s3_support` moto's
+//! `s3`), the engine, mixtures, elastic resume, fields, packs of resized or raw pixels
+//! (`pack_resize`), steps, MixUp and CutMix, errors and durable writes, and the decoded
+//! cache. `engine_support` holds the in-memory sources, `s3_support` moto's
 //! server.
 
 mod engine_support;
@@ -18,6 +19,7 @@ mod fields;
 mod mix;
 mod mixture;
 mod pack_fields;
+mod pack_resize;
 mod parquet;
 #[cfg(feature = "remote")]
 mod s3;

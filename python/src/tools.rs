@@ -14,16 +14,27 @@ use crate::args::{in_range, Int};
 use crate::errors::{source_error, LoaderError};
 
 /// Packs an image folder (or an MNIST/CIFAR-10 set: its training split, or its test
-/// split with `test=True`) into one packed file at `out`, as `stoker-load pack` does.
-/// Returns a dict: records, classes, record_bytes, file_bytes.
+/// split with `test=True`) into one packed file at `out`, as `stoker-load pack` does;
+/// `max_side` and `encoding` as its `--max-side` and `--encoding`. Returns a dict:
+/// records, classes, record_bytes, file_bytes.
 #[pyfunction]
-#[pyo3(signature = (src, out, test = false))]
+#[pyo3(signature = (src, out, test = false, max_side = None, encoding = "keep"))]
 pub fn pack<'py>(
     py: Python<'py>,
     src: PathBuf,
     out: PathBuf,
     test: bool,
+    max_side: Option<Int>,
+    encoding: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let max_side = max_side
+        .map(|m| in_range("max_side", m, 1, 65535).map(|v| v as u32))
+        .transpose()?;
+    let encoding: source::Encoding = encoding
+        .parse()
+        .map_err(|e: stoker_loader::ParseSettingError| PyValueError::new_err(e.to_string()))?;
+    let opts = source::PackOptions::new(max_side, encoding)
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
     let (stats, classes) = py.detach(|| {
         let split = if test {
             source::Split::Test
@@ -31,7 +42,7 @@ pub fn pack<'py>(
             source::Split::Train
         };
         let s = source::open(&src, split).map_err(source_error)?;
-        let stats = packed::pack_source(s.as_ref(), &out, |_, _| {}).map_err(|e| {
+        let stats = packed::pack_source_with(s.as_ref(), &out, &opts, |_, _| {}).map_err(|e| {
             LoaderError::new_err(format!(
                 "packing {} into {}: {e}",
                 src.display(),

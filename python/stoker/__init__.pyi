@@ -500,11 +500,20 @@ class Digest:
         """The digest so far, as 32 hex digits (as `stoker-load bench --digest` prints
         it)."""
 
-def pack(src: _StrPath, out: _StrPath, test: bool = False) -> _PackStats:
+def pack(
+    src: _StrPath,
+    out: _StrPath,
+    test: bool = False,
+    max_side: int | None = None,
+    encoding: str = "keep",
+) -> _PackStats:
     """Packs an image folder (or an MNIST/CIFAR-10 set: its training split, or its test
     split with `test=True`) into one packed file at `out`, as `stoker-load pack` does.
-    Returns records, classes, record_bytes, file_bytes. LoaderError when `src` cannot
-    be read or `out` written."""
+    `max_side` (1 to 65535) resizes every image whose longer side exceeds it, as PIL's
+    `Image.thumbnail` sizes it; `encoding` is "keep" (the bytes as they are), "raw"
+    (pixels read without decoding), "png" or "jpeg:Q" (Q from 1 to 100). Returns
+    records, classes, record_bytes, file_bytes. ValueError for a bad `max_side` or
+    `encoding`; LoaderError when `src` cannot be read or `out` written."""
 
 # The defaults are `...` where the runtime signature shows `...` (stubtest compares
 # them); the docstrings give their values.

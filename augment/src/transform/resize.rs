@@ -10,7 +10,7 @@ use fast_image_resize::images::{CroppedImage, Image as FirImage, ImageRef};
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 
 use super::ResizeTo;
-use crate::{AugmentError, ImageView};
+use crate::{AugmentError, Image, ImageView};
 
 /// torchvision's `_compute_resized_output_size` for an int size: the long side is
 /// truncated, not rounded.
@@ -130,6 +130,27 @@ pub fn resample(
         resizer.resize(&cropped, &mut dst_img, &options)
     }
     .map_err(err)
+}
+
+/// The whole of `src` resampled to `width` x `height` with the same antialiased
+/// filter as the pipeline's Resize (PIL's bilinear), into a new image.
+pub fn resize_whole(
+    src: ImageView<'_>,
+    width: usize,
+    height: usize,
+) -> Result<Image, AugmentError> {
+    let mut out = Image::new(width, height, src.channels);
+    let hard = Rect::full(src.width, src.height);
+    resample(
+        &mut Resizer::new(),
+        src,
+        hard,
+        None,
+        &mut out.data,
+        width,
+        height,
+    )?;
+    Ok(out)
 }
 
 #[cfg(test)]

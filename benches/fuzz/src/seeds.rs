@@ -231,6 +231,18 @@ fn pack(layout: RecordKind, classes: &[&str], records: &[(&[u8], u32)]) -> Resul
     std::fs::read(&path).with_context(|| format!("reading {}", path.display()))
 }
 
+/// A version 3 packed file (raw pixels with a shape per record) made by the real writer.
+fn pack_shaped(records: &[(u32, u32, u8, &[u8], u32)]) -> Result<Vec<u8>> {
+    let dir = tempfile::tempdir().context("temporary folder for a packed seed")?;
+    let path = dir.path().join("seed.pack");
+    let mut w = PackedWriter::create_shaped(&path, &["a".to_string(), "b".to_string()], None)?;
+    for &(width, height, channels, pixels, label) in records {
+        w.append_raw(width, height, channels, pixels, label)?;
+    }
+    w.finish()?;
+    std::fs::read(&path).with_context(|| format!("reading {}", path.display()))
+}
+
 fn packed() -> Result<Vec<Seed>> {
     let h = "packed";
     let raw = RecordKind::Raw {
@@ -261,6 +273,12 @@ fn packed() -> Result<Vec<Seed>> {
                 &["cat", "dog", "\u{e9}l\u{e9}phant"],
                 &[(&png, 2), (b"not an image, packed all the same", 0)],
             )?,
+            true,
+        ),
+        seed(
+            h,
+            "shaped-2-records.pack",
+            pack_shaped(&[(2, 1, 3, &[1, 2, 3, 4, 5, 6], 0), (1, 2, 1, &[7, 8], 1)])?,
             true,
         ),
         seed(

@@ -135,6 +135,17 @@ pub fn shard_size(s: &str) -> Result<u64, String> {
     bytes_in(s, 10 << 10, 64 << 30)
 }
 
+/// The longest side of a packed image (`--max-side`): 1 to 65535 pixels.
+pub fn max_side(s: &str) -> Result<u32, String> {
+    count_in(s, 1, 65535).map(|v| v as u32)
+}
+
+/// How `pack` stores images (`--encoding`): keep, raw, png or jpeg:Q.
+pub fn encoding(s: &str) -> Result<stoker_loader::source::Encoding, String> {
+    s.parse()
+        .map_err(|e: stoker_loader::ParseSettingError| e.to_string())
+}
+
 /// The size bound of `--cache`: 1M to 1P.
 pub fn cache_size(s: &str) -> Result<u64, String> {
     bytes_in(s, 1 << 20, 1 << 50)

@@ -1,4 +1,5 @@
-//! `stoker-load inspect DATA`: what a data set holds, and whether every record reads.
+//! `stoker-load inspect DATA`: what a data set holds (formats, encodings, sizes, fields),
+//! and whether every record reads.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -41,6 +42,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     // Per field: samples that have it, and items (boxes, tags, instances).
     let mut counts: BTreeMap<Field, (usize, usize)> = fields.iter().map(|f| (f, (0, 0))).collect();
     let mut mask = Vec::new();
+    // How the records are stored (jpeg, png, raw WxHxC...) and how many of each.
+    let mut encodings: BTreeMap<&'static str, usize> = BTreeMap::new();
     let bar = crate::progress_bar(n as u64, "inspect");
     for i in 0..n {
         bar.set_position(i as u64);
@@ -63,6 +66,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             })
             .and_then(|kind| {
                 bytes += buf.len() as u64;
+                *encodings.entry(encoding_of(kind, &buf)).or_default() += 1;
                 match kind {
                     // A full decode: a header can be whole when the data behind it is not.
                     RecordKind::Encoded => decode::decode_into(&buf, 3, &mut img)
@@ -84,6 +88,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }
     }
     bar.finish_and_clear();
+    let max_side = sizes.keys().map(|&(w, h)| w.max(h)).max();
     if a.json {
         let doc = serde_json::json!({
             "path": a.data,
@@ -96,6 +101,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             "fields": counts.iter().map(|(f, (samples, items))| (f.name().to_string(), serde_json::json!({"samples": samples, "count": items}))).collect::<serde_json::Map<_, _>>(),
             "sizes": sizes.iter().map(|((w, h), c)| serde_json::json!({"width": w, "height": h, "count": c})).collect::<Vec<_>>(),
             "bad": bad,
+            "encodings": encodings,
+            "max_side": max_side,
             "layout": src.layout(),
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
@@ -144,6 +151,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 String::new()
             }
         );
+        let enc: Vec<String> = encodings
+            .iter()
+            .map(|(e, c)| format!("{e} ({c})"))
+            .collect();
+        println!("encodings: {}", enc.join(", "));
+        if let Some(m) = max_side {
+            println!("longest side: {m}");
+        }
         if bad.is_empty() {
             println!("all records read");
         } else {
@@ -157,6 +172,19 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         anyhow::bail!("{} of {n} records could not be read", bad.len());
     }
     Ok(())
+}
+
+/// How a record is stored, by its kind and first bytes.
+fn encoding_of(kind: RecordKind, bytes: &[u8]) -> &'static str {
+    match kind {
+        RecordKind::Raw { .. } => "raw",
+        RecordKind::Encoded => match decode::sniff(bytes) {
+            Ok(decode::Format::Jpeg) => "jpeg",
+            Ok(decode::Format::Png) => "png",
+            Ok(decode::Format::WebP) => "webp",
+            Err(_) => "unknown",
+        },
+    }
 }
 
 /// Counts what one sample's annotation holds, per field (`k`: points per keypoint

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use stoker_loader::source::{self, is_url, packed, tar};
+use stoker_loader::source::{self, is_url, packed, tar, Encoding, PackOptions};
 
 use crate::args;
 use crate::data::DataArgs;
@@ -33,9 +33,19 @@ pub struct Args {
     /// shard to itself.
     #[arg(long, default_value = "256M", value_parser = args::shard_size)]
     shard_size: u64,
+    /// Resize every image whose longer side exceeds this many pixels to it, keeping
+    /// its aspect ratio (antialiased; sizes as PIL's Image.thumbnail gives them).
+    #[arg(long, value_parser = args::max_side)]
+    max_side: Option<u32>,
+    /// How images are stored: keep (their bytes as they are; re-encoded in their own
+    /// format only when resized), raw (u8 pixels with their shape, read without
+    /// decoding), jpeg:Q (quality 1 to 100) or png.
+    #[arg(long, default_value = "keep", value_parser = args::encoding)]
+    encoding: Encoding,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
+    let opts = PackOptions::new(a.max_side, a.encoding)?;
     let src = source::open_with(&a.src, &a.source.options())?;
     let out_text = a.out.to_string_lossy().into_owned();
     let remote = is_url(&out_text);
@@ -57,17 +67,18 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let what = || format!("packing {} into {}", a.src.display(), a.out.display());
     let summary = match a.format {
         Format::Packed => {
-            let stats = packed::pack_source(src.as_ref(), &local_out, |done, _| {
+            let stats = packed::pack_source_with(src.as_ref(), &local_out, &opts, |done, _| {
                 bar.set_position(done as u64)
             })
             .with_context(what)?;
             format!("{stats:?}")
         }
         Format::Tar => {
-            let stats = tar::pack_tar(src.as_ref(), &local_out, a.shard_size, |done, _| {
-                bar.set_position(done as u64)
-            })
-            .with_context(what)?;
+            let stats =
+                tar::pack_tar_with(src.as_ref(), &local_out, a.shard_size, &opts, |done, _| {
+                    bar.set_position(done as u64)
+                })
+                .with_context(what)?;
             format!("{stats:?}")
         }
     };

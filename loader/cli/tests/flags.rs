@@ -270,6 +270,37 @@ fn gen_pack_inspect_demo_flags() {
             "{bad}"
         );
     }
+    let packed = tmp.path().join("p.stk");
+    for value in NUMBERS {
+        let _ = std::fs::remove_file(&packed);
+        check(&s(&[
+            "pack",
+            d,
+            packed.to_str().unwrap(),
+            "--max-side",
+            value,
+        ]));
+    }
+    for value in [
+        "",
+        "raw:",
+        "jpeg",
+        "jpeg:",
+        "jpeg:-1",
+        "jpeg:nan",
+        "jpeg:1e300",
+        "KEEP",
+        "png:9",
+    ] {
+        let _ = std::fs::remove_file(&packed);
+        check(&s(&[
+            "pack",
+            d,
+            packed.to_str().unwrap(),
+            "--encoding",
+            value,
+        ]));
+    }
     assert_ne!(check(&s(&["pack", d, ""])), 0);
     assert_ne!(check(&s(&["pack", d, "/nonexistent/dir/out.stk"])), 0);
     for flag in [

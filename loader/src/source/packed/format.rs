@@ -11,6 +11,10 @@ pub const VERSION: u32 = 1;
 /// The format version of files whose records carry fields beyond image and label: a
 /// field table after the class table, and each record a [`SampleRecord`].
 pub const VERSION_FIELDS: u32 = 2;
+/// The format version of files of raw pixels with a shape per record (a
+/// [`ShapedRecord`] each, images resized to a longest side), with or without a field
+/// table.
+pub const VERSION_SHAPED: u32 = 3;
 /// Size of the fixed header in bytes.
 pub const HEADER_LEN: usize = 128;
 /// Size of one index entry in bytes: offset u64, length u64, label u32, crc32 u32.
@@ -18,6 +22,10 @@ pub const ENTRY_LEN: usize = 24;
 
 const LAYOUT_ENCODED: u32 = 0;
 const LAYOUT_RAW: u32 = 1;
+/// Version 3: each record starts with its own shape.
+const LAYOUT_SHAPED: u32 = 2;
+/// Bytes of a [`ShapedRecord`]'s shape: width, height, channels, each a u32.
+pub const SHAPE_LEN: usize = 12;
 /// Bytes 0..HEADER_CRC_AT are covered by the header checksum stored at HEADER_CRC_AT.
 const HEADER_CRC_AT: usize = HEADER_LEN - 4;
 /// A class name longer than this is taken as damage, not a name.
@@ -56,7 +64,12 @@ pub(crate) struct Header {
     /// [`VERSION`], or [`VERSION_FIELDS`] with the field table below.
     pub(crate) version: u32,
     pub(crate) count: u64,
+    /// The layout every record shares; [`RecordKind::Encoded`] as a placeholder when
+    /// `shaped` (each record then says its own).
     pub(crate) layout: RecordKind,
+    /// Version 3: every record is a [`ShapedRecord`] (inside a [`SampleRecord`] when
+    /// the file has a field table).
+    pub(crate) shaped: bool,
     pub(crate) num_classes: u32,
     pub(crate) data_offset: u64,
     pub(crate) data_len: u64,
@@ -91,6 +104,12 @@ fn get_u64(b: &[u8], at: usize) -> Option<u64> {
 }
 
 impl Header {
+    /// Whether a field table follows the index: always in version 2, in version 3 when
+    /// it has one (a non-zero length).
+    pub(crate) fn has_fields(&self) -> bool {
+        self.version == VERSION_FIELDS || (self.shaped && self.fields_len > 0)
+    }
+
     pub(crate) fn encode(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
         b[0..8].copy_from_slice(&MAGIC);
@@ -98,6 +117,7 @@ impl Header {
         put_u32(&mut b, 12, HEADER_LEN as u32);
         put_u64(&mut b, 16, self.count);
         let (layout, w, h, c) = match self.layout {
+            _ if self.shaped => (LAYOUT_SHAPED, 0, 0, 0),
             RecordKind::Encoded => (LAYOUT_ENCODED, 0, 0, 0),
             RecordKind::Raw {
                 width,
@@ -117,7 +137,7 @@ impl Header {
         put_u64(&mut b, 72, self.classes_len);
         put_u64(&mut b, 80, self.index_offset);
         put_u32(&mut b, 88, self.index_crc);
-        if self.version == VERSION_FIELDS {
+        if self.version == VERSION_FIELDS || self.version == VERSION_SHAPED {
             put_u64(&mut b, 92, self.fields_offset);
             put_u64(&mut b, 100, self.fields_len);
             put_u32(&mut b, 108, self.fields_crc);
@@ -150,10 +170,10 @@ impl Header {
         let u32_at = |at| get_u32(b, at).unwrap_or(0);
         let u64_at = |at| get_u64(b, at).unwrap_or(0);
         let version = u32_at(8);
-        if version != VERSION && version != VERSION_FIELDS {
+        if ![VERSION, VERSION_FIELDS, VERSION_SHAPED].contains(&version) {
             return Err(format!(
-                "unsupported version {version} (this build reads versions {VERSION} and \
-                 {VERSION_FIELDS})"
+                "unsupported version {version} (this build reads versions {VERSION}, \
+                 {VERSION_FIELDS} and {VERSION_SHAPED})"
             ));
         }
         let stored = u32_at(HEADER_CRC_AT);
@@ -169,8 +189,16 @@ impl Header {
                 "header length field is {header_len}, version {version} uses {HEADER_LEN}"
             ));
         }
+        let shaped = u32_at(24) == LAYOUT_SHAPED;
+        if shaped != (version == VERSION_SHAPED) {
+            return Err(format!(
+                "record layout {} in a version {version} file (layout {LAYOUT_SHAPED}, a shape \
+                 per record, is version {VERSION_SHAPED}'s and only its)",
+                u32_at(24)
+            ));
+        }
         let layout = match u32_at(24) {
-            LAYOUT_ENCODED => RecordKind::Encoded,
+            LAYOUT_ENCODED | LAYOUT_SHAPED => RecordKind::Encoded,
             LAYOUT_RAW => {
                 let (width, height, channels) = (u32_at(28), u32_at(32), u32_at(36));
                 let channels = u8::try_from(channels)
@@ -194,11 +222,13 @@ impl Header {
             }
             other => return Err(format!("unknown record layout {other}")),
         };
-        let v2 = version == VERSION_FIELDS;
+        // Version 3 keeps version 2's field table slots (all zero without a table).
+        let v2 = version == VERSION_FIELDS || shaped;
         let h = Header {
             version,
             count: u64_at(16),
             layout,
+            shaped,
             num_classes: u32_at(40),
             classes_crc: u32_at(44),
             data_offset: u64_at(48),
@@ -216,7 +246,7 @@ impl Header {
             return Err("reserved header bytes are not zero".into());
         }
         // A version 2 file of captions or masks may have no classes (no labels).
-        if h.num_classes == 0 && !v2 {
+        if h.num_classes == 0 && !h.has_fields() {
             return Err("header lists no classes".into());
         }
         let region = |name: &str, offset: u64, len: u64| -> Result<(), String> {
@@ -240,7 +270,7 @@ impl Header {
         region("index", h.index_offset, index_len)?;
         region("class table", h.classes_offset, h.classes_len)?;
         region("record data", h.data_offset, h.data_len)?;
-        if v2 {
+        if h.has_fields() {
             region("field table", h.fields_offset, h.fields_len)?;
         }
         if usize::try_from(h.count).is_err() {
@@ -370,6 +400,53 @@ impl<'a> SampleRecord<'a> {
     }
 }
 
+/// A version 3 record's image: `u32 width | u32 height | u32 channels | pixels`,
+/// little-endian, the pixels u8 HWC, exactly `width * height * channels` bytes.
+pub struct ShapedRecord;
+
+impl ShapedRecord {
+    /// The shape that goes before `width` x `height` x `channels` pixels.
+    pub fn shape(width: u32, height: u32, channels: u8) -> [u8; SHAPE_LEN] {
+        let mut b = [0u8; SHAPE_LEN];
+        put_u32(&mut b, 0, width);
+        put_u32(&mut b, 4, height);
+        put_u32(&mut b, 8, u32::from(channels));
+        b
+    }
+
+    /// The kind a record's bytes hold, checked against their length (the pixels follow
+    /// the first [`SHAPE_LEN`] bytes).
+    pub fn decode(b: &[u8]) -> Result<RecordKind, String> {
+        let (Some(width), Some(height), Some(c)) = (get_u32(b, 0), get_u32(b, 4), get_u32(b, 8))
+        else {
+            return Err(format!(
+                "{} bytes, shorter than the {SHAPE_LEN}-byte shape a raw record starts with",
+                b.len()
+            ));
+        };
+        let channels = u8::try_from(c)
+            .ok()
+            .filter(|&c| (1..=4).contains(&c))
+            .ok_or_else(|| format!("its shape {width}x{height}x{c} has {c} channels (1 to 4)"))?;
+        if width == 0 || height == 0 {
+            return Err(format!("its shape {width}x{height}x{c} is empty"));
+        }
+        let kind = RecordKind::Raw {
+            width,
+            height,
+            channels,
+        };
+        let have = (b.len() - SHAPE_LEN) as u64;
+        match raw_len(kind) {
+            Some(want) if want == have => Ok(kind),
+            want => Err(format!(
+                "it holds {have} bytes of pixels, its shape {width}x{height}x{c} needs {}",
+                want.map_or_else(|| "more than fit in memory".to_string(), |w| w.to_string())
+            )),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,6 +472,7 @@ mod tests {
             fields_offset: 0,
             fields_len: 0,
             fields_crc: 0,
+            shaped: false,
         };
         let b = h.encode();
         let len = h.index_offset + 3 * ENTRY_LEN as u64;
@@ -430,16 +508,71 @@ mod tests {
             fields_offset: 0,
             fields_len: 0,
             fields_crc: 0,
+            shaped: false,
         }
         .encode();
         b[40] ^= 1;
         assert!(Header::decode(&b, 200)
             .unwrap_err()
             .starts_with("header checksum mismatch"));
-        b[8] = 3;
+        b[8] = 4;
         assert!(Header::decode(&b, 200)
             .unwrap_err()
-            .starts_with("unsupported version 3"));
+            .starts_with("unsupported version 4"));
+    }
+
+    #[test]
+    fn shaped_records_check_their_size() {
+        let mut b = ShapedRecord::shape(3, 2, 3).to_vec();
+        b.extend_from_slice(&[7; 18]);
+        assert_eq!(
+            ShapedRecord::decode(&b),
+            Ok(RecordKind::Raw {
+                width: 3,
+                height: 2,
+                channels: 3
+            })
+        );
+        let e = ShapedRecord::decode(&b[..b.len() - 1]).unwrap_err();
+        assert_eq!(e, "it holds 17 bytes of pixels, its shape 3x2x3 needs 18");
+        assert!(ShapedRecord::decode(&b[..5])
+            .unwrap_err()
+            .contains("shorter"));
+        let mut zero = b.clone();
+        zero[0..4].copy_from_slice(&0u32.to_le_bytes());
+        assert!(ShapedRecord::decode(&zero).unwrap_err().contains("empty"));
+        let mut five = b.clone();
+        five[8] = 5;
+        assert!(ShapedRecord::decode(&five)
+            .unwrap_err()
+            .contains("5 channels"));
+    }
+
+    #[test]
+    fn version_3_is_the_shaped_layout_and_only_it() {
+        let h = Header {
+            version: VERSION_SHAPED,
+            count: 0,
+            layout: RecordKind::Encoded,
+            shaped: true,
+            num_classes: 1,
+            data_offset: 128,
+            data_len: 0,
+            classes_offset: 128,
+            classes_len: 0,
+            classes_crc: 0,
+            index_offset: 128,
+            index_crc: 0,
+            fields_offset: 0,
+            fields_len: 0,
+            fields_crc: 0,
+        };
+        assert_eq!(Header::decode(&h.encode(), 200), Ok(h));
+        assert!(!h.has_fields());
+        let wrong = Header { shaped: false, ..h }.encode();
+        assert!(Header::decode(&wrong, 200)
+            .unwrap_err()
+            .starts_with("record layout 0 in a version 3 file"));
     }
 
     #[test]

@@ -23,9 +23,11 @@ mod format;
 mod reader;
 mod writer;
 
-pub use format::{layout_name, ENTRY_LEN, HEADER_LEN, MAGIC, VERSION};
+pub use format::{
+    layout_name, ShapedRecord, ENTRY_LEN, HEADER_LEN, MAGIC, SHAPE_LEN, VERSION, VERSION_SHAPED,
+};
 pub use reader::PackedReader;
-pub use writer::{pack_source, temp_path, PackStats, PackedWriter};
+pub use writer::{pack_source, pack_source_with, temp_path, PackStats, PackedWriter};
 
 /// True when `bytes` (a file's first bytes) start like a packed file.
 pub fn has_magic(bytes: &[u8]) -> bool {

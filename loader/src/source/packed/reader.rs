@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use memmap2::Mmap;
 
 use super::format::{
-    decode_classes, layout_name, raw_len, Entry, FieldTable, Header, SampleRecord, ENTRY_LEN,
-    HEADER_LEN,
+    decode_classes, layout_name, raw_len, Entry, FieldTable, Header, SampleRecord, ShapedRecord,
+    ENTRY_LEN, HEADER_LEN, SHAPE_LEN,
 };
 use crate::sample::{Annotation, Field, Fields, KeypointSchema, MaskData};
 use crate::source::{read_at, RecordKind, Source, SourceError};
@@ -195,6 +195,13 @@ impl PackedReader {
                     e.label, header.num_classes
                 )));
             }
+            if header.shaped && !header.has_fields() && e.len < SHAPE_LEN as u64 {
+                return Err(bad(format!(
+                    "record {i} has {} bytes, shorter than the {SHAPE_LEN}-byte shape a raw \
+                     record starts with",
+                    e.len
+                )));
+            }
             if let Some(want) = raw_len(header.layout) {
                 if e.len != want {
                     return Err(bad(format!(
@@ -221,7 +228,7 @@ impl PackedReader {
             )));
         }
         let classes = decode_classes(&table, header.num_classes).map_err(bad)?;
-        let fields = if header.version == super::format::VERSION_FIELDS {
+        let fields = if header.has_fields() {
             let table = region(header.fields_offset, header.fields_len, "field table")?;
             let computed = crc32fast::hash(&table);
             if computed != header.fields_crc {
@@ -261,9 +268,21 @@ impl PackedReader {
         &self.path
     }
 
-    /// The record layout shared by every record of the file.
+    /// The record layout shared by every record of the file ([`RecordKind::Encoded`]
+    /// for a version 3 file, whose records each say their shape: see
+    /// [`is_shaped`](Self::is_shaped)).
     pub fn layout(&self) -> RecordKind {
         self.header.layout
+    }
+
+    /// Whether each record is raw pixels after its own shape (a version 3 file).
+    pub fn is_shaped(&self) -> bool {
+        self.header.shaped
+    }
+
+    /// The format version of the file (1, 2 or 3).
+    pub fn version(&self) -> u32 {
+        self.header.version
     }
 
     /// Sum of all records' lengths.
@@ -398,18 +417,24 @@ impl PackedReader {
         self.verified(index, &e, buf)
     }
 
-    /// In a version 2 file, leaves only the image of the sample record in `buf`.
-    fn image_only(&self, index: usize, buf: &mut Vec<u8>) -> Result<(), SourceError> {
-        if self.fields.is_none() {
-            return Ok(());
+    /// Leaves only the image of the record in `buf` (of a version 2 or 3 file's
+    /// sample record; in a version 3 file its pixels, after the shape) and returns
+    /// its kind.
+    fn image_only(&self, index: usize, buf: &mut Vec<u8>) -> Result<RecordKind, SourceError> {
+        if self.fields.is_some() {
+            let n = SampleRecord::decode(buf)
+                .map_err(|r| self.record_error(index, r))?
+                .image
+                .len();
+            buf.drain(..4);
+            buf.truncate(n);
         }
-        let n = SampleRecord::decode(buf)
-            .map_err(|r| self.record_error(index, r))?
-            .image
-            .len();
-        buf.drain(..4);
-        buf.truncate(n);
-        Ok(())
+        if !self.header.shaped {
+            return Ok(self.header.layout);
+        }
+        let kind = ShapedRecord::decode(buf).map_err(|r| self.record_error(index, r))?;
+        buf.drain(..SHAPE_LEN);
+        Ok(kind)
     }
 }
 
@@ -438,9 +463,8 @@ impl Source for PackedReader {
     }
 
     fn read(&self, index: usize, buf: &mut Vec<u8>) -> Result<RecordKind, SourceError> {
-        let kind = self.read_record(index, buf)?;
-        self.image_only(index, buf)?;
-        Ok(kind)
+        self.read_record(index, buf)?;
+        self.image_only(index, buf)
     }
 
     fn fields(&self) -> Fields {
@@ -467,7 +491,7 @@ impl Source for PackedReader {
         let Some(f) = &self.fields else {
             return self.read(index, buf);
         };
-        let kind = self.read_record(index, buf)?;
+        self.read_record(index, buf)?;
         let rec = SampleRecord::decode(buf).map_err(|r| self.record_error(index, r))?;
         let mut k = None;
         let (_, a, _) = crate::source::manifest::parse_fields_json(rec.json, &mut k)
@@ -483,8 +507,7 @@ impl Source for PackedReader {
             }
             ann.mask = Some(MaskData::Png(rec.mask.to_vec()));
         }
-        self.image_only(index, buf)?;
-        Ok(kind)
+        self.image_only(index, buf)
     }
 
     fn read_async(
@@ -511,7 +534,7 @@ impl Source for PackedReader {
                     Ok((Ok(()), mut buf)) => {
                         let out = self
                             .verified(index, &e, &mut buf)
-                            .and_then(|k| self.image_only(index, &mut buf).map(|()| k));
+                            .and_then(|_| self.image_only(index, &mut buf));
                         (out, buf)
                     }
                     Ok((Err(err), buf)) => (Err(err.into()), buf),
@@ -524,5 +547,20 @@ impl Source for PackedReader {
 
     fn format(&self) -> &'static str {
         "packed"
+    }
+
+    fn layout(&self) -> Vec<String> {
+        let records = if self.header.shaped {
+            "raw u8 pixels, a shape per record".to_string()
+        } else {
+            match self.header.layout {
+                RecordKind::Encoded => "encoded images (JPEG, PNG)".to_string(),
+                raw => format!("raw u8 pixels, {} each", layout_name(raw)),
+            }
+        };
+        vec![format!(
+            "  packed version {}: {records}",
+            self.header.version
+        )]
     }
 }

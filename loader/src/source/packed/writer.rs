@@ -5,10 +5,11 @@ use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use super::format::{
-    encode_classes, layout_name, raw_len, Entry, FieldTable, Header, SampleRecord, HEADER_LEN,
-    MAX_CLASS_NAME, VERSION, VERSION_FIELDS,
+    encode_classes, layout_name, raw_len, Entry, FieldTable, Header, SampleRecord, ShapedRecord,
+    HEADER_LEN, MAX_CLASS_NAME, VERSION, VERSION_FIELDS, VERSION_SHAPED,
 };
 use crate::sample::{Annotation, Field, MaskData};
+use crate::source::pack_image::{self, resize_fields, PackOptions};
 use crate::source::{RecordKind, Source, SourceError};
 
 /// What a finished pack wrote.
@@ -36,6 +37,9 @@ pub struct PackedWriter {
     classes: Vec<String>,
     /// Version 2: the fields the records carry (see [`PackedWriter::create_with_fields`]).
     fields: Option<FieldTable>,
+    /// Version 3: each record's image is raw pixels after its shape
+    /// ([`PackedWriter::create_shaped`]).
+    shaped: bool,
     index: Vec<u8>,
     count: u64,
     pos: u64,
@@ -74,7 +78,25 @@ impl PackedWriter {
                 "a packed file needs at least one class",
             ));
         }
-        Self::create_any(out, layout, classes, None)
+        Self::create_any(out, layout, classes, None, false)
+    }
+
+    /// Start a version 3 pack to `out`: raw pixels with a shape per record (appended
+    /// with [`append_raw`](Self::append_raw)), and with `table` the fields of each
+    /// (appended with [`append_sample`](Self::append_sample), whose image is then a
+    /// shape and its pixels).
+    pub fn create_shaped(
+        out: &Path,
+        classes: &[String],
+        table: Option<FieldTable>,
+    ) -> Result<Self, SourceError> {
+        if classes.is_empty() && table.is_none() {
+            return Err(SourceError::format(
+                out,
+                "a packed file needs at least one class",
+            ));
+        }
+        Self::create_any(out, RecordKind::Encoded, classes, table, true)
     }
 
     /// Start a version 2 pack to `out`, whose records carry the fields of `table` as
@@ -85,7 +107,7 @@ impl PackedWriter {
         classes: &[String],
         table: FieldTable,
     ) -> Result<Self, SourceError> {
-        Self::create_any(out, RecordKind::Encoded, classes, Some(table))
+        Self::create_any(out, RecordKind::Encoded, classes, Some(table), false)
     }
 
     fn create_any(
@@ -93,6 +115,7 @@ impl PackedWriter {
         layout: RecordKind,
         classes: &[String],
         fields: Option<FieldTable>,
+        shaped: bool,
     ) -> Result<Self, SourceError> {
         if u32::try_from(classes.len()).is_err() {
             return Err(SourceError::format(out, "too many classes"));
@@ -133,6 +156,7 @@ impl PackedWriter {
             layout,
             classes: classes.to_vec(),
             fields,
+            shaped,
             index: Vec::new(),
             count: 0,
             pos: 0,
@@ -178,8 +202,56 @@ impl PackedWriter {
         self.push(&bytes, label)
     }
 
+    /// Append one record of a version 3 pack without fields: `pixels`, u8 HWC, of
+    /// `width` x `height` x `channels`.
+    pub fn append_raw(
+        &mut self,
+        width: u32,
+        height: u32,
+        channels: u8,
+        pixels: &[u8],
+        label: u32,
+    ) -> Result<(), SourceError> {
+        let bytes = self.shaped_image(width, height, channels, pixels)?;
+        if self.fields.is_some() {
+            return Err(SourceError::record(
+                format!("{} record {}", self.out.display(), self.count),
+                "a pack with fields takes samples (append_sample)",
+            ));
+        }
+        self.push(&bytes, label)
+    }
+
+    /// A shaped record's image: its shape, then its pixels (checked against it).
+    pub fn shaped_image(
+        &self,
+        width: u32,
+        height: u32,
+        channels: u8,
+        pixels: &[u8],
+    ) -> Result<Vec<u8>, SourceError> {
+        let what = || format!("{} record {}", self.out.display(), self.count);
+        if !self.shaped {
+            return Err(SourceError::record(
+                what(),
+                "raw pixels with their shape need a pack made by create_shaped",
+            ));
+        }
+        let mut bytes = Vec::with_capacity(pixels.len() + super::format::SHAPE_LEN);
+        bytes.extend_from_slice(&ShapedRecord::shape(width, height, channels));
+        bytes.extend_from_slice(pixels);
+        ShapedRecord::decode(&bytes).map_err(|reason| SourceError::record(what(), reason))?;
+        Ok(bytes)
+    }
+
     /// Append one record.
     pub fn append(&mut self, bytes: &[u8], label: u32) -> Result<(), SourceError> {
+        if self.shaped {
+            return Err(SourceError::record(
+                format!("{} record {}", self.out.display(), self.count),
+                "a pack of shaped raw records takes append_raw",
+            ));
+        }
         if self.fields.is_some() {
             return Err(SourceError::record(
                 format!("{} record {}", self.out.display(), self.count),
@@ -245,6 +317,7 @@ impl PackedWriter {
         let index = std::mem::take(&mut self.index);
         self.write_bytes(&index)?;
         let (version, fields_offset, fields_len, fields_crc) = match &self.fields {
+            None if self.shaped => (VERSION_SHAPED, 0, 0, 0),
             None => (VERSION, 0, 0, 0),
             Some(t) => {
                 let table = serde_json::to_vec(t).map_err(|e| {
@@ -253,7 +326,11 @@ impl PackedWriter {
                 let at = self.pos;
                 self.write_bytes(&table)?;
                 (
-                    VERSION_FIELDS,
+                    if self.shaped {
+                        VERSION_SHAPED
+                    } else {
+                        VERSION_FIELDS
+                    },
                     at,
                     table.len() as u64,
                     crc32fast::hash(&table),
@@ -264,6 +341,7 @@ impl PackedWriter {
             version,
             count: self.count,
             layout: self.layout,
+            shaped: self.shaped,
             num_classes: self.classes.len() as u32,
             data_offset: HEADER_LEN as u64,
             data_len,
@@ -320,6 +398,18 @@ impl Drop for PackedWriter {
 pub fn pack_source(
     src: &dyn Source,
     out: &Path,
+    progress: impl FnMut(usize, usize),
+) -> Result<PackStats, SourceError> {
+    pack_source_with(src, out, &PackOptions::default(), progress)
+}
+
+/// [`pack_source`] with each image stored as `opts` say: resized to a longest side,
+/// re-encoded as JPEG or PNG, or raw pixels with a shape per record (version 3). The
+/// default options copy every record's bytes, as [`pack_source`] does.
+pub fn pack_source_with(
+    src: &dyn Source,
+    out: &Path,
+    opts: &PackOptions,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<PackStats, SourceError> {
     let total = src.len();
@@ -331,7 +421,10 @@ pub fn pack_source(
     }
     let fields = src.fields();
     if !fields.is_classification() {
-        return pack_fields(src, out, progress);
+        return pack_fields(src, out, opts, progress);
+    }
+    if !opts.keeps_bytes() {
+        return pack_stored(src, out, opts, progress);
     }
     let mut buf = Vec::new();
     let layout = src.read(0, &mut buf)?;
@@ -353,19 +446,93 @@ pub fn pack_source(
                 ),
             ));
         }
-        writer.append(&buf, src.label(i)).map_err(|e| match e {
-            SourceError::Record { reason, .. } => SourceError::record(src.describe(i), reason),
-            other => other,
-        })?;
+        writer
+            .append(&buf, src.label(i))
+            .map_err(|e| renamed(src, i, e))?;
         progress(i + 1, total);
     }
     writer.finish()
 }
 
-/// [`pack_source`] for a source with fields beyond image and class: a version 2 file.
+/// A writer's record error named as the source names the record.
+fn renamed(src: &dyn Source, i: usize, e: SourceError) -> SourceError {
+    match e {
+        SourceError::Record { reason, .. } => SourceError::record(src.describe(i), reason),
+        other => other,
+    }
+}
+
+/// The writer for records stored like `first`: version 3 for raw pixels, else the
+/// usual encoded file (version 2 with `table`).
+fn writer_for(
+    out: &Path,
+    first: RecordKind,
+    classes: &[String],
+    table: Option<FieldTable>,
+) -> Result<PackedWriter, SourceError> {
+    match (first, table) {
+        (RecordKind::Raw { .. }, table) => PackedWriter::create_shaped(out, classes, table),
+        (RecordKind::Encoded, Some(t)) => PackedWriter::create_with_fields(out, classes, t),
+        (RecordKind::Encoded, None) => PackedWriter::create(out, RecordKind::Encoded, classes),
+    }
+}
+
+/// The message for a record stored unlike the first (a source mixing raw and encoded
+/// records, which one file cannot hold).
+fn mixed(kind: RecordKind) -> String {
+    let (this, first) = match kind {
+        RecordKind::Raw { .. } => ("raw pixels", "encoded"),
+        RecordKind::Encoded => ("an encoded image", "raw pixels"),
+    };
+    format!("stored as {this}, the first record as {first}; a packed file holds one kind")
+}
+
+/// [`pack_source_with`] for a classification source whose images are re-stored.
+fn pack_stored(
+    src: &dyn Source,
+    out: &Path,
+    opts: &PackOptions,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<PackStats, SourceError> {
+    let total = src.len();
+    let (mut buf, mut stored) = (Vec::new(), Vec::new());
+    let mut writer: Option<PackedWriter> = None;
+    for i in 0..total {
+        let kind = src.read(i, &mut buf)?;
+        let (kind, _) = pack_image::store(opts, kind, &buf, &mut stored)
+            .map_err(|w| w.record(src.describe(i)))?;
+        let w = match &mut writer {
+            Some(w) => w,
+            None => writer.insert(writer_for(out, kind, src.classes(), None)?),
+        };
+        let label = src.label(i);
+        match kind {
+            RecordKind::Raw {
+                width,
+                height,
+                channels,
+            } if w.shaped => w.append_raw(width, height, channels, &stored, label),
+            RecordKind::Encoded if !w.shaped => w.append(&stored, label),
+            _ => return Err(SourceError::record(src.describe(i), mixed(kind))),
+        }
+        .map_err(|e| renamed(src, i, e))?;
+        progress(i + 1, total);
+    }
+    match writer {
+        Some(w) => w.finish(),
+        None => Err(SourceError::format(
+            out,
+            "nothing to pack: the source is empty",
+        )),
+    }
+}
+
+/// [`pack_source`] for a source with fields beyond image and class: a version 2 file
+/// (version 3 for raw pixels).
 fn pack_fields(
     src: &dyn Source,
     out: &Path,
+    opts: &PackOptions,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<PackStats, SourceError> {
     let fields = src.fields();
@@ -375,16 +542,45 @@ fn pack_fields(
         keypoint_names: schema.map(|s| s.names.clone()).unwrap_or_default(),
     };
     let k = schema.map_or(0, |s| s.len());
-    let mut writer = PackedWriter::create_with_fields(out, src.classes(), table)?;
-    let (mut buf, mut ann) = (Vec::new(), Annotation::default());
+    let mut writer: Option<PackedWriter> = None;
+    let (mut buf, mut ann, mut stored) = (Vec::new(), Annotation::default(), Vec::new());
     let total = src.len();
     for i in 0..total {
         let record = |reason: String| SourceError::record(src.describe(i), reason);
-        if src.read_sample(i, fields, &mut buf, &mut ann)? != RecordKind::Encoded {
-            return Err(record(
-                "raw pixels with fields: a packed file with fields holds encoded images".into(),
-            ));
-        }
+        let read = src.read_sample(i, fields, &mut buf, &mut ann)?;
+        let kind = if opts.keeps_bytes() {
+            if read != RecordKind::Encoded {
+                return Err(record(
+                    "raw pixels with fields: a packed file with fields holds encoded images \
+                     (pack with --encoding raw to keep them raw)"
+                        .into(),
+                ));
+            }
+            std::mem::swap(&mut buf, &mut stored);
+            read
+        } else {
+            let (kind, resized) = pack_image::store(opts, read, &buf, &mut stored)
+                .map_err(|w| w.record(src.describe(i)))?;
+            if let Some(r) = resized {
+                resize_fields(&mut ann, r).map_err(|w| w.record(src.describe(i)))?;
+            }
+            kind
+        };
+        let w = match &mut writer {
+            Some(w) => w,
+            None => writer.insert(writer_for(out, kind, src.classes(), Some(table.clone()))?),
+        };
+        let image = match kind {
+            RecordKind::Raw {
+                width,
+                height,
+                channels,
+            } if w.shaped => w
+                .shaped_image(width, height, channels, &stored)
+                .map_err(|e| renamed(src, i, e))?,
+            RecordKind::Encoded if !w.shaped => std::mem::take(&mut stored),
+            _ => return Err(record(mixed(kind))),
+        };
         let mask = match ann.mask.take() {
             None => Vec::new(),
             Some(MaskData::Png(bytes)) => bytes,
@@ -402,13 +598,16 @@ fn pack_fields(
         } else {
             0
         };
-        writer
-            .append_sample(&buf, &json, &mask, label)
-            .map_err(|e| match e {
-                SourceError::Record { reason, .. } => record(reason),
-                other => other,
-            })?;
+        w.append_sample(&image, &json, &mask, label)
+            .map_err(|e| renamed(src, i, e))?;
+        stored = image;
         progress(i + 1, total);
     }
-    writer.finish()
+    match writer {
+        Some(w) => w.finish(),
+        None => Err(SourceError::format(
+            out,
+            "nothing to pack: the source is empty",
+        )),
+    }
 }

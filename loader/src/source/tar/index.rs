@@ -23,7 +23,7 @@ pub const INDEX_VERSION_FIELDS: u32 = 2;
 /// The sidecar index of `SHARD.tar` is `SHARD.tar` followed by this.
 pub const INDEX_SUFFIX: &str = ".idx";
 /// Image extensions (a sample with two image members is an error).
-pub const IMAGE_EXTS: [&str; 4] = ["jpg", "jpeg", "png", "webp"];
+pub const IMAGE_EXTS: [&str; 6] = ["jpg", "jpeg", "png", "webp", "ppm", "pgm"];
 /// A sample's mask member (a PNG of class indices; two are an error).
 pub const MASK_EXTS: [&str; 2] = ["mask.png", "seg.png"];
 /// A sample's caption member.

@@ -25,6 +25,7 @@
 mod index;
 mod manifest;
 mod members;
+mod netpbm;
 mod pattern;
 #[cfg(feature = "remote")]
 mod remote;
@@ -44,7 +45,7 @@ pub use manifest::check_remote as check_remote_manifest;
 pub use manifest::{check_local as check_manifest, Manifest, ShardEntry, MANIFEST_NAME};
 pub use pattern::{expand, is_pattern};
 pub(crate) use writer::grey_png;
-pub use writer::{pack_tar, TarPackStats, SHARD_PREFIX};
+pub use writer::{pack_tar, pack_tar_with, TarPackStats, SHARD_PREFIX};
 
 use super::{read_at, ReadFuture, RecordKind, Source, SourceError, MAX_CLASSES};
 use crate::sample::{Annotation, Field, Fields, KeypointSchema};
@@ -400,6 +401,18 @@ impl TarSource {
             })
     }
 
+    /// The kind of the image member now in `buf`: the raw pixels of a binary PGM or
+    /// PPM member (its header removed, its size checked against its shape), else an
+    /// encoded image.
+    fn image_kind(&self, index: usize, buf: &mut Vec<u8>) -> Result<RecordKind, SourceError> {
+        if !netpbm::is_netpbm(buf) {
+            return Ok(RecordKind::Encoded);
+        }
+        let (kind, at) = netpbm::parse(buf).map_err(|r| self.record_error(index, r))?;
+        buf.drain(..at);
+        Ok(kind)
+    }
+
     fn record_error(&self, index: usize, reason: String) -> SourceError {
         SourceError::record(self.describe(index), reason)
     }
@@ -527,7 +540,7 @@ impl Source for TarSource {
         if buf.is_empty() {
             return Err(self.record_error(index, "empty image member".into()));
         }
-        Ok(RecordKind::Encoded)
+        self.image_kind(index, buf)
     }
 
     fn format(&self) -> &'static str {
@@ -559,8 +572,8 @@ impl Source for TarSource {
             .iter()
             .filter(|m| members::wanted(&m.0, wanted))
             .collect();
-        if used.is_empty() {
-            self.read(index, buf)?;
+        let kind = if used.is_empty() {
+            self.read(index, buf)?
         } else {
             // The image and the members wanted lie in one span (a sample's members
             // are consecutive): one read, then each is cut out of it.
@@ -584,12 +597,13 @@ impl Source for TarSource {
                         .record(self.describe(index))
                 })?;
             }
-        }
+            self.image_kind(index, buf)?
+        };
         let missing = members::missing(ann, wanted, self.fields);
         if let Some(what) = missing {
             return Err(self.record_error(index, what));
         }
-        Ok(RecordKind::Encoded)
+        Ok(kind)
     }
 
     fn shards(&self) -> Option<&[Range<usize>]> {
@@ -611,7 +625,10 @@ impl Source for TarSource {
                         Err(self.record_error(index, "empty image member".into())),
                         buf,
                     ),
-                    Ok((Ok(()), buf)) => (Ok(RecordKind::Encoded), buf),
+                    Ok((Ok(()), mut buf)) => {
+                        let kind = self.image_kind(index, &mut buf);
+                        (kind, buf)
+                    }
                     Ok((Err(e), buf)) => (Err(e.into()), buf),
                     Err(e) => (Err(e.into()), Vec::new()),
                 }

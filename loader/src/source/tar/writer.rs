@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use super::index::{FieldIndex, IndexedSample, Member, ShardIndex, INDEX_SUFFIX, NO_LABEL};
 use super::manifest::{Manifest, ShardEntry, MANIFEST_NAME};
 use crate::sample::{Annotation, Field, MaskData};
+use crate::source::pack_image::{resize_fields, store, PackOptions};
 use crate::source::{RecordKind, Source, SourceError, Why};
 
 /// A writer that keeps the CRC-32 of what goes through it (for the manifest).
@@ -52,14 +53,30 @@ fn padded(len: u64) -> u64 {
 }
 
 /// An image's bytes as a tar member: JPEG and PNG files as they are, raw pixels
-/// encoded as PNG (lossless, so they decode to the same pixels).
+/// encoded as PNG (lossless, so they decode to the same pixels), or with `netpbm` (a
+/// pack with `--encoding raw`) as a binary PGM or PPM, read back without decoding.
 fn encoded(
     kind: RecordKind,
     bytes: &[u8],
     what: &str,
+    netpbm: bool,
 ) -> Result<(Vec<u8>, &'static str), SourceError> {
     let bad = |reason: String| SourceError::record(what.to_string(), reason);
     match kind {
+        RecordKind::Raw {
+            width,
+            height,
+            channels,
+        } if netpbm => {
+            let ext = super::netpbm::extension(channels).ok_or_else(|| {
+                bad(format!(
+                    "{channels} channels: raw tar members (PGM, PPM) hold 1 or 3"
+                ))
+            })?;
+            let mut out = super::netpbm::header(width, height, channels).into_bytes();
+            out.extend_from_slice(bytes);
+            Ok((out, ext))
+        }
         RecordKind::Encoded if bytes.starts_with(&[0xff, 0xd8, 0xff]) => {
             Ok((bytes.to_vec(), "jpg"))
         }
@@ -246,6 +263,18 @@ pub fn pack_tar(
     src: &dyn Source,
     out: &Path,
     shard_bytes: u64,
+    progress: impl FnMut(usize, usize),
+) -> Result<TarPackStats, SourceError> {
+    pack_tar_with(src, out, shard_bytes, &PackOptions::default(), progress)
+}
+
+/// [`pack_tar`] with each image stored as `opts` say (resized to a longest side,
+/// re-encoded; raw pixels as `.pgm`/`.ppm` members), its fields moved with it.
+pub fn pack_tar_with(
+    src: &dyn Source,
+    out: &Path,
+    shard_bytes: u64,
+    opts: &PackOptions,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<TarPackStats, SourceError> {
     let total = src.len();
@@ -305,7 +334,7 @@ pub fn pack_tar(
         shards: 0,
         bytes: 0,
     };
-    let mut buf = Vec::new();
+    let (mut buf, mut stored) = (Vec::new(), Vec::new());
     let mut cur: Option<ShardWriter> = None;
     let mut written = Vec::new();
     let fields = src.fields();
@@ -317,7 +346,16 @@ pub fn pack_tar(
         } else {
             src.read_sample(i, fields, &mut buf, &mut ann)?
         };
-        let (image, ext) = encoded(kind, &buf, &src.describe(i))?;
+        let (image, ext) = if opts.keeps_bytes() {
+            encoded(kind, &buf, &src.describe(i), false)?
+        } else {
+            let (kind, resized) =
+                store(opts, kind, &buf, &mut stored).map_err(|w| w.record(src.describe(i)))?;
+            if let Some(r) = resized {
+                resize_fields(&mut ann, r).map_err(|w| w.record(src.describe(i)))?;
+            }
+            encoded(kind, &stored, &src.describe(i), true)?
+        };
         let label = src.label(i);
         let key = format!("{i:0width$}");
         let parts = if extra.is_empty() {

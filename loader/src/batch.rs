@@ -13,6 +13,8 @@ pub struct Images {
     len: usize,
     /// Where the masks lie in the buffer (empty without masks).
     masks: std::ops::Range<usize>,
+    /// Where the instance masks lie in the buffer (empty without them).
+    instance_masks: std::ops::Range<usize>,
     /// Counted as held by the consumer (see [`Batch::deliver`]).
     delivered: bool,
 }
@@ -28,6 +30,7 @@ impl Images {
             buf,
             len,
             masks: 0..0,
+            instance_masks: 0..0,
             delivered: false,
         }
     }
@@ -37,10 +40,21 @@ impl Images {
         self
     }
 
+    pub(crate) fn with_instance_masks(mut self, masks: std::ops::Range<usize>) -> Self {
+        self.instance_masks = masks;
+        self
+    }
+
     /// The masks, u8 (N, H, W), when the batch has them; they share the images'
     /// buffer.
     pub fn masks(&self) -> &[u8] {
         &self.buf.as_slice()[self.masks.clone()]
+    }
+
+    /// The instance masks, u8 (N, M, H, W), when the batch has them; they share the
+    /// images' buffer.
+    pub fn instance_masks(&self) -> &[u8] {
+        &self.buf.as_slice()[self.instance_masks.clone()]
     }
 }
 
@@ -131,6 +145,26 @@ impl Batch {
         f.fields
             .contains(crate::Field::Mask)
             .then(|| self.images.masks())
+    }
+
+    /// The instance masks, u8 (N, M, H, W) of 0 and 1 with M the boxes' padded count
+    /// (`fields.boxes.max`) and (H, W) those of the images, when the batch carries
+    /// them: mask j of sample i is box j's, and those past the sample's box count are
+    /// zeros.
+    pub fn instance_masks(&self) -> Option<&[u8]> {
+        let f = self.fields.as_ref()?;
+        f.fields
+            .contains(crate::Field::Masks)
+            .then(|| self.images.instance_masks())
+    }
+
+    /// The instance masks of sample `i`: one per box, each H x W.
+    pub fn instance_masks_of(&self, i: usize) -> Option<&[u8]> {
+        let all = self.instance_masks()?;
+        let f = self.fields.as_ref()?;
+        let (h, w, _) = self.image_shape;
+        let (m, n) = (f.boxes.max, *f.boxes.count.get(i)? as usize);
+        all.get(i * m * h * w..(i * m + n) * h * w)
     }
 
     /// The pixels of sample `i`.

@@ -340,7 +340,6 @@ impl Shared {
         let mut labels: Vec<u32> = indices.iter().map(|&i| self.source.label(i)).collect();
         let len = indices.len() * self.slot_bytes();
         let soft_labels = self.mix_batch(&mut buf, epoch, step, &indices, &labels)?;
-        let mut images = Images::new(buf, len);
         let mut fields = None;
         if let Some(plan) = &self.fields {
             // The samples that were not skipped, in batch order (as `indices`).
@@ -366,11 +365,27 @@ impl Shared {
             }
             fields = Some(Box::new(f));
         }
-        if let Some(f) = &fields {
-            let at = self.masks_offset();
-            let n = f.fields.contains(crate::Field::Mask) as usize * indices.len();
-            images = images.with_masks(at..at + n * self.mask_bytes());
-        }
+        let at = self.masks_offset();
+        let images = match (&fields, self.fields.as_ref().and_then(|p| p.masks)) {
+            (Some(f), Some((k, (h, w)))) => {
+                let map = f.fields.contains(crate::Field::Mask) as usize * h * w;
+                let (inst, maps) = super::fields::gather_instance_masks(
+                    &mut buf.as_mut_slice()[at..],
+                    &f.boxes.count,
+                    map,
+                    (k, h * w),
+                    f.boxes.max,
+                );
+                Images::new(buf, len)
+                    .with_instance_masks(at..at + inst)
+                    .with_masks(at + inst..at + inst + maps)
+            }
+            (Some(f), None) => {
+                let n = f.fields.contains(crate::Field::Mask) as usize * indices.len();
+                Images::new(buf, len).with_masks(at..at + n * self.mask_bytes())
+            }
+            (None, _) => Images::new(buf, len),
+        };
         Ok(Batch {
             images,
             labels,

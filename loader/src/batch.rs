@@ -11,12 +11,20 @@ use crate::pool::{Pool, PooledBuf};
 pub struct Images {
     buf: PooledBuf,
     len: usize,
-    /// Where the masks lie in the buffer (empty without masks).
-    masks: std::ops::Range<usize>,
-    /// Where the instance masks lie in the buffer (empty without them).
-    instance_masks: std::ops::Range<usize>,
+    /// Where the masks lie in the buffer (`None` without masks; boxed, so that a
+    /// batch stays small).
+    masks: Option<Box<MaskRanges>>,
     /// Counted as held by the consumer (see [`Batch::deliver`]).
     delivered: bool,
+}
+
+/// Where a batch's masks lie in its buffer.
+#[derive(Default)]
+struct MaskRanges {
+    /// The class maps.
+    map: std::ops::Range<usize>,
+    /// The instance masks.
+    instances: std::ops::Range<usize>,
 }
 
 impl Images {
@@ -29,32 +37,33 @@ impl Images {
         Images {
             buf,
             len,
-            masks: 0..0,
-            instance_masks: 0..0,
+            masks: None,
             delivered: false,
         }
     }
 
     pub(crate) fn with_masks(mut self, masks: std::ops::Range<usize>) -> Self {
-        self.masks = masks;
+        self.masks.get_or_insert_default().map = masks;
         self
     }
 
     pub(crate) fn with_instance_masks(mut self, masks: std::ops::Range<usize>) -> Self {
-        self.instance_masks = masks;
+        self.masks.get_or_insert_default().instances = masks;
         self
     }
 
     /// The masks, u8 (N, H, W), when the batch has them; they share the images'
     /// buffer.
     pub fn masks(&self) -> &[u8] {
-        &self.buf.as_slice()[self.masks.clone()]
+        let r = self.masks.as_ref().map_or(0..0, |m| m.map.clone());
+        &self.buf.as_slice()[r]
     }
 
     /// The instance masks, u8 (N, M, H, W), when the batch has them; they share the
     /// images' buffer.
     pub fn instance_masks(&self) -> &[u8] {
-        &self.buf.as_slice()[self.instance_masks.clone()]
+        let r = self.masks.as_ref().map_or(0..0, |m| m.instances.clone());
+        &self.buf.as_slice()[r]
     }
 }
 

@@ -442,6 +442,38 @@ fn instance_masks_follow_flips_and_crops_exactly_and_drop_with_their_boxes() {
                 }
             }
         }
+        // Padding writes the class map's 255 (ignore) and an instance mask's 0; with
+        // both in the batch, each is where its own accessor says.
+        let cfg = LoaderConfig {
+            fields: Some(Fields::of(&[Field::Boxes, Field::Mask, Field::Masks])),
+            batch_size: 3,
+            ..config(mode, 3, "pad:4")
+        };
+        let b = &batches(open_coco(&r.json, &r.images), cfg)[0];
+        let [n, h, w, _] = b.shape();
+        assert_eq!((n, h, w), (3, 128, 168));
+        let map = b.masks().unwrap();
+        assert_eq!(map.len(), 3 * h * w);
+        assert_eq!((map[0], map[h * w + 5 * w + 4]), (255, 0), "{mode}");
+        for (i, ids) in INSTANCES.iter().enumerate() {
+            let masks = b.instance_masks_of(i).unwrap();
+            assert_eq!(masks.len(), ids.len() * h * w);
+            for j in 0..ids.len() {
+                let m = &masks[j * h * w..(j + 1) * h * w];
+                let want = &plain[i][j * 160 * 120..(j + 1) * 160 * 120];
+                for y in 0..h {
+                    for x in 0..w {
+                        let inside = (4..124).contains(&y) && (4..164).contains(&x);
+                        let v = if inside {
+                            want[(y - 4) * 160 + x - 4]
+                        } else {
+                            0
+                        };
+                        assert_eq!(m[y * w + x], v, "{mode}: sample {i} mask {j} at ({x}, {y})");
+                    }
+                }
+            }
+        }
         // A 20x20 centre crop of image 1 leaves under 5% of the boxes of
         // annotations 1 and 2, which are dropped with their masks; 3 and 4 stay,
         // cut as the image is (its pixels say where the crop began).

@@ -138,6 +138,11 @@ impl FieldPlan {
             binary.clear();
             binary.extend(data.iter().map(|&v| u8::from(v != 0)));
             g.map_mask(binary, place, resample);
+            // Padding and erasing write the class map's 255 (ignore); a binary mask
+            // has no ignore: no object is there.
+            for v in place.iter_mut().filter(|v| **v > 1) {
+                *v = 0;
+            }
         }
         Ok(())
     }

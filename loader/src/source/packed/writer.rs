@@ -368,7 +368,8 @@ fn pack_fields(
     out: &Path,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<PackStats, SourceError> {
-    let fields = src.fields();
+    // Instance masks are not packed (yet): see the tar writer.
+    let fields = src.fields().without(crate::sample::Field::Masks);
     let schema = src.keypoint_schema();
     let table = FieldTable {
         fields: fields.iter().map(|f| f.name().to_string()).collect(),

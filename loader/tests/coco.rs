@@ -562,6 +562,35 @@ fn instance_masks_pad_to_the_batch_count_and_are_bounded_by_max_instances() {
     }
 }
 
+/// Drops a sample's last box (and so breaks the pairing of boxes and masks).
+fn drop_last_box(
+    s: &mut stoker_loader::StepSample<'_>,
+    _: &mut stoker_augment::SampleRng,
+) -> Result<(), stoker_loader::StepError> {
+    s.fields.boxes.pop();
+    s.fields.box_labels.pop();
+    Ok(())
+}
+
+#[test]
+fn a_step_that_drops_boxes_under_instance_masks_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = reference(dir.path());
+    for mode in [Mode::Sync, Mode::Async] {
+        let cfg = LoaderConfig {
+            steps: vec![stoker_loader::UserStep::new(drop_last_box)],
+            ..with_masks(mode, "")
+        };
+        let mut loader = Loader::new(open_coco(&r.json, &r.images), cfg).unwrap();
+        let e = loader.epoch(0).find_map(Result::err).expect("an error");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("image 1") && msg.contains("changed the sample's 4 boxes to 3"),
+            "{mode}: {msg}"
+        );
+    }
+}
+
 #[test]
 fn masks_is_no_longer_mask_and_the_error_says_which_is_which() {
     let dir = tempfile::tempdir().unwrap();

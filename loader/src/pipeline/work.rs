@@ -228,7 +228,21 @@ impl Shared {
             }
         };
         if !self.steps.is_empty() {
+            let boxes = out.boxes.len();
             self.run_steps(epoch, index, slot, &mut out)?;
+            // Instance mask j lies in the buffer as box j's: a step that adds or
+            // drops boxes would pair them with the wrong masks.
+            if plan.masks.is_some() && out.boxes.len() != boxes {
+                return Err(self.sample_error(
+                    index,
+                    SampleError::Invalid(format!(
+                        "a user step changed the sample's {boxes} boxes to {}, and the \
+                         batch carries one instance mask per box: a step may move boxes \
+                         but not add or drop them",
+                        out.boxes.len()
+                    )),
+                ));
+            }
         }
         Ok(out)
     }

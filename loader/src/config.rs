@@ -437,7 +437,7 @@ mod tests {
                     known: Field::ALL.iter().map(|f| f.name()).collect(),
                 },
                 "unknown field 'shapes' (known: image, label, labels, text, boxes, mask, \
-                 keypoints, raw)",
+                 keypoints, raw, masks)",
             ),
             (
                 "image,boxs".parse::<Fields>().unwrap_err(),

@@ -51,8 +51,8 @@ impl FieldPlan {
 
     /// Carries `ann` through `geo` (the geometry of the image just transformed; `None`
     /// when no field needs it) into the sample's fields, writing the masks into `mask`
-    /// (the sample's part of the batch: see the module docs). The error says what is wrong with the annotation
-    /// (`Invalid`), or holds the mask decoder's (`Decode`).
+    /// (the sample's part of the batch: see the module docs). The error says what is
+    /// wrong with the annotation (`Invalid`), or holds the mask decoder's (`Decode`).
     pub fn carry(
         &self,
         ann: &Annotation,

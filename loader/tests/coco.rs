@@ -562,6 +562,39 @@ fn instance_masks_pad_to_the_batch_count_and_are_bounded_by_max_instances() {
     }
 }
 
+#[test]
+fn packs_carry_instance_masks() {
+    use stoker_loader::source::{packed, tar};
+    let dir = tempfile::tempdir().unwrap();
+    let r = reference(dir.path());
+    let src = open_coco(&r.json, &r.images);
+    let masks_of = |src: Arc<dyn Source>| -> Vec<(Vec<i32>, Vec<u8>)> {
+        let cfg = LoaderConfig {
+            batch_size: 3,
+            ..with_masks(Mode::Sync, "flip:p=1")
+        };
+        batches(src, cfg)
+            .iter()
+            .map(|b| {
+                let f = b.fields.as_ref().unwrap();
+                (f.boxes.count.clone(), b.instance_masks().unwrap().to_vec())
+            })
+            .collect()
+    };
+    let want = masks_of(src.clone());
+    assert_eq!(want[0].0, [4, 2, 0]);
+    // As RLE objects in each sample's json member (tar) or record (packed file).
+    let shards = dir.path().join("shards");
+    tar::pack_tar(src.as_ref(), &shards, 1 << 20, |_, _| {}).expect("pack --format tar");
+    let stk = dir.path().join("set.stk");
+    packed::pack_source(src.as_ref(), &stk, |_, _| {}).expect("pack");
+    for back in [&shards, &stk] {
+        let back = open_with(back, &OpenOptions::default()).expect("open the pack");
+        assert!(back.fields().contains(Field::Masks), "{:?}", back.fields());
+        assert_eq!(masks_of(back), want);
+    }
+}
+
 /// Drops a sample's last box (and so breaks the pairing of boxes and masks).
 fn drop_last_box(
     s: &mut stoker_loader::StepSample<'_>,

@@ -369,8 +369,9 @@ pub(crate) fn instance_masks_json(bytes: &[u8]) -> Result<Vec<MaskData>, Why> {
 }
 
 /// The JSON object [`parse_fields_json`] reads back: `label` (when given), `labels`,
-/// `text`, `boxes` with `box_labels`, `keypoints` and `meta` (the raw bytes, which must
-/// be JSON), each only when the annotation has it.
+/// `text`, `boxes` with `box_labels`, `keypoints`, `masks` (RLE objects, which
+/// [`instance_masks_json`] decodes) and `meta` (the raw bytes, which must be JSON),
+/// each only when the annotation has it.
 pub(crate) fn fields_json(label: Option<u32>, ann: &Annotation, k: usize) -> Result<Vec<u8>, Why> {
     use serde_json::json;
     let mut obj = serde_json::Map::new();
@@ -395,6 +396,15 @@ pub(crate) fn fields_json(label: Option<u32>, ann: &Annotation, k: usize) -> Res
             .collect();
         obj.insert("keypoints".into(), json!(instances));
     }
+    if !ann.masks.is_empty() {
+        let masks = ann
+            .masks
+            .iter()
+            .enumerate()
+            .map(|(i, m)| rle_of(m).map_err(|r| Why::from(format!("instance mask {i}: {r}"))))
+            .collect::<Result<Vec<_>, _>>()?;
+        obj.insert("masks".into(), Value::Array(masks));
+    }
     if let Some(raw) = &ann.raw {
         let meta: Value = serde_json::from_slice(raw).map_err(|e| {
             Why::because(
@@ -405,6 +415,28 @@ pub(crate) fn fields_json(label: Option<u32>, ann: &Annotation, k: usize) -> Res
         obj.insert("meta".into(), meta);
     }
     serde_json::to_vec(&Value::Object(obj)).map_err(|e| Why::because(format!("json: {e}"), e))
+}
+
+/// An instance mask as the RLE object a json member holds.
+fn rle_of(m: &MaskData) -> Result<Value, String> {
+    let mut decoded = Vec::new();
+    let (w, h, data): (usize, usize, &[u8]) = match m {
+        MaskData::Raw {
+            width,
+            height,
+            data,
+        } => (*width, *height, data),
+        MaskData::Png(bytes) => {
+            let max = stoker_augment::DEFAULT_MAX_PIXELS;
+            let (w, h) = stoker_augment::mask::decode_mask(bytes, &mut decoded, max)
+                .map_err(|e| e.to_string())?;
+            (w, h, &decoded)
+        }
+    };
+    if data.len() != w * h {
+        return Err(format!("{} bytes are not {w}x{h}", data.len()));
+    }
+    Ok(crate::source::coco::encode_rle_object(w, h, data))
 }
 
 /// The class list: the header's, else the names used (sorted), else the numbers used.

@@ -493,6 +493,26 @@ pub(crate) fn decode_rle_object(v: &serde_json::Value) -> Result<MaskData, Strin
     })
 }
 
+/// A row-major `width` x `height` map as COCO's RLE object (runs of 0 and nonzero down
+/// each column, counts as pycocotools' string): [`decode_rle_object`] reads it back as
+/// 0 and 1. How packs write instance masks.
+pub(crate) fn encode_rle_object(width: usize, height: usize, data: &[u8]) -> serde_json::Value {
+    let mut counts = Vec::new();
+    let (mut cur, mut run) = (false, 0u32);
+    for x in 0..width {
+        for y in 0..height {
+            let on = data[y * width + x] != 0;
+            if on != cur {
+                counts.push(run);
+                (cur, run) = (on, 0);
+            }
+            run += 1;
+        }
+    }
+    counts.push(run);
+    serde_json::json!({"size": [height, width], "counts": rle::counts_to_string(&counts)})
+}
+
 impl Source for Coco {
     fn len(&self) -> usize {
         self.entries.len()

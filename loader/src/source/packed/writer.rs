@@ -368,8 +368,7 @@ fn pack_fields(
     out: &Path,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<PackStats, SourceError> {
-    // Instance masks are not packed (yet): see the tar writer.
-    let fields = src.fields().without(crate::sample::Field::Masks);
+    let fields = src.fields();
     let schema = src.keypoint_schema();
     let table = FieldTable {
         fields: fields.iter().map(|f| f.name().to_string()).collect(),

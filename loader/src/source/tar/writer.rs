@@ -308,9 +308,7 @@ pub fn pack_tar(
     let mut buf = Vec::new();
     let mut cur: Option<ShardWriter> = None;
     let mut written = Vec::new();
-    // Instance masks are not packed (yet): a pack that declared them would fail each
-    // sample that asked, and painting them would be wasted work.
-    let fields = src.fields().without(Field::Masks);
+    let fields = src.fields();
     let extra = field_index(src);
     let mut ann = Annotation::default();
     for i in 0..total {
@@ -382,7 +380,7 @@ pub fn pack_tar(
 /// The index's fields for a source with more than image and class (empty otherwise,
 /// so that a classification pack writes what it always wrote).
 fn field_index(src: &dyn Source) -> FieldIndex {
-    let fields = src.fields().without(Field::Masks);
+    let fields = src.fields();
     let beyond: Vec<String> = fields
         .iter()
         .filter(|f| !matches!(f, Field::Image | Field::Class))

@@ -11,10 +11,20 @@ use crate::pool::{Pool, PooledBuf};
 pub struct Images {
     buf: PooledBuf,
     len: usize,
-    /// Where the masks lie in the buffer (empty without masks).
-    masks: std::ops::Range<usize>,
+    /// Where the masks lie in the buffer (`None` without masks; boxed, so that a
+    /// batch stays small).
+    masks: Option<Box<MaskRanges>>,
     /// Counted as held by the consumer (see [`Batch::deliver`]).
     delivered: bool,
+}
+
+/// Where a batch's masks lie in its buffer.
+#[derive(Default)]
+struct MaskRanges {
+    /// The class maps.
+    map: std::ops::Range<usize>,
+    /// The instance masks.
+    instances: std::ops::Range<usize>,
 }
 
 impl Images {
@@ -27,20 +37,33 @@ impl Images {
         Images {
             buf,
             len,
-            masks: 0..0,
+            masks: None,
             delivered: false,
         }
     }
 
     pub(crate) fn with_masks(mut self, masks: std::ops::Range<usize>) -> Self {
-        self.masks = masks;
+        self.masks.get_or_insert_default().map = masks;
+        self
+    }
+
+    pub(crate) fn with_instance_masks(mut self, masks: std::ops::Range<usize>) -> Self {
+        self.masks.get_or_insert_default().instances = masks;
         self
     }
 
     /// The masks, u8 (N, H, W), when the batch has them; they share the images'
     /// buffer.
     pub fn masks(&self) -> &[u8] {
-        &self.buf.as_slice()[self.masks.clone()]
+        let r = self.masks.as_ref().map_or(0..0, |m| m.map.clone());
+        &self.buf.as_slice()[r]
+    }
+
+    /// The instance masks, u8 (N, M, H, W), when the batch has them; they share the
+    /// images' buffer.
+    pub fn instance_masks(&self) -> &[u8] {
+        let r = self.masks.as_ref().map_or(0..0, |m| m.instances.clone());
+        &self.buf.as_slice()[r]
     }
 }
 
@@ -131,6 +154,26 @@ impl Batch {
         f.fields
             .contains(crate::Field::Mask)
             .then(|| self.images.masks())
+    }
+
+    /// The instance masks, u8 (N, M, H, W) of 0 and 1 with M the boxes' padded count
+    /// (`fields.boxes.max`) and (H, W) those of the images, when the batch carries
+    /// them: mask j of sample i is box j's, and those past the sample's box count are
+    /// zeros.
+    pub fn instance_masks(&self) -> Option<&[u8]> {
+        let f = self.fields.as_ref()?;
+        f.fields
+            .contains(crate::Field::Masks)
+            .then(|| self.images.instance_masks())
+    }
+
+    /// The instance masks of sample `i`: one per box, each H x W.
+    pub fn instance_masks_of(&self, i: usize) -> Option<&[u8]> {
+        let all = self.instance_masks()?;
+        let f = self.fields.as_ref()?;
+        let (h, w, _) = self.image_shape;
+        let (m, n) = (f.boxes.max, *f.boxes.count.get(i)? as usize);
+        all.get(i * m * h * w..(i * m + n) * h * w)
     }
 
     /// The pixels of sample `i`.

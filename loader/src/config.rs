@@ -255,12 +255,15 @@ pub struct LoaderConfig {
     /// [`crate::mix`]); `None` leaves batches as they are.
     pub mix: Option<crate::Mix>,
     /// The fields batches carry (see [`crate::sample`]): `None` means every field the
-    /// source has. A field left out is not read at all.
+    /// source has but the instance masks (`masks`), which come only when listed. A
+    /// field left out is not read at all.
     pub fields: Option<crate::Fields>,
     /// A box is dropped when less than this share of its area is left inside the
     /// output after the transforms (0: kept while any area is left).
     pub min_box_visibility: f32,
-    /// The most boxes (and keypoint instances) kept per sample; `None`: all.
+    /// The most boxes (and keypoint instances) kept per sample; `None`: all, or
+    /// [`DEFAULT_MASK_INSTANCES`](crate::sample::DEFAULT_MASK_INSTANCES) when batches
+    /// carry instance masks (each takes room in the batch buffer).
     pub max_instances: Option<usize>,
     /// The caller's own per-sample steps, run in order by the workers after the
     /// built-in transforms (see [`crate::step`]); with any, batches carry fields
@@ -524,7 +527,7 @@ mod tests {
                     known: Field::ALL.iter().map(|f| f.name()).collect(),
                 },
                 "unknown field 'shapes' (known: image, label, labels, text, boxes, mask, \
-                 keypoints, raw)",
+                 keypoints, raw, masks)",
             ),
             (
                 "image,boxs".parse::<Fields>().unwrap_err(),

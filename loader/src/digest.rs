@@ -28,6 +28,10 @@ impl Digest {
         // Classification batches have no fields: their digest is what it always was.
         if let Some(f) = &batch.fields {
             self.update_fields(f, batch.masks().unwrap_or(&[]));
+            // Batches without instance masks hash as they always did.
+            if let Some(m) = batch.instance_masks() {
+                self.hasher.update(m);
+            }
         }
     }
 

@@ -12,6 +12,11 @@ use std::fmt;
 /// an error rather than a class list of that length.
 pub const MAX_CLASSES: usize = 1 << 20;
 
+/// The most instance masks (and so boxes) kept per sample when `masks` is carried and
+/// `max_instances` is not set: each takes height x width bytes of the batch buffer.
+/// COCO's images have fewer non-crowd objects than this.
+pub const DEFAULT_MASK_INSTANCES: usize = 100;
+
 /// One kind of field a sample may carry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Field {
@@ -31,11 +36,14 @@ pub enum Field {
     Keypoints,
     /// Bytes passed through untouched (a JSON document, say).
     Raw,
+    /// One binary u8 mask per box instance, the size of the image, in the boxes' order.
+    /// Last, so that the bits and names of the older fields stay as they were.
+    Masks,
 }
 
 impl Field {
     /// Every field kind, in declaration order (the order of [`Fields::iter`]).
-    pub const ALL: [Field; 8] = [
+    pub const ALL: [Field; 9] = [
         Field::Image,
         Field::Class,
         Field::Labels,
@@ -44,6 +52,7 @@ impl Field {
         Field::Mask,
         Field::Keypoints,
         Field::Raw,
+        Field::Masks,
     ];
 
     /// The field's name, as in `fields=[...]` and the Python batch dict (boxes also
@@ -56,6 +65,7 @@ impl Field {
             Field::Text => "text",
             Field::Boxes => "boxes",
             Field::Mask => "mask",
+            Field::Masks => "masks",
             Field::Keypoints => "keypoints",
             Field::Raw => "raw",
         }
@@ -67,7 +77,10 @@ impl Field {
 
     /// Whether the field moves with the image's geometric transforms.
     pub fn is_spatial(self) -> bool {
-        matches!(self, Field::Boxes | Field::Mask | Field::Keypoints)
+        matches!(
+            self,
+            Field::Boxes | Field::Mask | Field::Masks | Field::Keypoints
+        )
     }
 }
 
@@ -86,7 +99,7 @@ impl std::str::FromStr for Field {
             "class" | "cls" => "label",
             "box_labels" | "box_count" | "bbox" => "boxes",
             "keypoint_count" => "keypoints",
-            "masks" | "seg" => "mask",
+            "seg" => "mask",
             "caption" | "txt" => "text",
             other => other,
         };
@@ -253,6 +266,9 @@ pub struct Annotation {
     pub box_labels: Vec<u32>,
     /// The segmentation mask, when the sample has one.
     pub mask: Option<MaskData>,
+    /// One binary mask per box, in the boxes' order (nonzero is the instance), when
+    /// the sample has instance masks.
+    pub masks: Vec<MaskData>,
     /// `instances x K x 3` values: `(x, y, visibility)` per point, visibility as COCO
     /// has it (0 not labelled, 1 labelled but hidden, 2 visible).
     pub keypoints: Vec<f32>,
@@ -268,6 +284,7 @@ impl Annotation {
         self.boxes.clear();
         self.box_labels.clear();
         self.mask = None;
+        self.masks.clear();
         self.keypoints.clear();
         self.raw = None;
     }
@@ -281,6 +298,7 @@ impl Annotation {
             boxes,
             box_labels,
             mask: _,
+            masks,
             keypoints,
             raw,
         } = from;
@@ -296,6 +314,9 @@ impl Annotation {
         }
         if wanted.contains(Field::Keypoints) {
             self.keypoints = keypoints;
+        }
+        if wanted.contains(Field::Masks) {
+            self.masks = masks;
         }
         if wanted.contains(Field::Raw) {
             self.raw = raw;
@@ -316,6 +337,13 @@ impl Annotation {
                 "{} boxes but {} box labels",
                 self.boxes.len(),
                 self.box_labels.len()
+            ));
+        }
+        if !self.masks.is_empty() && self.masks.len() != self.boxes.len() {
+            return Err(format!(
+                "{} boxes but {} instance masks (one per box)",
+                self.boxes.len(),
+                self.masks.len()
             ));
         }
         for (i, b) in self.boxes.iter().enumerate() {

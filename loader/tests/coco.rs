@@ -224,7 +224,7 @@ fn instances_give_boxes_classes_crowd_and_masks() {
     assert_eq!(src.classes(), ["bird", "zebra", "dog"]);
     assert_eq!(
         src.fields(),
-        Fields::of(&[Field::Image, Field::Boxes, Field::Mask])
+        Fields::of(&[Field::Image, Field::Boxes, Field::Mask, Field::Masks])
     );
     assert!(src.keypoint_schema().is_none());
     // Samples are the images sorted by id.
@@ -300,6 +300,372 @@ fn instances_give_boxes_classes_crowd_and_masks() {
     assert!(b.masks().is_none() && b.fields.as_ref().unwrap().boxes.count == [3, 2, 0]);
 }
 
+/// The reference set of `coco_reference/` (written by its `make.py` with Python's
+/// json and pycocotools): the annotation file, and pycocotools' `annToMask` of each
+/// instance by annotation id, with its kind (polygon or rle).
+struct Reference {
+    json: PathBuf,
+    images: PathBuf,
+    masks: std::collections::HashMap<u64, (String, Vec<u8>)>,
+}
+
+/// The images of the reference set (their pixels say where they are), and its masks.
+fn reference(dir: &Path) -> Reference {
+    let at = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/coco_reference");
+    let images = dir.join("img");
+    for name in ["one.png", "two.png", "three.png"] {
+        write_image(&images.join(name), 160, 120);
+    }
+    let coco: Value =
+        serde_json::from_slice(&std::fs::read(at.join("instances.json")).unwrap()).unwrap();
+    let size_of = |image: u64| {
+        let i = coco["images"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["id"] == image)
+            .unwrap();
+        (
+            i["width"].as_u64().unwrap() as usize,
+            i["height"].as_u64().unwrap() as usize,
+        )
+    };
+    let refs: Value =
+        serde_json::from_slice(&std::fs::read(at.join("ann_to_mask.json")).unwrap()).unwrap();
+    let mut masks = std::collections::HashMap::new();
+    for a in coco["annotations"].as_array().unwrap() {
+        let id = a["id"].as_u64().unwrap();
+        let Some(r) = refs["masks"].get(id.to_string()) else {
+            continue;
+        };
+        let (w, h) = size_of(a["image_id"].as_u64().unwrap());
+        let counts: Vec<u32> = serde_json::from_value(r["counts"].clone()).unwrap();
+        // Column-major runs, background first, to a row-major map.
+        let mut m = vec![0u8; w * h];
+        let mut p = 0;
+        for (i, &c) in counts.iter().enumerate() {
+            for q in p..p + c as usize {
+                m[(q % h) * w + q / h] = (i % 2) as u8;
+            }
+            p += c as usize;
+        }
+        assert_eq!(p, w * h, "annotation {id}'s reference");
+        masks.insert(id, (r["kind"].as_str().unwrap().to_string(), m));
+    }
+    Reference {
+        json: at.join("instances.json"),
+        images,
+        masks,
+    }
+}
+
+fn with_masks(mode: Mode, spec: &str) -> LoaderConfig {
+    LoaderConfig {
+        fields: Some(Fields::of(&[Field::Image, Field::Boxes, Field::Masks])),
+        ..config(mode, 1, spec)
+    }
+}
+
+/// The instance annotations of each image of the reference set, in id order: the crowd
+/// (5) is no instance and the zero-area box (6) is dropped.
+const INSTANCES: [&[u64]; 3] = [&[1, 2, 3, 4], &[7, 8], &[]];
+
+#[test]
+fn instance_masks_match_pycocotools_ann_to_mask() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = reference(dir.path());
+    let src = open_coco(&r.json, &r.images);
+    assert!(src.fields().contains(Field::Masks));
+    for mode in [Mode::Sync, Mode::Async] {
+        let bs = batches(open_coco(&r.json, &r.images), with_masks(mode, ""));
+        assert_eq!(bs.len(), 3);
+        for (b, ids) in bs.iter().zip(INSTANCES) {
+            let f = b.fields.as_ref().unwrap();
+            assert_eq!(f.boxes.count, [ids.len() as i32], "{mode}");
+            let [_, h, w, _] = b.shape();
+            let all = b.instance_masks().expect("instance masks");
+            assert_eq!(all.len(), f.boxes.max * h * w);
+            let masks = b.instance_masks_of(0).unwrap();
+            for (j, id) in ids.iter().enumerate() {
+                let got = &masks[j * h * w..(j + 1) * h * w];
+                let (kind, want) = &r.masks[id];
+                assert!(got.iter().all(|&v| v <= 1), "{mode}: 0 and 1");
+                let area = want.iter().filter(|&&v| v == 1).count();
+                let differ = got.iter().zip(want).filter(|(a, b)| a != b).count();
+                if kind == "rle" {
+                    assert_eq!(differ, 0, "{mode}: annotation {id} (RLE) differs");
+                } else {
+                    assert!(
+                        differ * 100 <= area,
+                        "{mode}: annotation {id} (polygon) differs in {differ} of {area} pixels"
+                    );
+                }
+            }
+        }
+    }
+    // A set with instance masks carries them only when asked for (they take
+    // max_instances x H x W bytes a sample).
+    let b = &batches(src, config(Mode::Sync, 1, ""))[0];
+    assert!(b.instance_masks().is_none() && b.masks().is_some());
+}
+
+#[test]
+fn instance_masks_follow_flips_and_crops_exactly_and_drop_with_their_boxes() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = reference(dir.path());
+    // The masks as painted, untransformed (pycocotools' own for the RLEs, within 1%
+    // of them for the polygons: see the test above).
+    let plain: Vec<Vec<u8>> = batches(open_coco(&r.json, &r.images), with_masks(Mode::Sync, ""))
+        .iter()
+        .map(|b| b.instance_masks_of(0).unwrap().to_vec())
+        .collect();
+    for mode in [Mode::Sync, Mode::Async] {
+        // Mirrored: pixel (x, y) is the unmirrored mask's (w - 1 - x, y), exactly.
+        let bs = batches(open_coco(&r.json, &r.images), with_masks(mode, "flip:p=1"));
+        for ((b, ids), before) in bs.iter().zip(INSTANCES).zip(&plain) {
+            let [_, h, w, _] = b.shape();
+            let masks = b.instance_masks_of(0).unwrap();
+            assert_eq!(masks.len(), ids.len() * h * w);
+            for (j, id) in ids.iter().enumerate() {
+                let want = &before[j * h * w..(j + 1) * h * w];
+                if r.masks[id].0 == "rle" {
+                    assert_eq!(want, r.masks[id].1, "annotation {id}");
+                }
+                for y in 0..h {
+                    for x in 0..w {
+                        assert_eq!(
+                            masks[j * h * w + y * w + x],
+                            want[y * w + w - 1 - x],
+                            "{mode}: annotation {id} at ({x}, {y})"
+                        );
+                    }
+                }
+            }
+        }
+        // Padding writes the class map's 255 (ignore) and an instance mask's 0; with
+        // both in the batch, each is where its own accessor says.
+        let cfg = LoaderConfig {
+            fields: Some(Fields::of(&[Field::Boxes, Field::Mask, Field::Masks])),
+            batch_size: 3,
+            ..config(mode, 3, "pad:4")
+        };
+        let b = &batches(open_coco(&r.json, &r.images), cfg)[0];
+        let [n, h, w, _] = b.shape();
+        assert_eq!((n, h, w), (3, 128, 168));
+        let map = b.masks().unwrap();
+        assert_eq!(map.len(), 3 * h * w);
+        assert_eq!((map[0], map[h * w + 5 * w + 4]), (255, 0), "{mode}");
+        for (i, ids) in INSTANCES.iter().enumerate() {
+            let masks = b.instance_masks_of(i).unwrap();
+            assert_eq!(masks.len(), ids.len() * h * w);
+            for j in 0..ids.len() {
+                let m = &masks[j * h * w..(j + 1) * h * w];
+                let want = &plain[i][j * 160 * 120..(j + 1) * 160 * 120];
+                for y in 0..h {
+                    for x in 0..w {
+                        let inside = (4..124).contains(&y) && (4..164).contains(&x);
+                        let v = if inside {
+                            want[(y - 4) * 160 + x - 4]
+                        } else {
+                            0
+                        };
+                        assert_eq!(m[y * w + x], v, "{mode}: sample {i} mask {j} at ({x}, {y})");
+                    }
+                }
+            }
+        }
+        // A 20x20 centre crop of image 1 leaves under 5% of the boxes of
+        // annotations 1 and 2, which are dropped with their masks; 3 and 4 stay,
+        // cut as the image is (its pixels say where the crop began).
+        let cfg = LoaderConfig {
+            min_box_visibility: 0.05,
+            ..with_masks(mode, "center:20x20")
+        };
+        let b = &batches(open_coco(&r.json, &r.images), cfg)[0];
+        let f = b.fields.as_ref().unwrap();
+        assert_eq!(f.boxes.count, [2], "{mode}");
+        assert_eq!(
+            f.boxes_of(0).1,
+            [0, 1],
+            "{mode}: annotations 3 (cat) and 4 (dog)"
+        );
+        let (x0, y0) = (b.image(0)[0] as usize, b.image(0)[1] as usize);
+        let masks = b.instance_masks_of(0).unwrap();
+        for (j, id) in [3u64, 4].iter().enumerate() {
+            // Annotations 3 and 4 are masks 2 and 3 of image 1.
+            let want = &plain[0][(j + 2) * 160 * 120..(j + 3) * 160 * 120];
+            for y in 0..20 {
+                for x in 0..20 {
+                    assert_eq!(
+                        masks[j * 400 + y * 20 + x],
+                        want[(y + y0) * 160 + x + x0],
+                        "{mode}: annotation {id} at ({x}, {y})"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn instance_masks_pad_to_the_batch_count_and_are_bounded_by_max_instances() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = reference(dir.path());
+    for mode in [Mode::Sync, Mode::Async] {
+        let cfg = LoaderConfig {
+            batch_size: 3,
+            ..with_masks(mode, "resize:48x40")
+        };
+        let b = &batches(open_coco(&r.json, &r.images), cfg)[0];
+        let f = b.fields.as_ref().unwrap();
+        assert_eq!(
+            (f.boxes.count.as_slice(), f.boxes.max),
+            ([4, 2, 0].as_slice(), 4)
+        );
+        let all = b.instance_masks().unwrap();
+        assert_eq!(all.len(), 3 * 4 * 48 * 40);
+        let per = 48 * 40;
+        // Padding is zeros; each real mask has pixels.
+        for (i, n) in [(0, 4), (1, 2), (2, 0)] {
+            for j in 0..4 {
+                let m = &all[(i * 4 + j) * per..(i * 4 + j + 1) * per];
+                assert_eq!(
+                    m.iter().any(|&v| v != 0),
+                    j < n,
+                    "{mode}: sample {i} mask {j}"
+                );
+            }
+        }
+        // max_instances bounds the boxes and their masks, and the buffer.
+        let cfg = LoaderConfig {
+            batch_size: 3,
+            max_instances: Some(1),
+            ..with_masks(mode, "resize:48x40")
+        };
+        let bound = |k| {
+            let cfg = LoaderConfig {
+                max_instances: Some(k),
+                ..cfg.clone()
+            };
+            Loader::new(open_coco(&r.json, &r.images), cfg)
+                .unwrap()
+                .memory_bound_bytes()
+        };
+        // The memory bound counts an instance mask as one more byte a pixel: RGB and
+        // one mask is 4, RGB and two is 5.
+        assert_eq!(bound(1) * 5, bound(2) * 4);
+        let mut loader = Loader::new(open_coco(&r.json, &r.images), cfg).unwrap();
+        let b = loader.epoch(0).next().unwrap().unwrap();
+        let f = b.fields.as_ref().unwrap();
+        assert_eq!(f.boxes.count, [1, 1, 0]);
+        assert_eq!(b.instance_masks().unwrap().len(), 3 * per);
+    }
+}
+
+#[test]
+fn packs_carry_instance_masks() {
+    use stoker_loader::source::{packed, tar};
+    let dir = tempfile::tempdir().unwrap();
+    let r = reference(dir.path());
+    let src = open_coco(&r.json, &r.images);
+    let masks_of = |src: Arc<dyn Source>| -> Vec<(Vec<i32>, Vec<u8>)> {
+        let cfg = LoaderConfig {
+            batch_size: 3,
+            ..with_masks(Mode::Sync, "flip:p=1")
+        };
+        batches(src, cfg)
+            .iter()
+            .map(|b| {
+                let f = b.fields.as_ref().unwrap();
+                (f.boxes.count.clone(), b.instance_masks().unwrap().to_vec())
+            })
+            .collect()
+    };
+    let want = masks_of(src.clone());
+    assert_eq!(want[0].0, [4, 2, 0]);
+    // As RLE objects in each sample's json member (tar) or record (packed file).
+    let shards = dir.path().join("shards");
+    tar::pack_tar(src.as_ref(), &shards, 1 << 20, |_, _| {}).expect("pack --format tar");
+    let stk = dir.path().join("set.stk");
+    packed::pack_source(src.as_ref(), &stk, |_, _| {}).expect("pack");
+    for back in [&shards, &stk] {
+        let back = open_with(back, &OpenOptions::default()).expect("open the pack");
+        assert!(back.fields().contains(Field::Masks), "{:?}", back.fields());
+        assert_eq!(masks_of(back), want);
+    }
+}
+
+/// Drops a sample's last box (and so breaks the pairing of boxes and masks).
+fn drop_last_box(
+    s: &mut stoker_loader::StepSample<'_>,
+    _: &mut stoker_augment::SampleRng,
+) -> Result<(), stoker_loader::StepError> {
+    s.fields.boxes.pop();
+    s.fields.box_labels.pop();
+    Ok(())
+}
+
+#[test]
+fn a_step_that_drops_boxes_under_instance_masks_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = reference(dir.path());
+    for mode in [Mode::Sync, Mode::Async] {
+        let cfg = LoaderConfig {
+            steps: vec![stoker_loader::UserStep::new(drop_last_box)],
+            ..with_masks(mode, "")
+        };
+        let mut loader = Loader::new(open_coco(&r.json, &r.images), cfg).unwrap();
+        let e = loader.epoch(0).find_map(Result::err).expect("an error");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("image 1") && msg.contains("changed the sample's 4 boxes to 3"),
+            "{mode}: {msg}"
+        );
+    }
+}
+
+#[test]
+fn masks_is_no_longer_mask_and_the_error_says_which_is_which() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = instances(dir.path());
+    let images = dir.path().join("img");
+    // Once an alias of mask, "masks" now names the instance masks.
+    assert_eq!("masks".parse::<Field>(), Ok(Field::Masks));
+    assert_eq!("seg".parse::<Field>(), Ok(Field::Mask));
+    // A detection file without regions has no instance masks: asking for them says
+    // what each field is.
+    let det = dir.path().join("det.json");
+    write_coco(
+        &det,
+        &json!({
+            "images": [{"id": 1, "file_name": "a.png", "width": W, "height": H}],
+            "categories": [{"id": 1, "name": "x"}],
+            "annotations": [{"id": 1, "image_id": 1, "category_id": 1,
+                             "bbox": [1, 1, 4, 4], "iscrowd": 0}],
+        }),
+    );
+    let err = |src, f: &[Field]| {
+        let cfg = LoaderConfig {
+            fields: Some(Fields::of(f)),
+            ..config(Mode::Sync, 1, "")
+        };
+        match Loader::new(src, cfg) {
+            Ok(_) => panic!("a loader was made"),
+            Err(e) => e.to_string(),
+        }
+    };
+    let e = err(open_coco(&det, &images), &[Field::Boxes, Field::Masks]);
+    assert!(
+        e.contains("no field 'masks'")
+            && e.contains("'masks' is one binary mask per instance")
+            && e.contains("'mask' one class map per image"),
+        "{e}"
+    );
+    // Instance masks are one per box: without boxes they say so.
+    let e = err(open_coco(&json, &images), &[Field::Masks]);
+    assert!(e.contains("ask for boxes too"), "{e}");
+}
+
 #[test]
 fn a_detection_file_without_segmentations_has_no_mask_field() {
     let dir = tempfile::tempdir().unwrap();
@@ -351,7 +717,8 @@ fn a_detection_file_without_segmentations_has_no_mask_field() {
             "{e}"
         );
     }
-    // Class + 1 of 300 categories does not fit in a byte: no mask, boxes still.
+    // Class + 1 of 300 categories does not fit in a byte: no mask, boxes still, and
+    // instance masks, which hold no class.
     let many = dir.path().join("lvis_like.json");
     let categories: Vec<Value> = (1..=300)
         .map(|i| json!({"id": i, "name": format!("c{i}")}))
@@ -366,9 +733,19 @@ fn a_detection_file_without_segmentations_has_no_mask_field() {
         }),
     );
     let src = open_coco(&many, &dir.path().join("img"));
-    assert_eq!(src.fields(), Fields::of(&[Field::Image, Field::Boxes]));
-    let b = &batches(src, config(Mode::Sync, 1, ""))[0];
+    assert_eq!(
+        src.fields(),
+        Fields::of(&[Field::Image, Field::Boxes, Field::Masks])
+    );
+    let b = &batches(src.clone(), config(Mode::Sync, 1, ""))[0];
     assert_eq!(b.fields.as_ref().unwrap().boxes_of(0).1, [299]);
+    let cfg = LoaderConfig {
+        fields: Some(Fields::of(&[Field::Boxes, Field::Masks])),
+        ..config(Mode::Sync, 1, "")
+    };
+    let b = &batches(src, cfg)[0];
+    let m = b.instance_masks_of(0).unwrap();
+    assert_eq!((m.len(), m[3 * 32 + 3], m[20 * 32 + 20]), (32 * 32, 1, 0));
 }
 
 const NAMES: [&str; 5] = ["nose", "left_eye", "right_eye", "left_ear", "right_ear"];
@@ -443,7 +820,13 @@ fn keypoints_and_masks_follow_resize_and_flip_exactly() {
     let src = open_coco(&json, &images);
     assert_eq!(
         src.fields(),
-        Fields::of(&[Field::Image, Field::Boxes, Field::Mask, Field::Keypoints])
+        Fields::of(&[
+            Field::Image,
+            Field::Boxes,
+            Field::Mask,
+            Field::Keypoints,
+            Field::Masks
+        ])
     );
     let schema = src.keypoint_schema().expect("schema");
     assert_eq!(schema.names, NAMES);

@@ -493,6 +493,141 @@ fn an_empty_box_list_needs_no_box_labels_and_boxes_still_do() {
     );
 }
 
+/// COCO's column-major run lengths (background first) of the `[x0, x1) x [y0, y1)`
+/// rectangle of a `w` x `h` image, by definition.
+fn rect_runs(w: u32, h: u32, (x0, x1): (u32, u32), (y0, y1): (u32, u32)) -> Vec<u32> {
+    let mut counts = Vec::new();
+    let (mut cur, mut run) = (false, 0);
+    for x in 0..w {
+        for y in 0..h {
+            let inside = (x0..x1).contains(&x) && (y0..y1).contains(&y);
+            if inside != cur {
+                counts.push(run);
+                (cur, run) = (inside, 0);
+            }
+            run += 1;
+        }
+    }
+    counts.push(run);
+    counts
+}
+
+#[test]
+fn a_manifest_gives_instance_masks_as_pngs_or_rle_and_they_follow_a_flip() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("img")).unwrap();
+    std::fs::create_dir_all(d.join("masks")).unwrap();
+    // A PNG instance mask marks its object 255 (nonzero is the instance).
+    let png = GrayImage::from_fn(W, H, |x, y| {
+        Luma([if (4..20).contains(&x) && (6..30).contains(&y) {
+            255
+        } else {
+            0
+        }])
+    });
+    png.save(d.join("masks/0_0.png")).unwrap();
+    let mut lines = Vec::new();
+    for i in 0..4 {
+        write_sample(d, i);
+    }
+    lines.push(json!({
+        "image": "img/0.png",
+        "boxes": [[4, 6, 20, 30], [30, 10, 50, 40]],
+        "box_labels": ["cat", "dog"],
+        "masks": ["masks/0_0.png", {"size": [H, W], "counts": rect_runs(W, H, (30, 50), (10, 40))}],
+    }));
+    lines.push(json!({"image": "img/1.png", "boxes": [], "box_labels": [], "masks": []}));
+    let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    let path = d.join("inst.jsonl");
+    std::fs::write(&path, text.join("\n")).unwrap();
+    let src = open(&path);
+    assert!(src.fields().contains(Field::Masks), "{:?}", src.fields());
+    let (w, h) = (W as usize, H as usize);
+    for mode in [Mode::Sync, Mode::Async] {
+        let cfg = LoaderConfig {
+            fields: Some(Fields::of(&[Field::Boxes, Field::Masks])),
+            ..config(mode, 2, "flip:p=1")
+        };
+        let b = &all_batches(open(&path), cfg)[0];
+        let f = b.fields.as_ref().unwrap();
+        assert_eq!(
+            (f.boxes.count.as_slice(), f.boxes.max),
+            ([2, 0].as_slice(), 2)
+        );
+        let all = b.instance_masks().unwrap();
+        assert_eq!(all.len(), 2 * 2 * w * h);
+        assert!(all[2 * w * h..].iter().all(|&v| v == 0), "{mode}: padding");
+        for (j, (xs, ys)) in [((4, 20), (6, 30)), ((30, 50), (10, 40))]
+            .iter()
+            .enumerate()
+        {
+            for y in 0..h {
+                for x in 0..w {
+                    // Mirrored: the source pixel is w - 1 - x.
+                    let sx = w - 1 - x;
+                    let want = u8::from((xs.0..xs.1).contains(&sx) && (ys.0..ys.1).contains(&y));
+                    assert_eq!(
+                        all[j * w * h + y * w + x],
+                        want,
+                        "{mode}: mask {j} at ({x}, {y})"
+                    );
+                }
+            }
+        }
+    }
+    // One mask per box, and masks of the image's size.
+    bad_line(
+        d,
+        json!({"image": "img/3.png", "boxes": [[0, 0, 10, 10]], "box_labels": [0],
+               "masks": []}),
+        "1 boxes but 0 masks",
+    );
+}
+
+#[test]
+fn bad_instance_masks_name_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("img")).unwrap();
+    std::fs::create_dir_all(d.join("masks")).unwrap();
+    write_sample(d, 0);
+    // A good line first: the loader takes the batch shape from it.
+    let good = json!({"image": "img/0.png", "boxes": [], "masks": []});
+    let cases = [
+        (
+            json!({"size": [H, W], "counts": [5]}),
+            "RLE counts add up to 5 pixels",
+        ),
+        (
+            json!({"size": [10, 10], "counts": [100]}),
+            "instance mask 0 is 10x10 but its image is 64x48",
+        ),
+        (json!(7), "neither a PNG's path nor an RLE object"),
+        (json!("masks/nothing.png"), "nothing.png"),
+    ];
+    for (mask, want) in cases {
+        let line = json!({"image": "img/0.png", "boxes": [[0, 0, 10, 10]], "box_labels": [0],
+                          "masks": [mask]});
+        let path = d.join("bad.jsonl");
+        std::fs::write(&path, format!("{good}\n{line}\n")).unwrap();
+        let cfg = LoaderConfig {
+            fields: Some(Fields::of(&[Field::Boxes, Field::Masks])),
+            ..config(Mode::Sync, 1, "")
+        };
+        let err = Loader::new(open(&path), cfg)
+            .unwrap()
+            .epoch(0)
+            .find_map(Result::err)
+            .unwrap_or_else(|| panic!("{want}: no error"));
+        let msg = stoker_loader::report::one_line(&err);
+        assert!(
+            msg.contains("bad.jsonl line 2") && msg.contains(want),
+            "{want}: {msg}"
+        );
+    }
+}
+
 /// One bad line among good ones: `fail` names the manifest line and the problem,
 /// `skip` leaves that sample out and counts it.
 fn bad_line(dir: &Path, line: serde_json::Value, want: &str) {

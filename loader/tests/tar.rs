@@ -783,6 +783,57 @@ fn a_set_whose_images_all_hold_no_objects_has_the_boxes_field() {
     }
 }
 
+/// A tar shard's `.json` member gives instance masks as a manifest line does, as COCO
+/// RLE objects (a path would name a file outside the shard: an error).
+#[test]
+fn instance_masks_in_a_json_member_are_rle_objects() {
+    use stoker_loader::{Field, Fields};
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (png(1), png(2));
+    // png() is 9 x 7; the instance is columns 2..5 of rows 1..4, down each column.
+    let mut counts = vec![7 * 2 + 1];
+    for _ in 2..5 {
+        counts.extend([3, 3 + 1]);
+    }
+    *counts.last_mut().unwrap() = 3 + 7 * 4;
+    let json_a = serde_json::json!({"boxes": [[2, 1, 5, 4]], "box_labels": [0],
+                                    "masks": [{"size": [7, 9], "counts": counts}]})
+    .to_string();
+    let bytes = tar_bytes(&[("a.png", &a), ("a.json", json_a.as_bytes())]);
+    let path = dir.path().join("inst.tar");
+    std::fs::write(&path, bytes).unwrap();
+    let src: Arc<dyn Source> = source::open(&path, source::Split::Train).unwrap();
+    assert!(src.fields().contains(Field::Masks), "{:?}", src.fields());
+    let cfg = LoaderConfig {
+        batch_size: 1,
+        mode: Mode::Sync,
+        shuffle: false,
+        fields: Some(Fields::of(&[Field::Boxes, Field::Masks])),
+        ..LoaderConfig::default()
+    };
+    let mut loader = Loader::new(src, cfg).unwrap();
+    let first = loader.epoch(0).next().unwrap().unwrap();
+    let m = first.instance_masks_of(0).unwrap();
+    let want: Vec<u8> = (0..7 * 9)
+        .map(|p| u8::from((2..5).contains(&(p % 9)) && (1..4).contains(&(p / 9))))
+        .collect();
+    assert_eq!(m, want.as_slice());
+    let bytes = tar_bytes(&[
+        ("b.png", &b),
+        (
+            "b.json",
+            br#"{"boxes": [[1, 1, 3, 3]], "box_labels": [0], "masks": ["b.mask.png"]}"#,
+        ),
+    ]);
+    let path = dir.path().join("paths.tar");
+    std::fs::write(&path, bytes).unwrap();
+    let e = open_err(&path);
+    assert!(
+        e.contains("b.json") && e.contains("\"b.mask.png\" is a path"),
+        "{e}"
+    );
+}
+
 #[test]
 fn two_images_two_masks_or_two_labels_that_differ_are_errors_naming_both() {
     let dir = tempfile::tempdir().unwrap();

@@ -47,7 +47,8 @@ pub type Pair<'py> = (Bound<'py, PyArray4<u8>>, Bound<'py, PyArray1<i64>>);
 /// A batch as Python gets it: the `(images, labels)` pair for classification, or a
 /// dict: `image`, `label` and `soft_labels` (float32 (N, classes)) for a batch mixed by
 /// MixUp/CutMix; the fields (`image`, `label`, `labels`, `text`, `boxes`, `box_labels`,
-/// `box_count`, `mask`, `keypoints`, `keypoint_count`, `raw`) for a source with more.
+/// `box_count`, `mask`, `masks`, `keypoints`, `keypoint_count`, `raw`) for a source
+/// with more.
 pub fn to_python(py: Python<'_>, mut batch: Batch, classes: usize) -> PyResult<Bound<'_, PyAny>> {
     if let Some(soft) = batch.soft_labels.take() {
         let n = batch.len();
@@ -135,6 +136,16 @@ fn to_dict(py: Python<'_>, batch: Batch, classes: usize) -> PyResult<Bound<'_, P
         // SAFETY: as for the images: the masks lie in the same buffer, owned by `owner`.
         let masks = unsafe { PyArray3::borrow_from_array(&view, owner.clone().into_any()) };
         d.set_item("mask", masks)?;
+    }
+    if has(Field::Masks) {
+        // One per box: (N, M, H, W) with M the boxes' padded count.
+        let shape = [n, f.boxes.max, h, w];
+        let masks = owner.get().images.instance_masks();
+        let view = ArrayView4::from_shape(shape, masks)
+            .map_err(|e| PyValueError::new_err(format!("masks of shape {shape:?}: {e}")))?;
+        // SAFETY: as for the images: the masks lie in the same buffer, owned by `owner`.
+        let masks = unsafe { PyArray4::borrow_from_array(&view, owner.clone().into_any()) };
+        d.set_item("masks", masks)?;
     }
     if has(Field::Labels) {
         let k_hot = PyArray1::from_vec(py, f.labels_k_hot(classes)).reshape([n, classes])?;

@@ -14,7 +14,8 @@ Rust loader's (`stoker-load bench --digest` prints a `Digest` of them).
 A data set with fields beyond image and class (COCO, JSON-lines manifests,
 segmentation pairs, tars with captions or boxes) yields one dict per batch instead:
 `image`, and those of `label`, `labels`, `text`, `boxes`, `box_labels`, `box_count`,
-`mask`, `keypoints`, `keypoint_count` and `raw` it has (docs/samples.md):
+`mask`, `keypoints`, `keypoint_count` and `raw` it has, and the instance masks
+`masks` (N, M, H, W) when `fields` lists them (docs/samples.md):
 
     loader = stoker.Loader("annotations/instances_train.json", images="train2017/",
                            transform="rrc:512,flip")

@@ -74,6 +74,9 @@ class _FieldBatch(TypedDict):
     """(N,): the boxes of each sample."""
     mask: NotRequired[NDArray[np.uint8]]
     """(N, H, W): class per pixel, 255 for "ignore"; a view on the pooled buffer."""
+    masks: NotRequired[NDArray[np.uint8]]
+    """(N, M, H, W): one binary (0/1) mask per box, in the boxes' order, zeros for
+    padding; only when `fields` lists "masks"; a view on the pooled buffer."""
     keypoints: NotRequired[NDArray[np.float32]]
     """(N, M, K, 3): instances of K (x, y, visibility) points, padded with zeros."""
     keypoint_count: NotRequired[NDArray[np.int32]]
@@ -468,7 +471,7 @@ class EpochIterator(Generic[_B]):
 @final
 class BatchBuffer:
     """The owner of one batch's pooled image buffer: the `base` of the images array
-    (and of `mask`). The buffer goes back to the pool when the array and every view
+    (and of `mask` and `masks`). The buffer goes back to the pool when the array and every view
     of it are gone. Not made by hand."""
 
     def __len__(self) -> int:

@@ -12,7 +12,12 @@ import numpy as np
 from numpy.random.bit_generator import ISeedSequence
 
 # Padded arrays of the built-in fields keep their built-in count names.
-_COUNT_NAMES = {"boxes": "box_count", "box_labels": "box_count", "keypoints": "keypoint_count"}
+_COUNT_NAMES = {
+    "boxes": "box_count",
+    "box_labels": "box_count",
+    "masks": "box_count",
+    "keypoints": "keypoint_count",
+}
 # And their padding values (a padded box has no class: -1, as in the built-in batch).
 _PAD = {"box_labels": -1}
 # Keys of the batch dict that become part of another key's sample value.
@@ -35,7 +40,7 @@ def sample_of(batch, i):
     for key, value in batch.items():
         if key in _COUNTS:
             continue
-        if key in ("boxes", "box_labels"):
+        if key in ("boxes", "box_labels", "masks"):
             value = value[i, : batch["box_count"][i]]
         elif key == "keypoints":
             value = value[i, : batch["keypoint_count"][i]]

@@ -147,6 +147,71 @@ def test_fields_pick_what_is_loaded(tmp_path):
     assert set(d) == {"image", "boxes", "box_labels", "box_count"}
 
 
+def instance(y, x):
+    """A 48x64 instance mask of 1 in rows y, columns x (slices)."""
+    m = np.zeros((48, 64), np.uint8)
+    m[y, x] = 1
+    return m
+
+
+PERSON, CAR, SMALL_CAR = (
+    instance(slice(5, 35), slice(10, 30)),
+    instance(slice(10, 30), slice(40, 60)),
+    instance(slice(0, 8), slice(0, 8)),
+)
+
+
+def test_instance_masks_are_one_per_box_and_follow_a_flip(tmp_path):
+    path, images, _ = make_set(tmp_path)
+    loader = stoker.Loader(
+        path, images=images, batch_size=2, shuffle=False, transform="flip:p=1",
+        fields=["image", "boxes", "masks"],
+    )
+    (d,) = list(loader.epoch(0))
+    assert set(d) == {"image", "boxes", "box_labels", "box_count", "masks"}
+    masks = d["masks"]
+    # (N, M, H, W): one per box, in the boxes' order; the crowd is no instance.
+    assert masks.dtype == np.uint8 and masks.shape == (2, 2, 48, 64)
+    assert d["box_count"].tolist() == [2, 1]
+    assert (masks[0, 0] == PERSON[:, ::-1]).all() and (masks[0, 1] == CAR[:, ::-1]).all()
+    assert (masks[1, 0] == SMALL_CAR[:, ::-1]).all()
+    assert (masks[1, 1] == 0).all(), "padding is zeros"
+    # Without fields, a loader leaves the instance masks out (they cost M x H x W).
+    (d,) = list(stoker.Loader(path, images=images, batch_size=2).epoch(0))
+    assert "masks" not in d and "mask" in d
+
+
+def test_a_map_gets_and_returns_instance_masks(tmp_path):
+    path, images, _ = make_set(tmp_path)
+
+    def last_box(s, rng):
+        assert s["masks"].shape == (s["boxes"].shape[0], 48, 64)
+        return {"image": s["image"], "boxes": s["boxes"][-1:], "masks": s["masks"][-1:]}
+
+    loader = stoker.Loader(
+        path, images=images, batch_size=2, shuffle=False, mode="sync",
+        fields=["image", "boxes", "masks"], map=last_box,
+    )
+    (d,) = list(loader.epoch(0))
+    assert d["masks"].dtype == np.uint8 and d["masks"].shape == (2, 1, 48, 64)
+    assert d["box_count"].tolist() == [1, 1]
+    assert (d["masks"][0, 0] == CAR).all() and (d["masks"][1, 0] == SMALL_CAR).all()
+
+
+def test_masks_is_not_mask_and_the_error_says_which_is_which(tmp_path):
+    # A detection file without regions has boxes but no instance masks.
+    path, images, _ = make_set(tmp_path)
+    coco = json.loads(path.read_text())
+    for a in coco["annotations"]:
+        a.pop("segmentation")
+    path.write_text(json.dumps(coco))
+    with pytest.raises(ValueError) as e:
+        stoker.Loader(path, images=images, fields=["image", "boxes", "masks"])
+    msg = str(e.value)
+    assert "'masks' is one binary mask per instance" in msg, msg
+    assert "'mask' one class map per image" in msg, msg
+
+
 def test_images_is_required_for_a_coco_file(tmp_path):
     path, _, _ = make_set(tmp_path)
     with pytest.raises(stoker.LoaderError, match="images="):

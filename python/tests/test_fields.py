@@ -85,6 +85,18 @@ def test_segmentation_pairs_by_folder_and_by_keyword(scenes, tmp_path):
     assert n == len(a) > 0
 
 
+def test_masks_once_meant_mask_and_the_error_says_so(scenes):
+    # Segmentation pairs have a class map per image, no instance masks: `masks`, once
+    # another name of `mask`, is now an error naming both.
+    with pytest.raises(ValueError) as e:
+        stoker.Loader(scenes, fields=["image", "masks"])
+    msg = str(e.value)
+    assert "no field 'masks'" in msg and "one binary mask per instance" in msg, msg
+    assert "this data set has 'mask': ask for it by that name" in msg, msg
+    d = next(iter(stoker.Loader(scenes, fields=["image", "mask"], batch_size=8)))
+    assert set(d) == {"image", "mask"}
+
+
 def write_manifest(scenes, path, lines):
     path.write_text("\n".join(json.dumps(line) for line in lines))
     return path

@@ -67,7 +67,8 @@ pub struct Args {
     /// Refuse images of more pixels than this, from their header.
     #[arg(long, default_value_t = stoker_augment::DEFAULT_MAX_PIXELS, value_parser = args::max_pixels)]
     pub max_pixels: usize,
-    /// The fields to load, e.g. `image,boxes` (default: every field the data has).
+    /// The fields to load, e.g. `image,boxes,masks` (default: every field the data has
+    /// but the instance masks, `masks`, which come only when listed).
     #[arg(long, value_parser = args::fields)]
     pub fields: Option<stoker_loader::Fields>,
     /// Keep decoded images (and their fields) for later epochs, up to SIZE bytes (K, M,

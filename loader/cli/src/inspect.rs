@@ -202,6 +202,7 @@ fn count_fields(ann: &Annotation, k: usize, counts: &mut BTreeMap<Field, (usize,
     add(Field::Text, ann.text.is_some(), 0);
     add(Field::Boxes, !ann.boxes.is_empty(), ann.boxes.len());
     add(Field::Mask, ann.mask.is_some(), 0);
+    add(Field::Masks, !ann.masks.is_empty(), ann.masks.len());
     add(Field::Raw, ann.raw.is_some(), 0);
     let instances = ann.keypoints.len() / (3 * k);
     add(Field::Keypoints, instances > 0, instances);

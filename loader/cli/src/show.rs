@@ -1,6 +1,7 @@
 //! `stoker-load show DATA --transform SPEC --out grid.png`: a grid of augmented samples
-//! with their boxes, tinted masks, keypoints and captions drawn over them: the picture
-//! that shows whether an augmentation pipeline keeps the labels on their objects.
+//! with their boxes, tinted masks (each instance mask in a colour of its own),
+//! keypoints and captions drawn over them: the picture that shows whether an
+//! augmentation pipeline keeps the labels on their objects.
 
 use std::path::PathBuf;
 
@@ -61,7 +62,12 @@ fn colour(class: i64) -> RGBColor {
 pub fn run(a: Args) -> anyhow::Result<()> {
     let src = source::open_with(&a.data, &a.source.options())?;
     let classes = src.classes().to_vec();
+    // Every field the data has, the instance masks too (a loader leaves them out
+    // unless asked: they cost M x H x W bytes a sample).
+    let has = src.fields();
+    let fields = (has.contains(Field::Masks) && has.contains(Field::Boxes)).then_some(has);
     let cfg = LoaderConfig {
+        fields,
         batch_size: a.count,
         mode: Mode::Sync,
         seed: a.seed,
@@ -108,6 +114,7 @@ fn draw(b: &Batch, classes: &[String]) -> anyhow::Result<image::RgbImage> {
         let (x0, y0) = cell(i, cols, cw, ch + caption, pad);
         let pixels = b.image(i);
         let mask = b.masks().map(|m| &m[i * w * h..(i + 1) * w * h]);
+        let instances = b.instance_masks_of(i).unwrap_or_default();
         for y in 0..ch {
             for x in 0..cw {
                 let (sx, sy) = (x / scale, y / scale);
@@ -128,6 +135,17 @@ fn draw(b: &Batch, classes: &[String]) -> anyhow::Result<image::RgbImage> {
                         for (k, tv) in [t.0, t.1, t.2].into_iter().enumerate() {
                             rgb[k] = ((rgb[k] as u16 * 11 + tv as u16 * 9) / 20) as u8;
                         }
+                    }
+                }
+                // The last instance over the pixel, in its own colour (by its place
+                // among the sample's boxes, not its class: two dogs differ).
+                let over = instances
+                    .chunks_exact(w * h)
+                    .rposition(|m| m[sy * w + sx] != 0);
+                if let Some(j) = over {
+                    let t = colour(j as i64 + 101);
+                    for (k, tv) in [t.0, t.1, t.2].into_iter().enumerate() {
+                        rgb[k] = ((rgb[k] as u16 * 2 + tv as u16 * 3) / 5) as u8;
                     }
                 }
                 let at = ((y0 + y) * gw + x0 + x) * 3;

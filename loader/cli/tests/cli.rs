@@ -343,6 +343,77 @@ fn scenes_inspect_their_fields_and_show_draws_a_grid() {
     assert!(err.contains("'rrc' needs a size"), "{err}");
 }
 
+/// Column-major run lengths (COCO's RLE) of the `[x0, x1) x [y0, y1)` rectangle of a
+/// `w` x `h` image.
+fn rect_runs(w: u32, h: u32, (x0, x1): (u32, u32), (y0, y1): (u32, u32)) -> Vec<u32> {
+    let mut counts = Vec::new();
+    let (mut cur, mut run) = (false, 0);
+    for x in 0..w {
+        for y in 0..h {
+            let inside = (x0..x1).contains(&x) && (y0..y1).contains(&y);
+            if inside != cur {
+                counts.push(run);
+                (cur, run) = (inside, 0);
+            }
+            run += 1;
+        }
+    }
+    counts.push(run);
+    counts
+}
+
+#[test]
+fn show_draws_each_instance_mask_in_its_own_colour_and_inspect_counts_them() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = tmp.path();
+    // A grey image with two objects of one class, side by side.
+    image::RgbImage::from_pixel(40, 20, image::Rgb([128, 128, 128]))
+        .save(d.join("a.png"))
+        .unwrap();
+    let line = serde_json::json!({
+        "image": "a.png",
+        "boxes": [[0, 0, 20, 20], [20, 0, 40, 20]],
+        "box_labels": ["dog", "dog"],
+        "masks": [
+            {"size": [20, 40], "counts": rect_runs(40, 20, (2, 10), (2, 18))},
+            {"size": [20, 40], "counts": rect_runs(40, 20, (30, 38), (2, 18))},
+        ],
+    });
+    let manifest = d.join("inst.jsonl");
+    std::fs::write(&manifest, format!("{line}\n")).unwrap();
+    let doc = json(&["inspect", path(&manifest), "--json"]);
+    assert_eq!(doc["fields"]["masks"]["count"], 2, "{doc}");
+    let grid = d.join("grid.png");
+    let out = ok(&[
+        "show",
+        path(&manifest),
+        "--out",
+        path(&grid),
+        "--count",
+        "1",
+    ]);
+    assert!(out.contains("masks"), "{out}");
+    let img = image::open(&grid).expect("a PNG").to_rgb8();
+    // One 40x20 cell scaled by 4, 4 px in: sample the middle of each instance and
+    // the gap between them.
+    let at = |x: u32, y: u32| *img.get_pixel(4 + x * 4 + 2, 4 + y * 4 + 2);
+    let (first, second, gap) = (at(6, 12), at(34, 12), at(15, 12));
+    assert_eq!(gap, image::Rgb([128, 128, 128]), "no instance there");
+    assert_ne!(first, gap, "the first instance is tinted");
+    assert_ne!(second, gap, "the second instance is tinted");
+    assert_ne!(first, second, "each instance has a colour of its own");
+    // --fields asks for them by name.
+    let out = ok(&[
+        "bench",
+        path(&manifest),
+        "--fields",
+        "image,boxes,masks",
+        "--batch-size",
+        "1",
+    ]);
+    assert!(!out.is_empty());
+}
+
 #[test]
 fn bench_mixes_data_sets_by_weight() {
     let tmp = tempfile::tempdir().expect("tempdir");

@@ -73,12 +73,12 @@ impl Shared {
         self.shape.0 * self.shape.1 * self.shape.2
     }
 
-    /// Bytes of one sample's mask (0 without masks).
+    /// Bytes of one sample's masks: its class map and room for its instance masks (0
+    /// without masks).
     pub fn mask_bytes(&self) -> usize {
         self.fields
             .as_ref()
-            .and_then(|f| f.mask)
-            .map_or(0, |(h, w)| h * w)
+            .map_or(0, fields::FieldPlan::mask_bytes)
     }
 
     /// Where the masks start in a batch buffer: after every image slot.
@@ -193,13 +193,18 @@ impl Loader {
                 plan.fields
             )));
         }
-        // A mask is one more byte per pixel in the same buffer.
-        let with_masks = (
-            oh,
-            ow,
-            c + usize::from(fields.as_ref().is_some_and(|f| f.mask.is_some())),
-        );
-        let pool = Pool::new(cfg.pool_capacity(), cfg.batch_bytes(with_masks)?);
+        // A mask is one more byte per pixel in the same buffer, and each place for an
+        // instance mask one more.
+        let map = usize::from(fields.as_ref().is_some_and(|f| f.mask.is_some()));
+        let instances = fields.as_ref().and_then(|f| f.masks).map_or(0, |(k, _)| k);
+        let with_masks = (oh, ow, c + map + instances);
+        let bytes = cfg.batch_bytes(with_masks).map_err(|e| match instances {
+            0 => e,
+            k => LoaderError::Config(format!(
+                "{e}; each image carries up to {k} instance masks of {oh}x{ow} (max_instances)"
+            )),
+        })?;
+        let pool = Pool::new(cfg.pool_capacity(), bytes);
         // batch_bytes checked that the pool's bytes fit in the bound.
         let cache = cfg
             .decoded_cache_bytes(pool.capacity() * pool.buf_bytes())?
@@ -483,11 +488,27 @@ fn field_plan(
     use crate::sample::Fields;
     let has = source.fields();
     let wanted = match cfg.fields {
-        None => has,
+        // Instance masks take max_instances x H x W bytes a sample: they come only
+        // when asked for by name.
+        None => has.without(Field::Masks),
         Some(want) => {
             if let Some(missing) = want.iter().find(|f| !has.contains(*f)) {
+                // `masks` once meant `mask`: say which is which to those who meant that.
+                let hint = if missing == Field::Masks {
+                    format!(
+                        "; 'masks' is one binary mask per instance, and 'mask' one class map \
+                         per image{}",
+                        if has.contains(Field::Mask) {
+                            " (this data set has 'mask': ask for it by that name)"
+                        } else {
+                            ""
+                        }
+                    )
+                } else {
+                    String::new()
+                };
                 return Err(LoaderError::Config(format!(
-                    "the data set has no field '{missing}' (it has: {has})"
+                    "the data set has no field '{missing}' (it has: {has}){hint}"
                 )));
             }
             want.with(Field::Image)
@@ -500,6 +521,13 @@ fn field_plan(
     if wanted.is_classification() && cfg.steps.is_empty() && has.contains(Field::Class) {
         return Ok(None);
     }
+    if wanted.contains(Field::Masks) && !wanted.contains(Field::Boxes) {
+        return Err(LoaderError::Config(
+            "the masks field is one mask per box, in the boxes' order: ask for boxes too \
+             (fields image,boxes,masks), or for mask, one class map per image"
+                .into(),
+        ));
+    }
     let schema = source.keypoint_schema().cloned().unwrap_or_default();
     if wanted.contains(Field::Keypoints) && schema.is_empty() {
         return Err(LoaderError::Config(
@@ -507,13 +535,22 @@ fn field_plan(
         ));
     }
     let fields: Fields = wanted;
+    // Instance masks take room in the batch buffer for every box kept: they bound the
+    // boxes, by default to DEFAULT_MASK_INSTANCES.
+    let masks = fields.contains(Field::Masks).then(|| {
+        let k = cfg
+            .max_instances
+            .unwrap_or(crate::sample::DEFAULT_MASK_INSTANCES);
+        (k, (oh, ow))
+    });
     Ok(Some(fields::FieldPlan {
         fields,
         classes: source.classes().len(),
         schema,
         min_box_visibility: cfg.min_box_visibility,
-        max_instances: cfg.max_instances,
+        max_instances: masks.map(|(k, _)| k).or(cfg.max_instances),
         mask: fields.contains(Field::Mask).then_some((oh, ow)),
+        masks,
         max_pixels: cfg.max_pixels,
     }))
 }

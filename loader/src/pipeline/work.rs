@@ -316,7 +316,21 @@ impl Shared {
             }
         };
         if !self.steps.is_empty() {
+            let boxes = out.boxes.len();
             self.run_steps(epoch, index, slot, &mut out)?;
+            // Instance mask j lies in the buffer as box j's: a step that adds or
+            // drops boxes would pair them with the wrong masks.
+            if plan.masks.is_some() && out.boxes.len() != boxes {
+                return Err(self.sample_error(
+                    index,
+                    SampleError::Invalid(format!(
+                        "a user step changed the sample's {boxes} boxes to {}, and the \
+                         batch carries one instance mask per box: a step may move boxes \
+                         but not add or drop them",
+                        out.boxes.len()
+                    )),
+                ));
+            }
         }
         Ok(out)
     }
@@ -428,7 +442,6 @@ impl Shared {
         let mut labels: Vec<u32> = indices.iter().map(|&i| self.source.label(i)).collect();
         let len = indices.len() * self.slot_bytes();
         let soft_labels = self.mix_batch(&mut buf, epoch, step, &indices, &labels)?;
-        let mut images = Images::new(buf, len);
         let mut fields = None;
         if let Some(plan) = &self.fields {
             // The samples that were not skipped, in batch order (as `indices`).
@@ -454,11 +467,27 @@ impl Shared {
             }
             fields = Some(Box::new(f));
         }
-        if let Some(f) = &fields {
-            let at = self.masks_offset();
-            let n = f.fields.contains(crate::Field::Mask) as usize * indices.len();
-            images = images.with_masks(at..at + n * self.mask_bytes());
-        }
+        let at = self.masks_offset();
+        let images = match (&fields, self.fields.as_ref().and_then(|p| p.masks)) {
+            (Some(f), Some((k, (h, w)))) => {
+                let map = f.fields.contains(crate::Field::Mask) as usize * h * w;
+                let (inst, maps) = super::fields::gather_instance_masks(
+                    &mut buf.as_mut_slice()[at..],
+                    &f.boxes.count,
+                    map,
+                    (k, h * w),
+                    f.boxes.max,
+                );
+                Images::new(buf, len)
+                    .with_instance_masks(at..at + inst)
+                    .with_masks(at + inst..at + inst + maps)
+            }
+            (Some(f), None) => {
+                let n = f.fields.contains(crate::Field::Mask) as usize * indices.len();
+                Images::new(buf, len).with_masks(at..at + n * self.mask_bytes())
+            }
+            (None, _) => Images::new(buf, len),
+        };
         Ok(Batch {
             images,
             labels,

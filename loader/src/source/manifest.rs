@@ -6,8 +6,12 @@
 //! {"classes": ["cat", "dog"], "keypoint_names": ["left_eye", "right_eye"]}   optional header
 //! {"image": "img/0.jpg", "label": "cat", "text": "a cat", "boxes": [[1, 2, 30, 40]],
 //!  "box_labels": ["cat"], "mask": "masks/0.png", "labels": ["cat", "dog"],
-//!  "keypoints": [[[10, 12, 2], [20, 12, 1]]], "meta": {"any": "json"}}
+//!  "keypoints": [[[10, 12, 2], [20, 12, 1]]], "meta": {"any": "json"},
+//!  "masks": ["masks/0_0.png"]}
 //! ```
+//!
+//! `masks` holds one instance mask per box: a PNG's path (nonzero is the instance) or
+//! COCO's RLE object (`{"size": [h, w], "counts": ...}`), decoded when read.
 //!
 //! Lines are parsed when the manifest is opened; a line that does not parse, or names
 //! a file that is not there, is an error of that sample (so `on_error = skip` skips
@@ -26,9 +30,21 @@ use crate::sample::{Annotation, Field, Fields, KeypointSchema, MaskData};
 struct Entry {
     image: Place,
     label: u32,
-    /// Everything but the mask, in image coordinates.
+    /// Everything but the masks, in image coordinates.
     ann: Annotation,
     mask: Option<Place>,
+    /// One per box, when the line has instance masks.
+    masks: Vec<InstanceMask>,
+}
+
+/// A manifest line's instance mask, read with its sample.
+#[derive(Debug)]
+enum InstanceMask {
+    /// A PNG file.
+    File(Place),
+    /// An RLE object, decoded when read (decoded at open, every mask of the set
+    /// would be in memory at once).
+    Rle(Value),
 }
 
 /// A JSON-lines manifest and the files it names.
@@ -97,6 +113,8 @@ struct Raw {
     box_labels: Vec<ClassRef>,
     ann: Annotation,
     mask: Option<String>,
+    /// The `masks` entries: paths or RLE objects.
+    masks: Vec<Value>,
     /// The list fields the line has a key for, empty or not: a set whose every image
     /// has `"boxes": []` still has the boxes field (batches with zero boxes).
     listed: Fields,
@@ -183,12 +201,14 @@ fn parse_fields(
         box_labels: Vec::new(),
         ann: Annotation::default(),
         mask: None,
+        masks: Vec::new(),
         listed: Fields::default(),
     };
     for (key, field) in [
         ("labels", Field::Labels),
         ("boxes", Field::Boxes),
         ("keypoints", Field::Keypoints),
+        ("masks", Field::Masks),
     ] {
         if obj.contains_key(key) {
             raw.listed = raw.listed.with(field);
@@ -246,6 +266,25 @@ fn parse_fields(
                 .to_string(),
         );
     }
+    if let Some(m) = obj.get("masks") {
+        let arr = m
+            .as_array()
+            .ok_or_else(|| format!("masks {m} is not a list (one instance mask per box)"))?;
+        if let Some(bad) = arr.iter().find(|v| !v.is_string() && !v.is_object()) {
+            return Err(format!(
+                "instance mask {bad} is neither a PNG's path nor an RLE object \
+                 ({{\"size\": [height, width], \"counts\": ...}})"
+            ));
+        }
+        if arr.len() != raw.ann.boxes.len() {
+            return Err(format!(
+                "{} boxes but {} masks (one instance mask per box)",
+                raw.ann.boxes.len(),
+                arr.len()
+            ));
+        }
+        raw.masks.clone_from(arr);
+    }
     if let Some(kp) = obj.get("keypoints") {
         let arr = kp
             .as_array()
@@ -298,6 +337,13 @@ pub(crate) fn parse_fields_json(
     let label = label
         .map(|x| class_ref(&x, "label").and_then(|c| number(&c)))
         .transpose()?;
+    if let Some(path) = raw.masks.iter().find_map(Value::as_str) {
+        return Err(format!(
+            "instance mask \"{path}\" is a path: a shard's json gives instance masks as RLE \
+             objects ({{\"size\": [height, width], \"counts\": ...}})"
+        )
+        .into());
+    }
     let mut ann = raw.ann;
     ann.labels = raw.labels.iter().map(number).collect::<Result<_, _>>()?;
     ann.box_labels = raw
@@ -308,9 +354,24 @@ pub(crate) fn parse_fields_json(
     Ok((label, ann, raw.listed))
 }
 
+/// The instance masks of a tar shard's `.json` member (its `masks`, RLE objects that
+/// [`parse_fields_json`] has checked the form of), decoded: kept apart so that
+/// indexing a shard does not decode every mask in it.
+pub(crate) fn instance_masks_json(bytes: &[u8]) -> Result<Vec<MaskData>, Why> {
+    let v: Value =
+        serde_json::from_slice(bytes).map_err(|e| Why::because(format!("json: {e}"), e))?;
+    let Some(list) = v.get("masks").and_then(Value::as_array) else {
+        return Ok(Vec::new());
+    };
+    list.iter()
+        .map(|m| crate::source::coco::decode_rle_object(m).map_err(Why::from))
+        .collect()
+}
+
 /// The JSON object [`parse_fields_json`] reads back: `label` (when given), `labels`,
-/// `text`, `boxes` with `box_labels`, `keypoints` and `meta` (the raw bytes, which must
-/// be JSON), each only when the annotation has it.
+/// `text`, `boxes` with `box_labels`, `keypoints`, `masks` (RLE objects, which
+/// [`instance_masks_json`] decodes) and `meta` (the raw bytes, which must be JSON),
+/// each only when the annotation has it.
 pub(crate) fn fields_json(label: Option<u32>, ann: &Annotation, k: usize) -> Result<Vec<u8>, Why> {
     use serde_json::json;
     let mut obj = serde_json::Map::new();
@@ -335,6 +396,15 @@ pub(crate) fn fields_json(label: Option<u32>, ann: &Annotation, k: usize) -> Res
             .collect();
         obj.insert("keypoints".into(), json!(instances));
     }
+    if !ann.masks.is_empty() {
+        let masks = ann
+            .masks
+            .iter()
+            .enumerate()
+            .map(|(i, m)| rle_of(m).map_err(|r| Why::from(format!("instance mask {i}: {r}"))))
+            .collect::<Result<Vec<_>, _>>()?;
+        obj.insert("masks".into(), Value::Array(masks));
+    }
     if let Some(raw) = &ann.raw {
         let meta: Value = serde_json::from_slice(raw).map_err(|e| {
             Why::because(
@@ -345,6 +415,28 @@ pub(crate) fn fields_json(label: Option<u32>, ann: &Annotation, k: usize) -> Res
         obj.insert("meta".into(), meta);
     }
     serde_json::to_vec(&Value::Object(obj)).map_err(|e| Why::because(format!("json: {e}"), e))
+}
+
+/// An instance mask as the RLE object a json member holds.
+fn rle_of(m: &MaskData) -> Result<Value, String> {
+    let mut decoded = Vec::new();
+    let (w, h, data): (usize, usize, &[u8]) = match m {
+        MaskData::Raw {
+            width,
+            height,
+            data,
+        } => (*width, *height, data),
+        MaskData::Png(bytes) => {
+            let max = stoker_augment::DEFAULT_MAX_PIXELS;
+            let (w, h) = stoker_augment::mask::decode_mask(bytes, &mut decoded, max)
+                .map_err(|e| e.to_string())?;
+            (w, h, &decoded)
+        }
+    };
+    if data.len() != w * h {
+        return Err(format!("{} bytes are not {w}x{h}", data.len()));
+    }
+    Ok(crate::source::coco::encode_rle_object(w, h, data))
 }
 
 /// The class list: the header's, else the names used (sorted), else the numbers used.
@@ -468,6 +560,7 @@ impl Manifest {
                 (Field::Text, a.text.is_some()),
                 (Field::Boxes, r.listed.contains(Field::Boxes)),
                 (Field::Mask, r.mask.is_some()),
+                (Field::Masks, r.listed.contains(Field::Masks)),
                 (Field::Keypoints, r.listed.contains(Field::Keypoints)),
                 (Field::Raw, a.raw.is_some()),
             ];
@@ -502,11 +595,20 @@ impl Manifest {
                 .map(|c| resolve_class(c, &classes))
                 .collect::<Result<_, _>>()?;
             ann.check(None, classes.len(), k.unwrap_or(0))?;
+            let masks = r
+                .masks
+                .into_iter()
+                .map(|m| match m {
+                    Value::String(path) => base.resolve(&path).map(InstanceMask::File),
+                    rle => Ok(InstanceMask::Rle(rle)),
+                })
+                .collect::<Result<_, _>>()?;
             Ok(Entry {
                 image: base.resolve(&r.image)?,
                 label,
                 ann,
                 mask: r.mask.as_deref().map(|m| base.resolve(m)).transpose()?,
+                masks,
             })
         };
         let entries = raws
@@ -621,6 +723,32 @@ impl Source for Manifest {
                 SourceError::record(self.describe(index), format!("mask: {e}")).caused_by(e)
             })?;
             ann.mask = Some(MaskData::Png(bytes));
+        }
+        if wanted.contains(Field::Masks) {
+            if e.masks.len() != a.boxes.len() {
+                return Err(SourceError::record(
+                    self.describe(index),
+                    format!(
+                        "{} boxes and no \"masks\" (other lines have one instance mask per box)",
+                        a.boxes.len()
+                    ),
+                ));
+            }
+            for (i, m) in e.masks.iter().enumerate() {
+                let at = |r: String| format!("instance mask {i}: {r}");
+                ann.masks.push(match m {
+                    InstanceMask::File(place) => {
+                        let mut bytes = Vec::new();
+                        place.read(&self.base, &mut bytes).map_err(|e| {
+                            SourceError::record(self.describe(index), at(e.to_string()))
+                                .caused_by(e)
+                        })?;
+                        MaskData::Png(bytes)
+                    }
+                    InstanceMask::Rle(v) => crate::source::coco::decode_rle_object(v)
+                        .map_err(|r| SourceError::record(self.describe(index), at(r)))?,
+                });
+            }
         }
         Ok(RecordKind::Encoded)
     }

@@ -41,7 +41,10 @@ enum Region {
 
 #[derive(Debug)]
 struct Paint {
+    /// What it paints into the class map (class + 1, or [`IGNORE`] for a crowd).
     value: u8,
+    /// The box whose instance mask it is (`None` for a crowd, which is no instance).
+    instance: Option<usize>,
     region: Region,
 }
 
@@ -129,6 +132,8 @@ struct Context<'a> {
     points: usize,
     /// Whether masks are carried (masks need class + 1 to fit in a byte).
     masks: bool,
+    /// Whether any region is kept: for the class map or the instance masks.
+    regions: bool,
 }
 
 /// `[x, y, w, h]` as `[x1, y1, x2, y2]`, checked.
@@ -228,9 +233,19 @@ fn build(
         }
         if let Some(seg) = a.segmentation {
             if let Some(r) = region(seg, size).map_err(at)? {
-                if cx.masks {
-                    let value = if crowd { IGNORE } else { class as u8 + 1 };
-                    paints.push(Paint { value, region: r });
+                if cx.regions {
+                    let value = match (crowd, cx.masks) {
+                        (true, _) => IGNORE,
+                        (false, true) => class as u8 + 1,
+                        (false, false) => 0,
+                    };
+                    // The box just pushed is this annotation's.
+                    let instance = (!crowd).then(|| ann.boxes.len() - 1);
+                    paints.push(Paint {
+                        value,
+                        instance,
+                        region: r,
+                    });
                 }
             }
         }
@@ -274,6 +289,11 @@ impl Coco {
             return Err(bad("the \"images\" list is empty".into()));
         }
         let masks = has_segments && classes.len() <= MAX_MASK_CLASSES;
+        // Instances are the non-crowd annotations; a file of crowd regions alone has none.
+        let instance_masks = file
+            .annotations
+            .iter()
+            .any(|a| !a.iscrowd.0 && a.segmentation.as_ref().is_some_and(|s| !s.is_empty()));
         let mut fields = Fields::of(&[Field::Image]);
         if !file.annotations.is_empty() {
             fields = fields.with(Field::Boxes);
@@ -283,6 +303,9 @@ impl Coco {
         }
         if !names.is_empty() {
             fields = fields.with(Field::Keypoints);
+        }
+        if instance_masks {
+            fields = fields.with(Field::Masks);
         }
 
         let mut infos = images_info;
@@ -312,6 +335,7 @@ impl Coco {
             classes: &class_of,
             points: names.len(),
             masks,
+            regions: masks || instance_masks,
         };
         let entries = infos
             .into_iter()
@@ -375,17 +399,118 @@ impl Coco {
         data.resize(w * h, 0);
         let mut xs = Vec::new();
         for p in &s.paints {
-            match &p.region {
-                Region::Polygons(polys) => {
-                    for poly in polys {
-                        polygon::paint(poly, w, h, p.value, data, &mut xs);
-                    }
-                }
-                Region::Rle(counts) => rle::paint(counts, h, w, p.value, data),
-            }
+            paint_region(&p.region, (w, h), p.value, data, &mut xs);
         }
         Ok(())
     }
+
+    /// Paints the instance masks of sample `s` into `masks`, one per box (0 and 1; a
+    /// box without a region has an empty mask), reusing the maps `masks` held.
+    fn paint_instances(&self, s: &Sample, masks: &mut Vec<MaskData>) -> Result<(), String> {
+        let (width, height) = s.size;
+        let boxes = s.ann.boxes.len();
+        if boxes > 0
+            && (width == 0 || height == 0 || width.saturating_mul(height) > MAX_MASK_PIXELS)
+        {
+            return Err(format!(
+                "the JSON gives the image a size of {width}x{height}, which cannot be a mask \
+                 (at most {MAX_MASK_PIXELS} pixels)"
+            ));
+        }
+        let mut spare: Vec<Vec<u8>> = masks
+            .drain(..)
+            .filter_map(|m| match m {
+                MaskData::Raw { data, .. } => Some(data),
+                MaskData::Png(_) => None,
+            })
+            .collect();
+        let mut xs = Vec::new();
+        for j in 0..boxes {
+            let mut data = spare.pop().unwrap_or_default();
+            data.clear();
+            data.resize(width * height, 0);
+            for p in s.paints.iter().filter(|p| p.instance == Some(j)) {
+                paint_region(&p.region, (width, height), 1, &mut data, &mut xs);
+            }
+            masks.push(MaskData::Raw {
+                width,
+                height,
+                data,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Paints `region` with `value` into the row-major `w` x `h` map `data`.
+fn paint_region(
+    region: &Region,
+    (w, h): (usize, usize),
+    value: u8,
+    data: &mut [u8],
+    xs: &mut Vec<f64>,
+) {
+    match region {
+        Region::Polygons(polys) => {
+            for poly in polys {
+                polygon::paint(poly, w, h, value, data, xs);
+            }
+        }
+        Region::Rle(counts) => rle::paint(counts, h, w, value, data),
+    }
+}
+
+/// An instance mask given as COCO's RLE object, `{"size": [height, width], "counts":
+/// [...] or "..."}` (a list of runs or pycocotools' string), decoded to a row-major
+/// map of 0 and 1: the form manifests and tar shards give instance masks in.
+pub(crate) fn decode_rle_object(v: &serde_json::Value) -> Result<MaskData, String> {
+    let seg: Segmentation = serde_json::from_value(v.clone())
+        .map_err(|e| format!("instance mask {v} is not an RLE object: {e}"))?;
+    let Segmentation::Rle { size, .. } = &seg else {
+        return Err(format!(
+            "instance mask {v} is not an RLE object ({{\"size\": [height, width], \"counts\": ...}})"
+        ));
+    };
+    let (h, w) = match size[..] {
+        [h, w] if h > 0 && w > 0 && h.saturating_mul(w) <= MAX_MASK_PIXELS as u64 => {
+            (h as usize, w as usize)
+        }
+        _ => {
+            return Err(format!(
+                "the RLE's size {size:?} is not [height, width] of at most {MAX_MASK_PIXELS} pixels"
+            ))
+        }
+    };
+    let Some(Region::Rle(counts)) = region(seg, (w, h))? else {
+        unreachable!("an RLE object is an RLE region");
+    };
+    let mut data = vec![0u8; w * h];
+    rle::paint(&counts, h, w, 1, &mut data);
+    Ok(MaskData::Raw {
+        width: w,
+        height: h,
+        data,
+    })
+}
+
+/// A row-major `width` x `height` map as COCO's RLE object (runs of 0 and nonzero down
+/// each column, counts as pycocotools' string): [`decode_rle_object`] reads it back as
+/// 0 and 1. How packs write instance masks.
+pub(crate) fn encode_rle_object(width: usize, height: usize, data: &[u8]) -> serde_json::Value {
+    let mut counts = Vec::new();
+    let (mut cur, mut run) = (false, 0u32);
+    for x in 0..width {
+        for y in 0..height {
+            let on = data[y * width + x] != 0;
+            if on != cur {
+                counts.push(run);
+                (cur, run) = (on, 0);
+            }
+            run += 1;
+        }
+    }
+    counts.push(run);
+    serde_json::json!({"size": [height, width], "counts": rle::counts_to_string(&counts)})
 }
 
 impl Source for Coco {
@@ -457,11 +582,12 @@ impl Source for Coco {
         buf: &mut Vec<u8>,
         ann: &mut Annotation,
     ) -> Result<RecordKind, SourceError> {
-        // The previous sample's mask buffer, reused.
+        // The previous sample's mask buffers, reused.
         let mut data = match ann.mask.take() {
             Some(MaskData::Raw { data, .. }) => data,
             _ => Vec::new(),
         };
+        let mut masks = std::mem::take(&mut ann.masks);
         ann.clear();
         let s = self.sample(index)?;
         s.image.read(&self.base, buf)?;
@@ -481,6 +607,11 @@ impl Source for Coco {
                 height,
                 data,
             });
+        }
+        if wanted.contains(Field::Masks) && self.fields.contains(Field::Masks) {
+            self.paint_instances(s, &mut masks)
+                .map_err(|reason| SourceError::record(self.describe(index), reason))?;
+            ann.masks = masks;
         }
         Ok(RecordKind::Encoded)
     }

@@ -57,7 +57,6 @@ pub fn counts_from_string(s: &str) -> Result<Vec<u32>, String> {
 
 /// Encodes counts as pycocotools' `rleToString` does (the inverse of
 /// [`counts_from_string`]).
-#[cfg(test)]
 pub fn counts_to_string(counts: &[u32]) -> String {
     let mut s = String::new();
     for (i, &c) in counts.iter().enumerate() {

@@ -494,8 +494,12 @@ impl Source for PackedReader {
         self.read_record(index, buf)?;
         let rec = SampleRecord::decode(buf).map_err(|r| self.record_error(index, r))?;
         let mut k = None;
-        let (_, a, _) = crate::source::manifest::parse_fields_json(rec.json, &mut k)
+        let (_, mut a, _) = crate::source::manifest::parse_fields_json(rec.json, &mut k)
             .map_err(|w| w.record(self.describe(index)))?;
+        if wanted.contains(Field::Masks) && f.fields.contains(Field::Masks) {
+            a.masks = crate::source::manifest::instance_masks_json(rec.json)
+                .map_err(|w| w.record(self.describe(index)))?;
+        }
         let want = |x: Field| wanted.contains(x) && f.fields.contains(x);
         ann.take_wanted(a, wanted.intersect(f.fields));
         if want(Field::Text) && ann.text.is_none() {

@@ -474,6 +474,7 @@ fn note_fields(
         (Field::Boxes, listed.contains(Field::Boxes)),
         (Field::Keypoints, !ann.keypoints.is_empty()),
         (Field::Raw, ann.raw.is_some()),
+        (Field::Masks, listed.contains(Field::Masks)),
     ];
     let mut any = false;
     for (f, has) in present {

@@ -19,6 +19,7 @@ pub(super) fn wanted(ext: &str, wanted: Fields) -> bool {
             Field::Boxes,
             Field::Keypoints,
             Field::Raw,
+            Field::Masks,
         ]
         .into_iter()
         .any(|f| wanted.contains(f))
@@ -40,7 +41,10 @@ pub(super) fn read_member(
         ann.mask = Some(MaskData::Png(bytes.to_vec()));
     } else {
         let mut k = None;
-        let (_, a, _) = crate::source::manifest::parse_fields_json(bytes, &mut k)?;
+        let (_, mut a, _) = crate::source::manifest::parse_fields_json(bytes, &mut k)?;
+        if wanted.contains(Field::Masks) {
+            a.masks = crate::source::manifest::instance_masks_json(bytes)?;
+        }
         // A txt member, when there is one, is the caption.
         ann.take_wanted(a, wanted);
     }

@@ -76,6 +76,42 @@ fn binary_trains_and_reports_json_and_plot() {
     assert!(std::fs::read_to_string(&plot).unwrap().contains("<svg"));
 }
 
+/// The multi-label demo trains with SGD at lr 1.0 unless told otherwise (at 0.1 its
+/// mean-over-classes loss learns too slowly for the default epochs); data of one's own
+/// keeps SGD's 0.1, and --lr and AdamW's default win over the demo's.
+#[test]
+fn the_multi_label_demo_has_its_own_sgd_learning_rate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lr_line = |args: &[&str]| {
+        let mut all = vec!["--target", "labels", "--max-steps", "1", "--model", "mlp"];
+        all.extend_from_slice(args);
+        let out = stoker_train(&all, tmp.path());
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{err}");
+        err.lines()
+            .find(|l| l.starts_with("training: "))
+            .unwrap_or_else(|| panic!("no training line: {err}"))
+            .to_string()
+    };
+    assert!(lr_line(&[]).contains(" sgd lr 1 "), "{}", lr_line(&[]));
+    assert!(lr_line(&["--lr", "0.3"]).contains(" sgd lr 0.3 "));
+    let adamw = lr_line(&["--optimizer", "adamw"]);
+    assert!(adamw.contains(" adamw lr 0.003 "), "{adamw}");
+    let dir = tmp.path().join("own");
+    let opts = stoker_loader::synthetic::ScenesOptions {
+        count: 8,
+        width: 16,
+        height: 16,
+        max_shapes: 2,
+        classes: 3,
+        seed: 1,
+    };
+    stoker_loader::synthetic::scenes(&dir, &opts, |_, _| {}).expect("generate scenes");
+    let own = dir.join("train.jsonl");
+    let line = lr_line(&["--data", own.to_str().unwrap(), "--batch-size", "4"]);
+    assert!(line.contains(" sgd lr 0.1 "), "{line}");
+}
+
 /// A multi-label run reports mean average precision and micro and macro F1 beside the
 /// exact-match ratio: in the epoch lines, the closing line and `--json` (the last
 /// epoch's and each epoch's).

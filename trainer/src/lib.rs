@@ -15,6 +15,7 @@ pub mod collective;
 pub mod device;
 pub mod error;
 pub mod feed;
+pub mod label_metrics;
 pub mod layer;
 pub mod model;
 pub mod optim;
@@ -33,6 +34,7 @@ pub use device::{
 };
 pub use error::{ModelError, Result};
 pub use feed::{BatchFeed, DeviceFeed, FeedError, HostFeed};
+pub use label_metrics::{LabelMetrics, LabelScores};
 pub use model::{Model, ModelConfig, ModelKind, Stats};
 pub use optim::{Optimizer, OptimizerKind};
 pub use schedule::Schedule;

@@ -23,7 +23,8 @@ pub enum TargetArg {
     Auto,
     /// One class per sample: softmax cross-entropy, top-1 accuracy.
     Class,
-    /// The set of tags in `labels`: sigmoid + binary cross-entropy, exact-match ratio.
+    /// The set of tags in `labels`: sigmoid + binary cross-entropy; exact-match ratio,
+    /// mean average precision and F1.
     Labels,
 }
 
@@ -45,7 +46,8 @@ pub enum Arch {
                   ($STOKER_CACHE, else $XDG_CACHE_HOME/stoker, else ~/.cache/stoker) if it is \
                   missing, and train the convnet on it. With --target labels and no --data: \
                   the multi-label demo instead (scenes of 1 to 4 shapes, 32x32 px, each \
-                  image tagged with the shapes it shows)."
+                  image tagged with the shapes it shows), with SGD at lr 1.0 unless --lr \
+                  says otherwise."
 )]
 pub struct Args {
     /// Training data: an image folder (one sub-folder per class), a packed file, tar
@@ -95,7 +97,8 @@ pub struct Args {
     pub mix_prob: Option<f64>,
     /// What to train on: `class` (one per sample, softmax cross-entropy), `labels`
     /// (multi-label tags, sigmoid + binary cross-entropy, reported as the exact-match
-    /// ratio), or `auto`: `labels` when the data has tags and no class.
+    /// ratio, mAP and micro/macro F1), or `auto`: `labels` when the data has tags and
+    /// no class.
     #[arg(long, value_enum, default_value_t = TargetArg::Auto)]
     pub target: TargetArg,
     /// Label smoothing of the training loss (0 to below 1; e.g. 0.1).
@@ -111,8 +114,8 @@ pub struct Args {
     pub epochs: u64,
     #[arg(long, default_value_t = 128, value_parser = count::<1, 65_536, usize>)]
     pub batch_size: usize,
-    /// Peak learning rate (default: 0.1 for sgd, 0.003 for adamw), reached after a
-    /// warm-up and followed by a cosine decay.
+    /// Peak learning rate (default: 0.1 for sgd, 1.0 for sgd on the multi-label demo,
+    /// 0.003 for adamw), reached after a warm-up and followed by a cosine decay.
     #[arg(long, value_parser = parse_lr)]
     pub lr: Option<f32>,
     #[arg(long, value_enum, default_value_t = Opt::Sgd)]

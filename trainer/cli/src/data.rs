@@ -24,6 +24,9 @@ pub struct Data {
     pub val_transform: Option<Pipeline>,
     /// What the model learns: `--target`, with `auto` resolved from the data.
     pub target: Target,
+    /// The peak SGD learning rate when `--lr` is not given, where the data's recipe
+    /// has its own (the multi-label demo's); `None`: the optimizer's default.
+    pub sgd_lr: Option<f32>,
 }
 
 /// More training data sets mixed with the first (`--data` again, `--weights`,
@@ -153,6 +156,7 @@ impl Data {
             transform,
             val_transform,
             target,
+            sgd_lr: None,
         })
     }
 

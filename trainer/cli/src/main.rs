@@ -173,7 +173,7 @@ fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
             }
             cluster.barrier()?;
             let (train, val) = ensure()?;
-            Data::open(
+            let mut data = Data::open(
                 &train,
                 Some(a.val.as_deref().unwrap_or(&val)),
                 a.transform.as_deref().unwrap_or(transform),
@@ -181,7 +181,11 @@ fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
                 a.target,
                 &open_options,
                 &data::Mixing::default(),
-            )?
+            )?;
+            if a.target == TargetArg::Labels {
+                data.sgd_lr = Some(demo::SCENES_SGD_LR);
+            }
+            data
         }
     };
     say(&format!(

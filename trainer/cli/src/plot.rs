@@ -283,6 +283,7 @@ mod tests {
                     loss: 0.9,
                     accuracy: 0.6 + 0.1 * epoch as f32,
                     samples: 16,
+                    labels: None,
                 }),
                 train_seconds: 0.1,
                 wait_seconds: 0.01,

@@ -7,6 +7,7 @@ use std::io::IsTerminal;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use stoker_trainer::train::{EpochRecord, History, LogPoint, Observer, StepTime, Totals};
+use stoker_trainer::LabelMetrics;
 
 /// Progress on the terminal: a bar per epoch (on stderr, only when it is a terminal)
 /// and a line per finished epoch (on stdout, or stderr when stdout carries JSON).
@@ -87,11 +88,17 @@ impl Observer for Console {
 }
 
 /// `epoch  3/10  loss 0.4123  train 86.2%  val 91.0%  1234 img/s  data wait 3.1%  ...`;
-/// with a `metric` named, `train exact-match 40.2%  val exact-match 38.0%`.
+/// with a `metric` named, `train exact-match 40.2%  val exact-match 38.0%`, and for a
+/// multi-label evaluation `mAP 0.812  F1 micro 0.801 macro 0.783` after it.
 pub fn epoch_line(rec: &EpochRecord, epochs: u64, metric: Option<&str>) -> String {
     let m = metric.map_or(String::new(), |m| format!("{m} "));
     let val = match rec.val {
-        Some(v) => format!("val {m}{:5.1}%", 100.0 * v.accuracy),
+        Some(v) => format!(
+            "val {m}{:5.1}%{}",
+            100.0 * v.accuracy,
+            v.labels
+                .map_or(String::new(), |l| format!("  {}", label_text(&l)))
+        ),
         None => format!("val {m}   -  "),
     };
     format!(
@@ -105,6 +112,15 @@ pub fn epoch_line(rec: &EpochRecord, epochs: u64, metric: Option<&str>) -> Strin
         100.0 * rec.wait_share(),
         rec.train_seconds,
         rec.eval_seconds
+    )
+}
+
+/// `mAP 0.812  F1 micro 0.801 macro 0.783` (`mAP -` when no class had a positive).
+fn label_text(l: &LabelMetrics) -> String {
+    let map = l.map.map_or("-".to_string(), |m| format!("{m:.3}"));
+    format!(
+        "mAP {map}  F1 micro {:.3} macro {:.3}",
+        l.f1_micro, l.f1_macro
     )
 }
 
@@ -152,6 +168,27 @@ pub struct AutoChoice {
     pub changes: Vec<stoker_loader::pipeline::tune::AutoChange>,
 }
 
+/// A multi-label evaluation's metrics as `--json` names them (absent for
+/// classification): `val_map`, mean average precision over the classes with a positive
+/// (scikit-learn's `average_precision_score` per class; null when no class had one),
+/// and `val_f1_micro`, `val_f1_macro` at threshold 0.5.
+#[derive(Debug, Serialize)]
+pub struct ValLabels {
+    pub val_map: Option<f64>,
+    pub val_f1_micro: f64,
+    pub val_f1_macro: f64,
+}
+
+impl ValLabels {
+    fn of(l: LabelMetrics) -> Self {
+        Self {
+            val_map: l.map,
+            val_f1_micro: l.f1_micro,
+            val_f1_macro: l.f1_macro,
+        }
+    }
+}
+
 /// The final JSON object (`--json`): `val_accuracy`, `train_loss`, `images_per_sec`,
 /// `data_wait_share` (data wait / training time, evaluation excluded),
 /// `data_wait_covers` (what the data wait is: the loader's `next()`, plus the upload on
@@ -164,6 +201,8 @@ pub struct Summary<'a> {
     /// The last epoch's.
     pub val_accuracy: Option<f32>,
     pub val_loss: Option<f32>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub val_labels: Option<ValLabels>,
     pub train_loss: Option<f64>,
     pub train_accuracy: Option<f64>,
     pub images_per_sec: f64,
@@ -190,6 +229,8 @@ pub struct EpochSummary {
     pub train_accuracy: f64,
     pub val_loss: Option<f32>,
     pub val_accuracy: Option<f32>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub val_labels: Option<ValLabels>,
     pub images_per_sec: f64,
     pub data_wait_share: f64,
     pub train_seconds: f64,
@@ -219,6 +260,7 @@ pub fn summary<'a>(info: &'a RunInfo, h: &History) -> Summary<'a> {
             train_accuracy: e.train_accuracy,
             val_loss: e.val.map(|v| v.loss),
             val_accuracy: e.val.map(|v| v.accuracy),
+            val_labels: e.val.and_then(|v| v.labels).map(ValLabels::of),
             images_per_sec: e.images_per_sec(),
             data_wait_share: e.wait_share(),
             train_seconds: e.train_seconds,
@@ -229,6 +271,10 @@ pub fn summary<'a>(info: &'a RunInfo, h: &History) -> Summary<'a> {
         run: info,
         val_accuracy: last.and_then(|e| e.val).map(|v| v.accuracy),
         val_loss: last.and_then(|e| e.val).map(|v| v.loss),
+        val_labels: last
+            .and_then(|e| e.val)
+            .and_then(|v| v.labels)
+            .map(ValLabels::of),
         train_loss: last.map(|e| e.train_loss),
         train_accuracy: last.map(|e| e.train_accuracy),
         images_per_sec: t.images_per_sec(),
@@ -299,6 +345,9 @@ pub fn summary_text(info: &RunInfo, h: &History) -> String {
                 v.loss,
                 100.0 * v.accuracy
             );
+            if let Some(l) = v.labels {
+                s += &format!(", val {}", label_text(&l).replace("  ", ", "));
+            }
         }
     }
     s

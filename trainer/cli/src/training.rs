@@ -12,7 +12,7 @@ use stoker_trainer::model::Target;
 use stoker_trainer::train::{History, Observer, Stop, Totals, TrainConfig, Trainer};
 use stoker_trainer::{Backend, BatchFeed, Collective, Model, ModelConfig, Optimizer, Schedule};
 
-use crate::args::Args;
+use crate::args::{Args, Opt};
 use crate::data::{Data, Reading};
 use crate::plot;
 use crate::report::{self, AutoChoice, CompareRow, Comparison, Console, RunInfo};
@@ -155,7 +155,11 @@ fn train_once<B: Backend + Clone + 'static>(
     )
     .context("building the model")?;
     let opt_kind = a.optimizer.kind(a.weight_decay);
-    let lr = a.lr.unwrap_or(opt_kind.default_lr());
+    let lr = match (a.lr, data.sgd_lr, a.optimizer) {
+        (Some(lr), ..) => lr,
+        (None, Some(lr), Opt::Sgd) => lr,
+        _ => opt_kind.default_lr(),
+    };
     let opt = Optimizer::new(&model, opt_kind)?;
     let per_epoch = train.batches_per_epoch() as u64;
     let schedule = Schedule::warmup_cosine(lr, per_epoch, a.epochs);

@@ -69,7 +69,124 @@ fn binary_trains_and_reports_json_and_plot() {
     }
     assert_eq!(v["epochs"], 1);
     assert_eq!(v["reader"], "async");
+    // The multi-label metrics stay out of a classification report.
+    for key in ["val_map", "val_f1_micro", "val_f1_macro", "target"] {
+        assert!(v.get(key).is_none(), "{key} in {v}");
+    }
     assert!(std::fs::read_to_string(&plot).unwrap().contains("<svg"));
+}
+
+/// The multi-label demo trains with SGD at lr 1.0 unless told otherwise (at 0.1 its
+/// mean-over-classes loss learns too slowly for the default epochs); data of one's own
+/// keeps SGD's 0.1, and --lr and AdamW's default win over the demo's.
+#[test]
+fn the_multi_label_demo_has_its_own_sgd_learning_rate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lr_line = |args: &[&str]| {
+        let mut all = vec!["--target", "labels", "--max-steps", "1", "--model", "mlp"];
+        all.extend_from_slice(args);
+        let out = stoker_train(&all, tmp.path());
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{err}");
+        err.lines()
+            .find(|l| l.starts_with("training: "))
+            .unwrap_or_else(|| panic!("no training line: {err}"))
+            .to_string()
+    };
+    assert!(lr_line(&[]).contains(" sgd lr 1 "), "{}", lr_line(&[]));
+    assert!(lr_line(&["--lr", "0.3"]).contains(" sgd lr 0.3 "));
+    let adamw = lr_line(&["--optimizer", "adamw"]);
+    assert!(adamw.contains(" adamw lr 0.003 "), "{adamw}");
+    let dir = tmp.path().join("own");
+    let opts = stoker_loader::synthetic::ScenesOptions {
+        count: 8,
+        width: 16,
+        height: 16,
+        max_shapes: 2,
+        classes: 3,
+        seed: 1,
+    };
+    stoker_loader::synthetic::scenes(&dir, &opts, |_, _| {}).expect("generate scenes");
+    let own = dir.join("train.jsonl");
+    let line = lr_line(&["--data", own.to_str().unwrap(), "--batch-size", "4"]);
+    assert!(line.contains(" sgd lr 0.1 "), "{line}");
+}
+
+/// A multi-label run reports mean average precision and micro and macro F1 beside the
+/// exact-match ratio: in the epoch lines, the closing line and `--json` (the last
+/// epoch's and each epoch's).
+#[test]
+fn a_multi_label_run_reports_map_and_f1() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenes = |name: &str, count: usize, seed: u64| {
+        let dir = tmp.path().join(name);
+        let opts = stoker_loader::synthetic::ScenesOptions {
+            count,
+            width: 16,
+            height: 16,
+            max_shapes: 3,
+            classes: 4,
+            seed,
+        };
+        stoker_loader::synthetic::scenes(&dir, &opts, |_, _| {}).expect("generate scenes");
+        dir.join("train.jsonl")
+    };
+    let (train, val) = (scenes("train", 24, 1), scenes("val", 12, 2));
+    let args = |json: bool| {
+        let mut a = vec![
+            "--data",
+            train.to_str().unwrap(),
+            "--val",
+            val.to_str().unwrap(),
+            "--target",
+            "labels",
+            "--epochs",
+            "2",
+            "--batch-size",
+            "8",
+            "--model",
+            "mlp",
+        ];
+        if json {
+            a.push("--json");
+        }
+        a
+    };
+    let out = stoker_train(&args(true), tmp.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    assert_eq!(v["target"], "labels", "{v}");
+    let unit = |x: &serde_json::Value| x.as_f64().is_some_and(|x| (0.0..=1.0).contains(&x));
+    for key in ["val_map", "val_f1_micro", "val_f1_macro"] {
+        assert!(unit(&v[key]), "{key} in {v}");
+        let epochs = v["per_epoch"].as_array().unwrap();
+        assert_eq!(epochs.len(), 2);
+        assert!(epochs.iter().all(|e| unit(&e[key])), "{key} per epoch: {v}");
+        assert_eq!(epochs[1][key], v[key], "{key}: the last epoch's");
+    }
+    // The epoch lines go to stderr when stdout carries JSON.
+    assert!(
+        err.contains("val exact-match") && err.contains("mAP 0."),
+        "{err}"
+    );
+    assert!(
+        err.contains("F1 micro 0.") || err.contains("F1 micro 1."),
+        "{err}"
+    );
+
+    let out = stoker_train(&args(false), tmp.path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = text.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("final:") && last.contains(", val mAP ") && last.contains(", F1 micro "),
+        "{text}"
+    );
 }
 
 #[test]

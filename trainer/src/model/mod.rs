@@ -18,6 +18,7 @@ use std::time::Instant;
 
 use crate::backend::{Backend, Buffers, DataLayout, FillArgs, In, MapArgs, Out};
 use crate::error::{config, ModelError, Result};
+use crate::label_metrics::{LabelMetrics, LabelScores};
 use crate::layer::{
     Builder, DataNorm, Layer, ModelBuffers, Shape, SigmoidBce, SoftmaxCrossEntropy,
 };
@@ -151,6 +152,9 @@ pub struct Stats {
     pub accuracy: f32,
     /// Samples the sums cover.
     pub samples: u64,
+    /// For an evaluation of a [`Target::Labels`] model: mean average precision and F1
+    /// over the same samples (`None` for classification and for training steps).
+    pub labels: Option<LabelMetrics>,
 }
 
 impl Stats {
@@ -160,6 +164,7 @@ impl Stats {
             loss: sums[0] / d,
             accuracy: sums[1] / d,
             samples,
+            labels: None,
         }
     }
 }
@@ -217,6 +222,10 @@ pub struct Model<B: Backend + 'static> {
     eval_acc: Tensor<B>,
     train_samples: u64,
     eval_samples: u64,
+    /// A multi-label model's evaluation logits and tags since the last take: mean
+    /// average precision ranks all of them at once. Empty for classification.
+    eval_scores: LabelScores,
+    host_logits: Vec<f32>,
     last_n: usize,
 }
 
@@ -316,6 +325,8 @@ impl<B: Backend + Clone + 'static> Model<B> {
             eval_acc: Tensor::zeros(b, &[2])?,
             train_samples: 0,
             eval_samples: 0,
+            eval_scores: LabelScores::new(cfg.classes),
+            host_logits: Vec::new(),
             last_n: 0,
             cfg,
             reg,
@@ -630,6 +641,9 @@ impl<B: Backend + Clone + 'static> Model<B> {
             eval_step,
             train_acc,
             eval_acc,
+            host_targets,
+            eval_scores,
+            host_logits,
             ..
         } = self;
         let (img, lab) = match ext {
@@ -675,7 +689,12 @@ impl<B: Backend + Clone + 'static> Model<B> {
         if !train {
             match k_hot {
                 Some(t) => {
-                    bce.forward_backward(&*b, &acts[top], t.view(), n, None, eval_step.view_mut())?
+                    bce.forward_backward(&*b, &acts[top], t.view(), n, None, eval_step.view_mut())?;
+                    // The metrics that rank samples need every logit: one download per
+                    // evaluation batch (the host already holds the tags it staged).
+                    host_logits.resize(bce.classes * n, 0.0);
+                    b.download(acts[top].view(), host_logits)?;
+                    eval_scores.push_class_major(host_logits, host_targets, n);
                 }
                 None => {
                     loss.forward_backward(&*b, &acts[top], lab, n, None, eval_step.view_mut())?
@@ -777,11 +796,28 @@ impl<B: Backend + Clone + 'static> Model<B> {
         Ok(())
     }
 
-    /// Mean loss and accuracy over the `evaluate` calls since the last call; resets them.
+    /// Mean loss and accuracy over the `evaluate` calls since the last call, and for
+    /// a multi-label model the metrics of the scores not taken by
+    /// [`Model::take_eval_scores`]; resets them.
     pub fn take_eval_stats(&mut self) -> Result<Stats> {
-        let s = Stats::from_sums(self.read_sums(&self.eval_acc)?, self.eval_samples);
+        let mut s = Stats::from_sums(self.read_sums(&self.eval_acc)?, self.eval_samples);
         zero_sums(&self.backend, &mut self.eval_acc)?;
         self.eval_samples = 0;
+        s.labels = self
+            .take_eval_scores()
+            .filter(|scores| !scores.is_empty())
+            .map(|scores| scores.metrics());
         Ok(s)
+    }
+
+    /// A multi-label model's evaluation logits and tags since the last take (`None`
+    /// for classification); resets them. A data-parallel run gathers every rank's
+    /// before computing the metrics.
+    pub fn take_eval_scores(&mut self) -> Option<LabelScores> {
+        if self.cfg.target != Target::Labels {
+            return None;
+        }
+        let empty = LabelScores::new(self.cfg.classes);
+        Some(std::mem::replace(&mut self.eval_scores, empty))
     }
 }

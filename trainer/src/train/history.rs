@@ -107,6 +107,7 @@ impl EpochRecord {
 mod val_fields {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+    use crate::label_metrics::LabelMetrics;
     use crate::model::Stats;
 
     #[derive(Serialize, Deserialize)]
@@ -114,6 +115,10 @@ mod val_fields {
         val_loss: Option<f32>,
         val_accuracy: Option<f32>,
         val_samples: Option<u64>,
+        /// A multi-label run's metrics: absent from classification records, so their
+        /// checkpoints read and write as before.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        val_labels: Option<LabelMetrics>,
     }
 
     pub fn serialize<S: Serializer>(val: &Option<Stats>, s: S) -> Result<S::Ok, S::Error> {
@@ -121,6 +126,7 @@ mod val_fields {
             val_loss: val.map(|v| v.loss),
             val_accuracy: val.map(|v| v.accuracy),
             val_samples: val.map(|v| v.samples),
+            val_labels: val.and_then(|v| v.labels),
         }
         .serialize(s)
     }
@@ -132,6 +138,7 @@ mod val_fields {
                 loss,
                 accuracy,
                 samples,
+                labels: v.val_labels,
             }),
             _ => None,
         })

@@ -36,6 +36,7 @@ use crate::checkpoint::CheckpointError;
 use crate::collective::{Collective, CollectiveError, Local};
 use crate::error::ModelError;
 use crate::feed::{BatchFeed, FeedError, HostFeed};
+use crate::label_metrics::LabelScores;
 use crate::model::{Model, Stats};
 use crate::optim::Optimizer;
 use crate::schedule::Schedule;
@@ -457,11 +458,54 @@ fn evaluate<B: Backend + Clone + 'static>(
         feed.put(batch?)?;
         feed.evaluate(model)?;
     }
-    let s = model.take_eval_stats()?;
+    // Taken before the stats, which would otherwise score this rank's alone.
+    let scores = model.take_eval_scores();
+    let mut s = model.take_eval_stats()?;
     if coll.world() > 1 {
-        return sum_stats(s, coll);
+        s = sum_stats(s, coll)?;
+    }
+    if let Some(scores) = scores {
+        let all = if coll.world() > 1 {
+            gather_scores(scores, coll)?
+        } else {
+            scores
+        };
+        s.labels = (!all.is_empty()).then(|| all.metrics());
     }
     Ok(s)
+}
+
+/// Every rank's multi-label scores, in rank order, on every rank: the ranking metrics
+/// need all of them. Two sums: the ranks' sample counts, then a buffer in which each
+/// rank fills its own part and leaves the others' zero.
+fn gather_scores<B: Backend>(
+    mine: LabelScores,
+    coll: &dyn Collective<B>,
+) -> Result<LabelScores, TrainError> {
+    let (rank, k) = (coll.rank(), mine.classes());
+    let mut counts = vec![0.0; coll.world()];
+    counts[rank] = mine.len() as f64;
+    coll.all_reduce_sum(&mut counts)?;
+    let total = counts.iter().sum::<f64>() as usize;
+    let before = counts[..rank].iter().sum::<f64>() as usize;
+    // Logits first, then tags as 0/1; f32 values and small integers are exact in f64,
+    // and adding zeros keeps them so.
+    let mut buf = vec![0.0f64; 2 * total * k];
+    let (logits, tags) = buf.split_at_mut(total * k);
+    let at = before * k..(before + mine.len()) * k;
+    for (d, &z) in logits[at.clone()].iter_mut().zip(mine.logits()) {
+        *d = f64::from(z);
+    }
+    for (d, &t) in tags[at].iter_mut().zip(mine.tags()) {
+        *d = f64::from(u8::from(t));
+    }
+    coll.all_reduce_sum(&mut buf)?;
+    let (logits, tags) = buf.split_at(total * k);
+    let mut all = LabelScores::new(k);
+    let logits: Vec<f32> = logits.iter().map(|&z| z as f32).collect();
+    let tags: Vec<bool> = tags.iter().map(|&t| t != 0.0).collect();
+    all.push_rows(&logits, &tags);
+    Ok(all)
 }
 
 /// Mean loss and accuracy over the samples of every rank.
@@ -480,6 +524,7 @@ fn sum_stats<B: Backend>(s: Stats, coll: &dyn Collective<B>) -> Result<Stats, Tr
         loss: (sums[0] / n) as f32,
         accuracy: (sums[1] / n) as f32,
         samples: sums[2] as u64,
+        labels: None,
     })
 }
 
@@ -504,4 +549,95 @@ fn average_state<B: Backend + Clone + 'static>(
         coll.all_reduce_mean(&backend, &mut model.state)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Barrier, Mutex};
+
+    use super::*;
+    use crate::backend::CpuBackend;
+    use crate::collective::CollectiveError;
+    use crate::tensor::Tensor;
+
+    /// Ranks as threads: sums through shared memory, in step with a barrier.
+    struct Threads {
+        rank: usize,
+        world: usize,
+        sum: Arc<Mutex<Vec<f64>>>,
+        barrier: Arc<Barrier>,
+    }
+
+    impl Collective<CpuBackend> for Threads {
+        fn rank(&self) -> usize {
+            self.rank
+        }
+        fn world(&self) -> usize {
+            self.world
+        }
+        fn engine(&self) -> &'static str {
+            "threads"
+        }
+        fn all_reduce_mean(
+            &self,
+            _: &CpuBackend,
+            _: &mut Tensor<CpuBackend>,
+        ) -> Result<(), CollectiveError> {
+            unreachable!("gathering scores sums plain numbers")
+        }
+        fn all_reduce_sum(&self, vals: &mut [f64]) -> Result<(), CollectiveError> {
+            {
+                let mut s = self.sum.lock().unwrap();
+                s.resize(vals.len(), 0.0);
+                s.iter_mut().zip(vals.iter()).for_each(|(s, v)| *s += v);
+            }
+            self.barrier.wait();
+            vals.copy_from_slice(&self.sum.lock().unwrap()[..vals.len()]);
+            // Everyone has read the sum before the next call starts one.
+            if self.barrier.wait().is_leader() {
+                self.sum.lock().unwrap().clear();
+            }
+            self.barrier.wait();
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn every_rank_gathers_all_scores_in_rank_order() {
+        // Three ranks holding 2, 0 (an empty validation shard) and 1 samples of 2 classes.
+        let parts: Vec<(Vec<f32>, Vec<bool>)> = vec![
+            (vec![1.5, -2.0, 0.25, 3.0], vec![true, false, false, true]),
+            (vec![], vec![]),
+            (vec![-0.5, 7.0], vec![false, true]),
+        ];
+        let (sum, barrier) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Barrier::new(3)));
+        let gathered: Vec<LabelScores> = std::thread::scope(|s| {
+            let handles: Vec<_> = parts
+                .iter()
+                .enumerate()
+                .map(|(rank, (logits, tags))| {
+                    let coll = Threads {
+                        rank,
+                        world: 3,
+                        sum: sum.clone(),
+                        barrier: barrier.clone(),
+                    };
+                    s.spawn(move || {
+                        let mut mine = LabelScores::new(2);
+                        mine.push_rows(logits, tags);
+                        gather_scores(mine, &coll).unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut want = LabelScores::new(2);
+        for (logits, tags) in &parts {
+            want.push_rows(logits, tags);
+        }
+        assert_eq!(want.len(), 3);
+        for g in &gathered {
+            assert_eq!(g, &want);
+        }
+    }
 }

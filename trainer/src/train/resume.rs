@@ -277,6 +277,26 @@ mod tests {
     }
 
     #[test]
+    fn a_multi_label_epoch_keeps_its_metrics_through_a_checkpoint() {
+        let p = Path::new("x.safetensors");
+        let mut epochs: Vec<EpochRecord> = serde_json::from_str(EPOCHS).unwrap();
+        let labels = crate::label_metrics::LabelMetrics {
+            map: Some(0.8125),
+            f1_micro: 0.75,
+            f1_macro: 0.5,
+        };
+        epochs[0].val.as_mut().unwrap().labels = Some(labels);
+        let text = to_json(p, KEY_EPOCHS, &epochs).unwrap();
+        assert!(
+            text.contains(r#""val_labels":{"f1_macro":0.5,"f1_micro":0.75,"map":0.8125}"#),
+            "{text}"
+        );
+        let back: Vec<EpochRecord> = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, epochs);
+        assert_eq!(back[0].val.unwrap().labels, Some(labels));
+    }
+
+    #[test]
     fn a_damaged_entry_is_an_error_that_names_the_field() {
         let missing = POSITION.replace(r#""step":120,"#, "");
         let e = serde_json::from_str::<SavedPosition>(&missing).unwrap_err();

@@ -36,11 +36,13 @@ impl Decoded {
     /// The bytes this entry holds, as the bound counts them.
     fn bytes(&self) -> u64 {
         let a = &self.ann;
-        let mask = match &a.mask {
-            None => 0,
-            Some(MaskData::Png(b)) => b.len(),
-            Some(MaskData::Raw { data, .. }) => data.len(),
+        let mask_bytes = |m: &MaskData| match m {
+            MaskData::Png(b) => b.len(),
+            MaskData::Raw { data, .. } => data.len(),
         };
+        // Instance masks are counted too: at M x H x W a sample they can outweigh the image.
+        let mask =
+            a.mask.as_ref().map_or(0, mask_bytes) + a.masks.iter().map(mask_bytes).sum::<usize>();
         let fields = a.labels.len() * 4
             + a.text.as_ref().map_or(0, String::len)
             + a.boxes.len() * 16

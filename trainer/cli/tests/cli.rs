@@ -86,10 +86,12 @@ fn the_multi_label_demo_has_its_own_sgd_learning_rate() {
         let mut all = vec!["--target", "labels", "--max-steps", "1", "--model", "mlp"];
         all.extend_from_slice(args);
         let out = stoker_train(&all, tmp.path());
-        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        // The run's header may go to either stream; look in both.
+        let err = String::from_utf8_lossy(&out.stderr).to_string()
+            + &String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{err}");
         err.lines()
-            .find(|l| l.starts_with("training: "))
+            .find(|l| l.trim_start().starts_with("training"))
             .unwrap_or_else(|| panic!("no training line: {err}"))
             .to_string()
     };

@@ -6,7 +6,7 @@ use stoker_augment::Pipeline;
 
 use crate::sampler::{Sampler, ShardPolicy, DEFAULT_SHUFFLE_BUFFER};
 use crate::system::physical_memory;
-use crate::{LoaderError, ParseSettingError};
+use crate::{LoaderError, ParseSettingError, Setting, SettingError};
 
 /// Synchronous (inline) or asynchronous (prefetching) reading.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -336,11 +336,11 @@ pub const MAX_WORLD: usize = 1 << 20;
 /// The largest shuffle buffer accepted (samples).
 pub const MAX_SHUFFLE_BUFFER: usize = 1 << 24;
 
-fn setting(name: &str, reason: String) -> LoaderError {
-    LoaderError::Config(format!("{name}: {reason}"))
+fn setting(name: Setting, reason: String) -> LoaderError {
+    SettingError::new(name, reason).into()
 }
 
-fn in_range(name: &str, value: usize, lo: usize, hi: usize) -> Result<(), LoaderError> {
+fn in_range(name: Setting, value: usize, lo: usize, hi: usize) -> Result<(), LoaderError> {
     if value < lo || value > hi {
         return Err(setting(
             name,
@@ -354,46 +354,55 @@ impl LoaderConfig {
     /// Checks every setting on its own (not yet against the data): ranges, the
     /// sampler, and that async mode has workers, prefetch and io_depth.
     pub fn validate(&self) -> Result<(), LoaderError> {
-        in_range("batch_size", self.batch_size, 1, MAX_BATCH_SIZE)?;
+        in_range(Setting::BatchSize, self.batch_size, 1, MAX_BATCH_SIZE)?;
         let min = usize::from(self.mode == Mode::Async);
         match self.workers {
-            Workers::Auto { budget: Some(b) } => {
-                in_range("auto_workers (the CPU budget)", b, 1, MAX_WORKERS)?
-            }
+            Workers::Auto { budget: Some(b) } => in_range(Setting::CpuBudget, b, 1, MAX_WORKERS)?,
             Workers::Auto { budget: None } => {}
-            Workers::Fixed(n) => in_range("workers", n, min, MAX_WORKERS)?,
+            Workers::Fixed(n) => in_range(Setting::Workers, n, min, MAX_WORKERS)?,
         }
-        in_range("prefetch", self.prefetch, min, MAX_PREFETCH)?;
-        in_range("io_depth", self.io_depth, min, MAX_IO_DEPTH)?;
-        in_range("world", self.world, 1, MAX_WORLD)?;
-        in_range("shuffle_buffer", self.shuffle_buffer, 1, MAX_SHUFFLE_BUFFER)?;
+        in_range(Setting::Prefetch, self.prefetch, min, MAX_PREFETCH)?;
+        in_range(Setting::IoDepth, self.io_depth, min, MAX_IO_DEPTH)?;
+        in_range(Setting::World, self.world, 1, MAX_WORLD)?;
+        in_range(
+            Setting::ShuffleBuffer,
+            self.shuffle_buffer,
+            1,
+            MAX_SHUFFLE_BUFFER,
+        )?;
         if let Some(c) = self.channels {
             if c != 1 && c != 3 {
-                return Err(setting("channels", format!("must be 1 or 3, not {c}")));
+                return Err(setting(
+                    Setting::Channels,
+                    format!("must be 1 or 3, not {c}"),
+                ));
             }
         }
         if self.max_pixels == 0 {
-            return Err(setting("max_pixels", "must be at least 1".into()));
+            return Err(setting(Setting::MaxPixels, "must be at least 1".into()));
         }
         if self.max_buffer_bytes == Some(0) {
-            return Err(setting("max_buffer_bytes", "must be at least 1".into()));
+            return Err(setting(
+                Setting::MaxBufferBytes,
+                "must be at least 1".into(),
+            ));
         }
         if !(0.0..=1.0).contains(&self.min_box_visibility) {
             return Err(setting(
-                "min_box_visibility",
+                Setting::MinBoxVisibility,
                 format!("must be within 0..1, got {}", self.min_box_visibility),
             ));
         }
         if self.max_instances == Some(0) {
-            return Err(setting("max_instances", "must be at least 1".into()));
+            return Err(setting(Setting::MaxInstances, "must be at least 1".into()));
         }
         if self.decoded_cache == Some(DecodedCacheSize::Bytes(0)) {
             return Err(setting(
-                "decoded_cache",
+                Setting::DecodedCache,
                 "must be at least 1 byte (leave it out for no cache)".into(),
             ));
         }
-        self.sampler().validate().map_err(LoaderError::Config)
+        Ok(self.sampler().validate()?)
     }
 
     /// Batch buffers the pool may hold: 1 in sync mode; in async mode the ready
@@ -435,7 +444,7 @@ impl LoaderConfig {
     pub fn batch_bytes(&self, (h, w, c): (usize, usize, usize)) -> Result<usize, LoaderError> {
         let too_big = |what: String| {
             setting(
-                "batch_size",
+                Setting::BatchSize,
                 format!(
                     "{what}: batches of {} images of {h}x{w}x{c} do not fit (lower \
                      batch_size, prefetch or workers, or raise max_buffer_bytes)",
@@ -477,7 +486,7 @@ impl LoaderConfig {
             Some(DecodedCacheSize::Auto) => Ok(Some(left)),
             Some(DecodedCacheSize::Bytes(n)) if n <= left => Ok(Some(n)),
             Some(DecodedCacheSize::Bytes(n)) => Err(setting(
-                "decoded_cache",
+                Setting::DecodedCache,
                 format!(
                     "{n} bytes do not fit in the memory bound of {limit} bytes beside the \
                      batch buffers' {pool_bytes} bytes ({left} bytes are left: lower \
@@ -571,8 +580,8 @@ mod tests {
             workers: Workers::Auto { budget: Some(0) },
             ..LoaderConfig::default()
         };
-        let e = bad.validate().unwrap_err().to_string();
-        assert!(e.contains("auto_workers (the CPU budget)"), "{e}");
+        let e = bad.validate().unwrap_err();
+        assert_eq!(e.setting(), Some(Setting::CpuBudget), "{e}");
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use stoker_augment::AugmentError;
 
 use crate::array::CollateError;
+use crate::setting::SettingError;
 use crate::source::SourceError;
 use crate::step::StepError;
 
@@ -27,9 +28,16 @@ pub enum LoaderError {
     /// The source as a whole is unusable (missing, damaged, empty).
     #[error(transparent)]
     Source(#[from] SourceError),
-    /// The configuration cannot work (zero batch size, bad rank, ...).
+    /// A setting cannot work, alone or with this data (zero batch size, a rank
+    /// outside the world, a field the data set lacks...): names the setting.
     #[error("invalid loader configuration: {0}")]
-    Config(String),
+    Setting(#[from] SettingError),
+    /// The data set has no samples to load.
+    #[error("the data set has no samples")]
+    NoSamples,
+    /// A cursor was passed to a loader other than the one that made it.
+    #[error("the cursor was made by another loader")]
+    ForeignCursor,
     /// The trace file ([`LoaderConfig::trace`](crate::LoaderConfig::trace)) cannot be
     /// created; reported as a setting that cannot work.
     #[error("invalid loader configuration: trace: cannot create {}: {source}", path.display())]
@@ -129,6 +137,16 @@ impl LoaderError {
             "non-string panic payload".to_string()
         };
         LoaderError::Panic { during, message }
+    }
+
+    /// The setting at fault, for an error about one (a [`Setting`](LoaderError::Setting)
+    /// or the [`Trace`](LoaderError::Trace) file): front ends name it their own way.
+    pub fn setting(&self) -> Option<crate::Setting> {
+        match self {
+            LoaderError::Setting(e) => Some(e.setting),
+            LoaderError::Trace { .. } => Some(crate::Setting::Trace),
+            _ => None,
+        }
     }
 
     /// The index of the sample that failed, for a [`Sample`](LoaderError::Sample)

@@ -74,7 +74,7 @@ pub use mix::Mix;
 pub use pipeline::{Cursor, Epoch, Loader, Next};
 pub use sample::{Annotation, BatchFields, Field, Fields};
 pub use sampler::{Sampler, ShardPolicy};
-pub use setting::ParseSettingError;
+pub use setting::{ParseSettingError, Setting, SettingError};
 pub use source::mixture;
 pub use source::mixture::{Mixture, MixtureSpec, Stop};
 pub use source::{RecordKind, Source, SourceError};

@@ -137,14 +137,21 @@ impl Sampler {
     }
 
     /// Checks the rank and world size.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), crate::SettingError> {
+        use crate::{Setting, SettingError};
         if self.world == 0 {
-            return Err("world size must be at least 1".into());
+            return Err(SettingError::new(
+                Setting::World,
+                "world size must be at least 1",
+            ));
         }
         if self.rank >= self.world {
-            return Err(format!(
-                "rank {} is out of range for world size {}",
-                self.rank, self.world
+            return Err(SettingError::new(
+                Setting::Rank,
+                format!(
+                    "rank {} is out of range for world size {}",
+                    self.rank, self.world
+                ),
             ));
         }
         Ok(())

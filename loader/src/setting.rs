@@ -61,3 +61,116 @@ pub enum ParseSettingError {
     #[error("max side must be at least 1 pixel, not {0}")]
     MaxSide(u64),
 }
+
+/// One of the loader's settings, named as the field of its configuration that holds
+/// it. An error about a setting carries this value, not a spelling: each front end
+/// maps it to its own (`argument 'batch_size'` in Python, `--batch-size` on a
+/// command line).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Setting {
+    /// Samples per batch.
+    BatchSize,
+    /// Sync or async reading.
+    Mode,
+    /// The decode threads (a count, or `auto`).
+    Workers,
+    /// `auto` workers' CPU budget.
+    CpuBudget,
+    /// Batches kept ready ahead.
+    Prefetch,
+    /// Reads in flight.
+    IoDepth,
+    /// Leave out a short last batch.
+    DropLast,
+    /// This process's rank.
+    Rank,
+    /// The number of processes sharing the data.
+    World,
+    /// How the ranks' shards are made equal.
+    ShardPolicy,
+    /// The shuffle buffer of a sharded source.
+    ShuffleBuffer,
+    /// The transforms.
+    Transform,
+    /// Channels per image.
+    Channels,
+    /// The trace file.
+    Trace,
+    /// The most pixels an image may have.
+    MaxPixels,
+    /// The memory bound of the batch buffers.
+    MaxBufferBytes,
+    /// MixUp/CutMix on finished batches.
+    Mix,
+    /// The fields batches carry.
+    Fields,
+    /// The least visible share of a box that keeps it.
+    MinBoxVisibility,
+    /// The most instances kept per sample.
+    MaxInstances,
+    /// The caller's per-sample steps.
+    Steps,
+    /// The decoded cache's size.
+    DecodedCache,
+    /// A never-ending mixture's batches per epoch on each rank.
+    EpochBatches,
+}
+
+impl Setting {
+    /// The setting's name: its field's name in the loader's configuration.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Setting::BatchSize => "batch_size",
+            Setting::Mode => "mode",
+            Setting::Workers => "workers",
+            Setting::CpuBudget => "cpu_budget",
+            Setting::Prefetch => "prefetch",
+            Setting::IoDepth => "io_depth",
+            Setting::DropLast => "drop_last",
+            Setting::Rank => "rank",
+            Setting::World => "world",
+            Setting::ShardPolicy => "shard_policy",
+            Setting::ShuffleBuffer => "shuffle_buffer",
+            Setting::Transform => "transform",
+            Setting::Channels => "channels",
+            Setting::Trace => "trace",
+            Setting::MaxPixels => "max_pixels",
+            Setting::MaxBufferBytes => "max_buffer_bytes",
+            Setting::Mix => "mix",
+            Setting::Fields => "fields",
+            Setting::MinBoxVisibility => "min_box_visibility",
+            Setting::MaxInstances => "max_instances",
+            Setting::Steps => "steps",
+            Setting::DecodedCache => "decoded_cache",
+            Setting::EpochBatches => "epoch_batches",
+        }
+    }
+}
+
+impl std::fmt::Display for Setting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A setting that cannot work, alone or with the data: which one, and why. The
+/// message leaves the setting's spelling to [`Setting`]'s front-end mapping; its
+/// `Display` uses the field's name.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{setting}: {problem}")]
+pub struct SettingError {
+    /// The setting at fault (where two clash, the one to change).
+    pub setting: Setting,
+    /// What is wrong with it, and what would work.
+    pub problem: String,
+}
+
+impl SettingError {
+    /// `setting` cannot work because of `problem`.
+    pub fn new(setting: Setting, problem: impl Into<String>) -> Self {
+        SettingError {
+            setting,
+            problem: problem.into(),
+        }
+    }
+}

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use engine_support::RawSource;
 use stoker_augment::Pipeline;
 use stoker_loader::{
-    Cursor, Digest, Loader, LoaderConfig, LoaderError, Mode, Next, OnError, Source,
+    Cursor, Digest, Loader, LoaderConfig, LoaderError, Mode, Next, OnError, Setting, Source,
 };
 
 fn config(mode: Mode, workers: usize, spec: &str) -> LoaderConfig {
@@ -383,11 +383,20 @@ fn bad_configurations_are_errors() {
             ..LoaderConfig::default()
         },
     ];
-    for cfg in bad {
-        assert!(matches!(
-            Loader::new(src.clone(), cfg),
-            Err(LoaderError::Config(_))
-        ));
+    // Each error names the setting to change, as a value the front ends spell.
+    let named = [
+        Setting::BatchSize,
+        Setting::Workers,
+        Setting::Rank,
+        Setting::DropLast,
+        Setting::Channels,
+    ];
+    for (cfg, want) in bad.into_iter().zip(named) {
+        match Loader::new(src.clone(), cfg) {
+            Err(LoaderError::Setting(e)) => assert_eq!(e.setting, want, "{e}"),
+            Err(e) => panic!("{want}: another error: {e}"),
+            Ok(_) => panic!("{want}: accepted"),
+        }
     }
 }
 

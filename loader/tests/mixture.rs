@@ -285,7 +285,10 @@ fn never_steps_past_what_a_plan_can_count_or_hold_are_refused_naming_steps() {
         };
         let src = mixture(&parts, &[0.6, 0.4], Stop::Never, Some(steps));
         match Loader::new(src, c) {
-            Err(LoaderError::Config(m)) => m,
+            Err(LoaderError::Setting(e)) => {
+                assert_eq!(e.setting, stoker_loader::Setting::EpochBatches);
+                e.problem
+            }
             Err(e) => panic!("{steps} steps: another error: {e}"),
             Ok(_) => panic!("{steps} steps of {batch_size} on {world} ranks were accepted"),
         }
@@ -293,7 +296,7 @@ fn never_steps_past_what_a_plan_can_count_or_hold_are_refused_naming_steps() {
     // 2^62 x 4 and 2^61 x 2 x 4 ranks: 2^64 draws, past the 64-bit draw counter.
     let m = refused(1 << 62, 4, 1);
     assert!(
-        m.starts_with("steps: 4611686018427387904 batches of 4 on each of 1 ranks")
+        m.starts_with("4611686018427387904 batches of 4 on each of 1 ranks")
             && m.contains("more than 2^64 draws"),
         "{m}"
     );

@@ -17,7 +17,7 @@ create_exception!(
 /// argument value); everything else is a LoaderError.
 pub fn loader_error(e: stoker_loader::LoaderError) -> PyErr {
     match e {
-        stoker_loader::LoaderError::Config(_) | stoker_loader::LoaderError::Trace { .. } => {
+        stoker_loader::LoaderError::Setting(_) | stoker_loader::LoaderError::Trace { .. } => {
             pyo3::exceptions::PyValueError::new_err(e.to_string())
         }
         e => LoaderError::new_err(e.to_string()),

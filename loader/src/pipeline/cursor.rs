@@ -199,9 +199,7 @@ impl Loader {
         }
         if cursor.owner != owner_id(&self.shared) {
             cursor.failed = true;
-            return Some(Next::Batch(Err(LoaderError::Config(
-                "the cursor was made by another loader".into(),
-            ))));
+            return Some(Next::Batch(Err(LoaderError::ForeignCursor)));
         }
         let (epoch, step, len) = (cursor.plan.epoch, cursor.next, cursor.plan.len());
         self.after_fork();
@@ -408,7 +406,7 @@ mod tests {
         let (mut b, _) = loader(Mode::Sync, true);
         let mut c = a.start_epoch(0);
         match b.next_batch(&mut c) {
-            Some(Err(LoaderError::Config(m))) => assert!(m.contains("another loader")),
+            Some(Err(LoaderError::ForeignCursor)) => {}
             other => panic!("expected an error, got {other:?}"),
         }
         assert!(c.is_done());

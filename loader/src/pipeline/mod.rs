@@ -34,7 +34,12 @@ use crate::sampler::{Sampler, ShardPolicy};
 use crate::source::Source;
 use crate::state::LoaderState;
 use crate::trace::Trace;
-use crate::{Batch, LoaderError};
+use crate::{Batch, LoaderError, Setting, SettingError};
+
+/// An error about `which` setting.
+fn setting(which: Setting, problem: String) -> LoaderError {
+    SettingError::new(which, problem).into()
+}
 
 pub use cursor::{Cursor, Next};
 
@@ -108,7 +113,7 @@ impl Loader {
         cfg.validate()?;
         let sampler = cfg.sampler();
         if source.is_empty() {
-            return Err(LoaderError::Config("the data set has no samples".into()));
+            return Err(LoaderError::NoSamples);
         }
         if let Some(mix) = source.mixture() {
             plans::check_never_steps(mix, cfg.batch_size, cfg.world)?;
@@ -119,19 +124,25 @@ impl Loader {
             None => sampler.shard_len(source.len()),
         };
         if cfg.drop_last && per_rank < cfg.batch_size {
-            return Err(LoaderError::Config(format!(
+            return Err(setting(
+                Setting::DropLast,
+                format!(
                 "drop_last with batch size {} leaves no batch: this shard has {per_rank} samples",
                 cfg.batch_size
-            )));
+            ),
+            ));
         }
         // An exact shard may be empty (fewer samples than ranks): that rank evaluates
         // nothing. Training shards may not: every rank must take steps.
         if per_rank == 0 && cfg.shard_policy != ShardPolicy::Exact {
-            return Err(LoaderError::Config(format!(
-                "{} samples cannot be shared among {} ranks with drop",
-                source.len(),
-                cfg.world
-            )));
+            return Err(setting(
+                Setting::ShardPolicy,
+                format!(
+                    "{} samples cannot be shared among {} ranks with drop",
+                    source.len(),
+                    cfg.world
+                ),
+            ));
         }
         // The first sample that reads fixes the batch's image size; under `skip`, bad
         // samples at the front must not make the whole data set unusable.
@@ -159,19 +170,25 @@ impl Loader {
             // Without a class per sample every label is 0, and every soft label would
             // be all on class 0: nothing to learn from.
             Some(m) if !source.fields().contains(Field::Class) => {
-                return Err(LoaderError::Config(format!(
-                    "mix '{m}' mixes the samples' classes, and this data set has no class \
+                return Err(setting(
+                    Setting::Mix,
+                    format!(
+                        "mix '{m}' mixes the samples' classes, and this data set has no class \
                      per sample (its fields: {}): leave mixing out",
-                    source.fields()
-                )))
+                        source.fields()
+                    ),
+                ))
             }
             Some(m) => match source.classes().len() {
                 0 | 1 => {
-                    return Err(LoaderError::Config(format!(
-                        "mix '{m}': soft labels need at least 2 classes, and this data set \
+                    return Err(setting(
+                        Setting::Mix,
+                        format!(
+                            "mix '{m}': soft labels need at least 2 classes, and this data set \
                          has {}",
-                        source.classes().len()
-                    )))
+                            source.classes().len()
+                        ),
+                    ))
                 }
                 k => Some((m, k)),
             },
@@ -179,31 +196,45 @@ impl Loader {
         let fields = field_plan(source.as_ref(), cfg, (oh, ow))?;
         if let (Some((m, _)), false) = (&mix, cfg.steps.is_empty()) {
             // A step may add arrays or change classes, which mixing has no rule for.
-            return Err(LoaderError::Config(format!(
-                "mix '{m}' and user steps cannot be combined yet: mix in the step, or \
+            return Err(setting(
+                Setting::Mix,
+                format!(
+                    "mix '{m}' and user steps cannot be combined yet: mix in the step, or \
                  leave mixing out"
-            )));
+                ),
+            ));
         }
         if let (Some((m, _)), Some(plan)) = (&mix, &fields) {
             // Mixing blends images and classes; boxes, masks and captions have no
             // blend that a loss could use, so the two are not combined.
-            return Err(LoaderError::Config(format!(
-                "mix '{m}' mixes classes, and this loader's batches carry {}: pick \
+            return Err(setting(
+                Setting::Mix,
+                format!(
+                    "mix '{m}' mixes classes, and this loader's batches carry {}: pick \
                  fields=[\"image\", \"label\"] to mix, or leave mixing out",
-                plan.fields
-            )));
+                    plan.fields
+                ),
+            ));
         }
         // A mask is one more byte per pixel in the same buffer, and each place for an
         // instance mask one more.
         let map = usize::from(fields.as_ref().is_some_and(|f| f.mask.is_some()));
         let instances = fields.as_ref().and_then(|f| f.masks).map_or(0, |(k, _)| k);
         let with_masks = (oh, ow, c + map + instances);
-        let bytes = cfg.batch_bytes(with_masks).map_err(|e| match instances {
-            0 => e,
-            k => LoaderError::Config(format!(
-                "{e}; each image carries up to {k} instance masks of {oh}x{ow} (max_instances)"
-            )),
-        })?;
+        let bytes = cfg
+            .batch_bytes(with_masks)
+            .map_err(|e| match (instances, e) {
+                (0, e) => e,
+                (k, LoaderError::Setting(e)) => setting(
+                    e.setting,
+                    format!(
+                        "{}; each image carries up to {k} instance masks of {oh}x{ow} \
+                     (max_instances)",
+                        e.problem
+                    ),
+                ),
+                (_, e) => e,
+            })?;
         let pool = Pool::new(cfg.pool_capacity(), bytes);
         // batch_bytes checked that the pool's bytes fit in the bound.
         let cache = cfg
@@ -245,10 +276,13 @@ impl Loader {
             cache,
         });
         if shared.source.mixture().is_some() && shared.plan(0).is_empty() {
-            return Err(LoaderError::Config(format!(
-                "the mixture's first epoch gives rank {} of {} no batch",
-                cfg.rank, cfg.world
-            )));
+            return Err(setting(
+                Setting::Rank,
+                format!(
+                    "the mixture's first epoch gives rank {} of {} no batch",
+                    cfg.rank, cfg.world
+                ),
+            ));
         }
         Ok(Loader {
             shared,
@@ -464,17 +498,20 @@ fn one_size_for_all_parts(
         };
         let got = cfg.transform.output_size(w, h);
         if got != want {
-            return Err(LoaderError::Config(format!(
-                "data set {} of the mixture ({}) gives {}x{} images after the transforms, \
+            return Err(setting(
+                Setting::Transform,
+                format!(
+                    "data set {} of the mixture ({}) gives {}x{} images after the transforms, \
                  and the first gives {}x{}: images of different sizes need a transform \
                  that ends in a fixed size (resize:, center:, rrc:)",
-                k + 1,
-                source.describe(index),
-                got.0,
-                got.1,
-                want.0,
-                want.1
-            )));
+                    k + 1,
+                    source.describe(index),
+                    got.0,
+                    got.1,
+                    want.0,
+                    want.1
+                ),
+            ));
         }
     }
     Ok(())
@@ -507,9 +544,10 @@ fn field_plan(
                 } else {
                     String::new()
                 };
-                return Err(LoaderError::Config(format!(
-                    "the data set has no field '{missing}' (it has: {has}){hint}"
-                )));
+                return Err(setting(
+                    Setting::Fields,
+                    format!("the data set has no field '{missing}' (it has: {has}){hint}"),
+                ));
             }
             want.with(Field::Image)
         }
@@ -522,7 +560,8 @@ fn field_plan(
         return Ok(None);
     }
     if wanted.contains(Field::Masks) && !wanted.contains(Field::Boxes) {
-        return Err(LoaderError::Config(
+        return Err(setting(
+            Setting::Fields,
             "the masks field is one mask per box, in the boxes' order: ask for boxes too \
              (fields image,boxes,masks), or for mask, one class map per image"
                 .into(),
@@ -530,7 +569,8 @@ fn field_plan(
     }
     let schema = source.keypoint_schema().cloned().unwrap_or_default();
     if wanted.contains(Field::Keypoints) && schema.is_empty() {
-        return Err(LoaderError::Config(
+        return Err(setting(
+            Setting::Fields,
             "the data set has keypoints but does not say how many points an instance has".into(),
         ));
     }

@@ -76,10 +76,14 @@ pub(crate) fn check_never_steps(
             Some(why) => why,
         },
     };
-    Err(LoaderError::Config(format!(
-        "steps: {steps} batches of {batch_size} on each of {world} ranks make an epoch of \
-         {why} (lower steps)"
-    )))
+    Err(crate::SettingError::new(
+        crate::Setting::EpochBatches,
+        format!(
+            "{steps} batches of {batch_size} on each of {world} ranks make an epoch of {why} \
+             (lower it)"
+        ),
+    )
+    .into())
 }
 
 /// Refuses a state whose layout no loader has: a world or batch size out of the

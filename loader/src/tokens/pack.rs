@@ -64,8 +64,7 @@ impl Packer {
             };
         }
         let n = (self.window - self.tokens.len()).min(piece.tokens.len() - *at);
-        for k in *at..*at + n {
-            let id = piece.tokens[k];
+        for (k, &id) in piece.tokens.iter().enumerate().skip(*at).take(n) {
             let offset = piece.offset + k as u64;
             let token = i32::try_from(id).map_err(|_| {
                 TokenError::record(
@@ -92,7 +91,10 @@ impl Packer {
         batch.tokens.extend_from_slice(&self.tokens);
         batch.positions.extend_from_slice(&self.positions);
         batch.rows += 1;
-        let (t, p) = (self.tokens[self.window - 1], self.positions[self.window - 1]);
+        let (t, p) = (
+            self.tokens[self.window - 1],
+            self.positions[self.window - 1],
+        );
         self.tokens.clear();
         self.positions.clear();
         self.tokens.push(t);

@@ -23,10 +23,7 @@ const VOCAB: usize = 50;
 /// GPT-2's end-of-text token as id 0.
 fn tokenizer(dir: &Path, eos: bool) -> PathBuf {
     let mut vocab = serde_json::Map::new();
-    vocab.insert(
-        if eos { "<|endoftext|>" } else { "<pad>" }.into(),
-        0.into(),
-    );
+    vocab.insert(if eos { "<|endoftext|>" } else { "<pad>" }.into(), 0.into());
     vocab.insert("<unk>".into(), 1.into());
     for i in 0..VOCAB {
         vocab.insert(format!("w{i}"), (i + 2).into());
@@ -282,7 +279,10 @@ fn a_resume_mid_document_delivers_the_batches_an_uninterrupted_run_does() {
             .unwrap();
         assert_eq!(rest, whole[k..], "resumed after {k} batches");
     }
-    assert!(mid_document > 3, "only {mid_document} states stood mid-document");
+    assert!(
+        mid_document > 3,
+        "only {mid_document} states stood mid-document"
+    );
     // Another world size is refused, naming what differs.
     let mut state = loader.epoch(1).unwrap().state().clone();
     state.world = 2;
@@ -411,7 +411,10 @@ fn bad_input_is_an_error_naming_the_file_and_what_is_wrong() {
             ..cfg(8, 2)
         },
     ));
-    assert!(m.contains("tokenizer.json") && m.contains("eos '</s>'"), "{m}");
+    assert!(
+        m.contains("tokenizer.json") && m.contains("eos '</s>'"),
+        "{m}"
+    );
     let m = err(open(
         &data,
         &tok,
@@ -429,14 +432,25 @@ fn bad_input_is_an_error_naming_the_file_and_what_is_wrong() {
     // A JSON line whose text is a number, and a Parquet text column of integers.
     let bad = dir.path().join("bad.jsonl");
     std::fs::write(&bad, "{\"text\": \"w1 w2\"}\n\n{\"text\": 5}\n").unwrap();
-    let loader = open(&bad, &tok, TokenConfig { shuffle: false, ..cfg(2, 1) }).unwrap();
+    let loader = open(
+        &bad,
+        &tok,
+        TokenConfig {
+            shuffle: false,
+            ..cfg(2, 1)
+        },
+    )
+    .unwrap();
     let m = loader
         .epoch(0)
         .unwrap()
         .find_map(Result::err)
         .expect("an error")
         .to_string();
-    assert!(m.contains("bad.jsonl line 3") && m.contains("a number, not a string"), "{m}");
+    assert!(
+        m.contains("bad.jsonl line 3") && m.contains("a number, not a string"),
+        "{m}"
+    );
 
     let pq = dir.path().join("ints.parquet");
     let schema = Schema::new(vec![Field::new("text", DataType::Int64, false)]);
@@ -463,5 +477,8 @@ fn bad_input_is_an_error_naming_the_file_and_what_is_wrong() {
         .find_map(Result::err)
         .expect("an error")
         .to_string();
-    assert!(m.contains("a.txt") && m.contains("invalid UTF-8 at byte 6"), "{m}");
+    assert!(
+        m.contains("a.txt") && m.contains("invalid UTF-8 at byte 6"),
+        "{m}"
+    );
 }

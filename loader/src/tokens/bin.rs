@@ -93,7 +93,9 @@ impl BinTokens {
     fn id(&self, i: u64) -> u32 {
         let i = i as usize;
         match self.dtype {
-            TokenDtype::U16 => u32::from(u16::from_le_bytes([self.map[2 * i], self.map[2 * i + 1]])),
+            TokenDtype::U16 => {
+                u32::from(u16::from_le_bytes([self.map[2 * i], self.map[2 * i + 1]]))
+            }
             TokenDtype::U32 => u32::from_le_bytes([
                 self.map[4 * i],
                 self.map[4 * i + 1],
@@ -173,7 +175,10 @@ mod tests {
             .window(0, 2, &mut TokenBatch::default())
             .unwrap_err()
             .to_string();
-        assert!(err.contains("big.bin token 1") && err.contains("4294967295"), "{err}");
+        assert!(
+            err.contains("big.bin token 1") && err.contains("4294967295"),
+            "{err}"
+        );
         let odd = dir.path().join("odd.bin");
         std::fs::write(&odd, [1u8, 2, 3]).unwrap();
         let err = BinTokens::open(&odd, TokenDtype::U16, None)

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::sample::{Annotation, Field, Fields};
-use crate::source::{open_with, OpenOptions};
 use crate::source::Source;
+use crate::source::{open_with, OpenOptions};
 
 use super::TokenError;
 
@@ -480,6 +480,9 @@ mod tests {
         let docs = Docs::Texts(vec![path]);
         let err = docs.reader(0, 4096).unwrap().next_chunk().unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains("bad.txt") && msg.contains("invalid UTF-8 at byte 10"), "{msg}");
+        assert!(
+            msg.contains("bad.txt") && msg.contains("invalid UTF-8 at byte 10"),
+            "{msg}"
+        );
     }
 }

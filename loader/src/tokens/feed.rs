@@ -96,7 +96,12 @@ impl Jobs {
 /// A run of one document's tokens, in stream order.
 pub(crate) type Tokens = (usize, Vec<u32>);
 
-fn run(job: Job, tok: &TextTokenizer, eos: u32, what: impl Fn(usize) -> String) -> Result<Tokens, TokenError> {
+fn run(
+    job: Job,
+    tok: &TextTokenizer,
+    eos: u32,
+    what: impl Fn(usize) -> String,
+) -> Result<Tokens, TokenError> {
     match job {
         Job::Eos { doc } => Ok((doc, vec![eos])),
         Job::Text { doc, text } => {

@@ -15,6 +15,7 @@ use parquet::file::properties::WriterProperties;
 use stoker_loader::tokens::{
     Eos, TokenBatch, TokenConfig, TokenDtype, TokenError, TokenLoader, TokenMode, TokenState,
 };
+use stoker_loader::Stop;
 
 /// Words `w0` .. `w{VOCAB-1}`: word `wN` is id N + 2 (0 is EOS, 1 unknown).
 const VOCAB: usize = 50;
@@ -76,8 +77,14 @@ fn jsonl(dir: &Path, docs: usize) -> PathBuf {
 }
 
 fn parquet(dir: &Path, docs: usize) -> PathBuf {
-    let path = dir.join("train.parquet");
-    let text: Vec<String> = (0..docs).map(|d| text_of(&doc_words(d))).collect();
+    parquet_of(&dir.join("train.parquet"), 0..docs)
+}
+
+/// Documents `ids` (their words are `doc_words(id)`) as a Parquet file at `path`.
+fn parquet_of(path: &Path, ids: std::ops::Range<usize>) -> PathBuf {
+    let path = path.to_path_buf();
+    let docs = ids.len();
+    let text: Vec<String> = ids.map(|d| text_of(&doc_words(d))).collect();
     let schema = Schema::new(vec![
         Field::new("id", DataType::Int64, false),
         Field::new("text", DataType::Utf8, true),
@@ -480,5 +487,65 @@ fn bad_input_is_an_error_naming_the_file_and_what_is_wrong() {
     assert!(
         m.contains("a.txt") && m.contains("invalid UTF-8 at byte 6"),
         "{m}"
+    );
+}
+
+#[test]
+fn a_mixture_draws_documents_by_weight_and_packs_them_by_the_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let tok = tokenizer(dir.path(), true);
+    let a = parquet_of(&dir.path().join("a.parquet"), 0..30);
+    let b = parquet_of(&dir.path().join("b.parquet"), 100..140);
+    let data = [
+        a.to_str().unwrap().to_string(),
+        b.to_str().unwrap().to_string(),
+    ];
+    // Mixture index g: a's row g below 30, else b's row g - 30 (document 100 + that).
+    let doc = |g: usize| if g < 30 { g } else { 100 + g - 30 };
+    let open = |mode, stop| {
+        TokenLoader::open_many(
+            &data,
+            Some(&tok),
+            TokenConfig {
+                weights: Some(vec![3.0, 1.0]),
+                stop,
+                mode,
+                seed: 2,
+                ..cfg(8, 2)
+            },
+        )
+        .unwrap()
+    };
+    let all_docs = open(TokenMode::Sync, Stop::AllExhausted);
+    let order = all_docs.order(0);
+    let mut sorted = order.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..70).collect::<Vec<_>>());
+    // 3 to 1: of the first 20 draws, 15 from a (an evenly spread sequence).
+    let from_a = order[..20].iter().filter(|&&g| g < 30).count();
+    assert!((14..=16).contains(&from_a), "{from_a} of 20 from a");
+    let docs: Vec<usize> = order.iter().map(|&g| doc(g)).collect();
+    let want = reference(&docs, 8, 2);
+    let got: Vec<_> = all(&open(TokenMode::Async, Stop::AllExhausted), 0)
+        .into_iter()
+        .map(|b| (b.tokens, b.positions))
+        .collect();
+    assert_eq!(got, want);
+    // first_exhausted: the epoch ends when a runs out (at about 40 draws).
+    let first = open(TokenMode::Sync, Stop::FirstExhausted).order(0);
+    assert!(first.len() < 70 && first.iter().filter(|&&g| g < 30).count() == 30);
+    // A mixture of other formats is refused, naming the data set.
+    let lines = jsonl(dir.path(), 3);
+    let err = TokenLoader::open_many(
+        &[data[0].clone(), lines.to_str().unwrap().to_string()],
+        Some(&tok),
+        cfg(8, 2),
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        err.contains("docs.jsonl") && err.contains("Parquet"),
+        "{err}"
     );
 }

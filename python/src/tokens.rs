@@ -11,7 +11,7 @@ use stoker_loader::tokens::{
     Eos, TokenBatch, TokenConfig, TokenEpoch, TokenError, TokenLoader, TokenMode, TokenState,
 };
 
-use crate::args::{choice, in_range, launch_rank, Int};
+use crate::args::{choice, in_range, launch_rank, DataArg, Int};
 use crate::errors::{busy, LoaderError};
 
 /// A bad setting or a state that does not fit is a ValueError; bad data a LoaderError.
@@ -63,16 +63,16 @@ impl PyTokenLoader {
     #[pyo3(signature = (data, tokenizer=None, seq_len=Int::of(1024), batch_size=Int::of(8),
         text_column="text", eos=None, mode="async", workers=Int::of(2), seed=Int::of(0),
         shuffle=true, rank=None, world_size=None, token_dtype="uint16",
-        chunk_bytes=Int::of(65536)))]
+        chunk_bytes=Int::of(65536), weights=None, stop="all_exhausted"))]
     #[pyo3(
         text_signature = "(data, tokenizer=None, seq_len=1024, batch_size=8, text_column='text', \
         eos=None, mode='async', workers=2, seed=0, shuffle=True, rank=None, world_size=None, \
-        token_dtype='uint16', chunk_bytes=65536)"
+        token_dtype='uint16', chunk_bytes=65536, weights=None, stop='all_exhausted')"
     )]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        data: PathBuf,
+        data: DataArg,
         tokenizer: Option<PathBuf>,
         seq_len: Int,
         batch_size: Int,
@@ -86,6 +86,8 @@ impl PyTokenLoader {
         world_size: Option<Int>,
         token_dtype: &str,
         chunk_bytes: Int,
+        weights: Option<Vec<f64>>,
+        stop: &str,
     ) -> PyResult<Self> {
         let (rank, world) = launch_rank(rank, world_size)?;
         let cfg = TokenConfig {
@@ -105,11 +107,25 @@ impl PyTokenLoader {
                 .parse()
                 .map_err(PyValueError::new_err)?,
             chunk_bytes: in_range("chunk_bytes", chunk_bytes, 64, 1 << 30)? as usize,
+            weights,
+            stop: choice("stop", stop, &["all_exhausted", "first_exhausted"])?
+                .parse()
+                .map_err(|e: stoker_loader::ParseSettingError| {
+                    PyValueError::new_err(e.to_string())
+                })?,
             ..TokenConfig::default()
         };
-        let text = data.to_string_lossy().into_owned();
+        let paths = match data {
+            DataArg::One(p) => vec![p],
+            DataArg::Many(v) => v,
+        };
+        let names: Vec<String> = paths
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        let text = names.join(", ");
         let inner = py
-            .detach(|| TokenLoader::open(&text, tokenizer.as_deref(), cfg))
+            .detach(|| TokenLoader::open_many(&names, tokenizer.as_deref(), cfg))
             .map_err(token_error)?;
         let next = inner
             .epoch(0)

@@ -590,7 +590,7 @@ class TokenLoader:
 
     def __new__(
         cls,
-        data: _StrPath,
+        data: _StrPath | Sequence[_StrPath],
         tokenizer: _StrPath | None = None,
         seq_len: int = 1024,
         batch_size: int = 8,
@@ -604,6 +604,8 @@ class TokenLoader:
         world_size: int | None = None,
         token_dtype: Literal["uint16", "uint32"] = "uint16",
         chunk_bytes: int = 65536,
+        weights: Sequence[float] | None = None,
+        stop: Literal["all_exhausted", "first_exhausted"] = "all_exhausted",
     ) -> Self: ...
     @property
     def documents(self) -> int:

@@ -181,3 +181,22 @@ def test_bad_input_is_named(tmp_path, tok, parquet_docs):
     loader = stoker.TokenLoader(bad, tok, seq_len=2, batch_size=1)
     with pytest.raises(stoker.LoaderError, match=r"bad.txt.*invalid UTF-8 at byte 6"):
         batches(loader)
+
+
+def test_a_mixture_of_parquet_sets_keeps_to_the_weights(tmp_path, tok):
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    pq.write_table(pa.table({"text": [text(d) for d in range(30)]}), a, row_group_size=7)
+    pq.write_table(pa.table({"text": [text(d) for d in range(100, 140)]}), b)
+    kw = dict(seq_len=8, batch_size=2, weights=[3.0, 1.0], seed=2)
+    sync = batches(stoker.TokenLoader([a, b], tok, mode="sync", **kw))
+    both = batches(stoker.TokenLoader([a, b], tok, workers=3, **kw))
+    assert len(sync) == len(both) > 5
+    for x, y in zip(sync, both):
+        np.testing.assert_array_equal(x[0], y[0])
+    # Every document once: the ids of both sets, EOS after each.
+    n_tokens = sum(len(doc_words(d)) + 1 for d in list(range(30)) + list(range(100, 140)))
+    assert len(sync) == (n_tokens - 1) // 8 // 2
+    first = batches(stoker.TokenLoader([a, b], tok, stop="first_exhausted", **kw))
+    assert len(first) < len(sync)
+    with pytest.raises(ValueError, match="stop"):
+        stoker.TokenLoader([a, b], tok, stop="never", **kw)

@@ -5,7 +5,10 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::sampler::{Sampler, ShardPolicy};
+use crate::sampler::{deal, Sampler, ShardPolicy};
+use crate::source::mixture::order::Generator;
+use crate::source::mixture::{MixPos, Mixture, MixtureSpec, Stop};
+use crate::source::Source;
 
 use super::bin::{BinTokens, TokenDtype};
 use super::docs::{DocFormat, Docs, DEFAULT_CHUNK_BYTES, MIN_CHUNK_BYTES};
@@ -66,6 +69,12 @@ pub struct TokenConfig {
     pub chunk_bytes: usize,
     /// Chunks read ahead of the consumer (async).
     pub ahead: usize,
+    /// A mixture's weights, one per data set ([`TokenLoader::open_many`]); `None`:
+    /// 1 each.
+    pub weights: Option<Vec<f64>>,
+    /// When a mixture's epoch ends: `all_exhausted` (every document once) or
+    /// `first_exhausted` (when a data set runs out, keeping to the weights).
+    pub stop: Stop,
 }
 
 impl Default for TokenConfig {
@@ -84,6 +93,8 @@ impl Default for TokenConfig {
             token_dtype: TokenDtype::U16,
             chunk_bytes: DEFAULT_CHUNK_BYTES,
             ahead: 64,
+            weights: None,
+            stop: Stop::AllExhausted,
         }
     }
 }
@@ -138,6 +149,8 @@ enum Data {
         docs: Arc<Docs>,
         tok: TextTokenizer,
         eos: u32,
+        /// Several Parquet data sets drawn by weight (the rows of `docs`).
+        mix: Option<Arc<Mixture>>,
     },
     Bin {
         bin: Arc<BinTokens>,
@@ -191,9 +204,66 @@ impl TokenLoader {
                 docs: Arc::new(docs),
                 tok,
                 eos,
+                mix: None,
             }
         };
         Ok(TokenLoader { cfg, data })
+    }
+
+    /// Opens several Parquet data sets as one mixture (docs/tokens.md, "Mixtures"):
+    /// each position of the epoch's document order draws a data set by
+    /// `cfg.weights`, as the image loader's mixtures do, until `cfg.stop` ends it.
+    /// One data set without weights is [`open`](Self::open).
+    pub fn open_many(
+        data: &[String],
+        tokenizer: Option<&Path>,
+        cfg: TokenConfig,
+    ) -> Result<TokenLoader, TokenError> {
+        if let ([one], None) = (data, &cfg.weights) {
+            return Self::open(one, tokenizer, cfg);
+        }
+        cfg.validate()?;
+        if cfg.stop == Stop::Never {
+            return Err(TokenError::Settings(
+                "stop='never' is not for token streams: an epoch of documents ends".into(),
+            ));
+        }
+        let tok = tokenizer
+            .map(TextTokenizer::from_file)
+            .transpose()?
+            .ok_or_else(|| TokenError::Settings("a mixture holds text: give a tokenizer".into()))?;
+        let eos = tok.eos_id(cfg.eos.as_ref())?;
+        let mut parts: Vec<Arc<dyn Source>> = Vec::with_capacity(data.len());
+        for d in data {
+            match Docs::open(d, DocFormat::of(d), &cfg.text_column)? {
+                Docs::Rows(s) if DocFormat::of(d) == DocFormat::Parquet => parts.push(s),
+                _ => {
+                    return Err(TokenError::Settings(format!(
+                        "{d}: a mixture takes Parquet data sets (files, folders or URLs)"
+                    )))
+                }
+            }
+        }
+        let spec = MixtureSpec {
+            weights: cfg
+                .weights
+                .clone()
+                .unwrap_or_else(|| vec![1.0; parts.len()]),
+            stop: cfg.stop,
+            steps: None,
+        };
+        let mix =
+            Arc::new(Mixture::new(parts, spec).map_err(|e| TokenError::Settings(e.to_string()))?);
+        let rows: Arc<dyn Source> = mix.clone();
+        Ok(TokenLoader {
+            cfg,
+            data: Data::Docs {
+                docs: Arc::new(Docs::Rows(rows)),
+                tok,
+                eos,
+                mix: Some(mix),
+            },
+        })
     }
 
     /// The settings.
@@ -226,6 +296,19 @@ impl TokenLoader {
         }
         .distributed(self.cfg.rank, self.cfg.world, ShardPolicy::Exact);
         match &self.data {
+            Data::Docs { mix: Some(mix), .. } => {
+                // The draws are the epoch's order of all ranks, dealt as any order is.
+                let one = Sampler {
+                    rank: 0,
+                    world: 1,
+                    ..sampler.clone()
+                };
+                let weights = mix.spec().weights.clone();
+                let mut draws = Generator::new(mix, &one, &weights, epoch);
+                let mut pos = MixPos::fresh(mix.parts().len(), epoch);
+                let all: Vec<usize> = std::iter::from_fn(|| draws.next(&mut pos)).collect();
+                deal(all, self.cfg.rank, self.cfg.world, ShardPolicy::Exact)
+            }
             Data::Docs { docs, .. } => sampler.indices_in(docs.len(), docs.shards(), epoch),
             Data::Bin { .. } => sampler.indices(self.documents(), epoch),
         }
@@ -274,7 +357,7 @@ impl TokenLoader {
                 bin: bin.clone(),
                 order,
             },
-            Data::Docs { docs, tok, eos } => {
+            Data::Docs { docs, tok, eos, .. } => {
                 let jobs = Jobs::new(
                     docs.clone(),
                     order,

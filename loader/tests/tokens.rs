@@ -549,3 +549,106 @@ fn a_mixture_draws_documents_by_weight_and_packs_them_by_the_rule() {
         "{err}"
     );
 }
+
+/// The packing rule over documents each started at a token: (document, first token).
+fn reference_from(docs: &[(usize, u64)], seq_len: usize, batch_size: usize) -> Vec<TokenBatch> {
+    let mut stream = Vec::new();
+    for &(d, from) in docs {
+        let ids = doc_words(d).into_iter().map(|w| w as i32 + 2).chain([0]);
+        stream.extend(
+            ids.enumerate()
+                .skip(from as usize)
+                .map(|(p, id)| (id, p as i32)),
+        );
+    }
+    let windows: Vec<&[(i32, i32)]> = (0..)
+        .map(|k| k * seq_len)
+        .take_while(|s| s + seq_len < stream.len())
+        .map(|s| &stream[s..s + seq_len + 1])
+        .collect();
+    windows
+        .chunks_exact(batch_size)
+        .map(|b| TokenBatch {
+            tokens: b.iter().flat_map(|w| w.iter().map(|t| t.0)).collect(),
+            positions: b.iter().flat_map(|w| w.iter().map(|t| t.1)).collect(),
+            rows: batch_size,
+            cols: seq_len + 1,
+        })
+        .collect()
+}
+
+#[test]
+fn an_elastic_resume_deals_the_rest_and_goes_on_with_partly_read_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    let tok = tokenizer(dir.path(), true);
+    let data = jsonl(dir.path(), 50);
+    let open = |rank, world| {
+        TokenLoader::open(
+            data.to_str().unwrap(),
+            Some(&tok),
+            TokenConfig {
+                rank,
+                world,
+                seed: 4,
+                ..cfg(8, 2)
+            },
+        )
+        .unwrap()
+    };
+    // Two ranks take 3 batches each, then stop.
+    let mut states = Vec::new();
+    let mut started = Vec::new();
+    for rank in 0..2 {
+        let l = open(rank, 2);
+        let mut e = l.epoch(0).unwrap();
+        for _ in 0..3 {
+            e.next_batch().unwrap().unwrap();
+        }
+        let s = e.state().clone();
+        let order = l.order(0);
+        // Documents this rank finished, and the one it stood in.
+        started.extend(order[..s.doc].iter().map(|&g| (g, u64::MAX)));
+        started.push((order[s.doc], s.offset));
+        states.push(s);
+    }
+    assert!(states.iter().any(|s| s.offset > 0), "{states:?}");
+    // Three ranks take over: every document no rank finished, once, the partly read
+    // ones from where their rank stood; each rank's batches follow the packing rule.
+    let mut dealt = Vec::new();
+    for rank in 0..3 {
+        let l = open(rank, 3);
+        let mut e = l.resume_elastic(&states).unwrap();
+        let docs = l.documents_of(e.state());
+        let want = reference_from(&docs, 8, 2);
+        let mut got = Vec::new();
+        while let Some(b) = e.next_batch().unwrap() {
+            got.push(b);
+            if got.len() == 2 {
+                // A resume within the new layout goes on exactly.
+                let saved: TokenState =
+                    serde_json::from_str(&serde_json::to_string(e.state()).unwrap()).unwrap();
+                let rest: Vec<_> = l.resume(&saved).unwrap().collect::<Result<_, _>>().unwrap();
+                assert_eq!(rest, want[2..], "rank {rank} resumed in the new layout");
+            }
+        }
+        assert_eq!(got, want, "rank {rank}");
+        dealt.extend(docs);
+    }
+    let mut seen: Vec<usize> = dealt.iter().map(|d| d.0).collect();
+    seen.extend(started.iter().filter(|s| s.1 == u64::MAX).map(|s| s.0));
+    seen.sort_unstable();
+    assert_eq!(seen, (0..50).collect::<Vec<_>>());
+    for (g, offset) in started.iter().filter(|s| s.1 != u64::MAX) {
+        assert!(
+            dealt.contains(&(*g, *offset)),
+            "document {g} from token {offset}"
+        );
+    }
+    // A missing rank is an error naming it.
+    let err = open(0, 3)
+        .resume_elastic(&states[..1])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("no state of rank 1"), "{err}");
+}

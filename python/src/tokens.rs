@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::exceptions::{PyStopIteration, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyInt, PyString};
+use pyo3::types::{PyDict, PyInt, PyList, PyString};
 use stoker_loader::tokens::{
     Eos, TokenBatch, TokenConfig, TokenEpoch, TokenError, TokenLoader, TokenMode, TokenState,
 };
@@ -216,43 +216,40 @@ impl PyTokenLoader {
     }
 
     /// Where the loader stands: after the last batch delivered, or at the start of the
-    /// next epoch. A dict of ints and bools (JSON-able).
-    fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    /// next epoch. A dict of ints and bools (JSON-able; after an elastic resume also
+    /// `elastic`, a dict of `world` and `at`, a list of [doc, offset] pairs).
+    fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let v =
             serde_json::to_value(&self.next).map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let d = PyDict::new(py);
-        if let serde_json::Value::Object(m) = v {
-            for (k, v) in m {
-                match v {
-                    serde_json::Value::Bool(b) => d.set_item(k, b)?,
-                    serde_json::Value::Number(n) => d.set_item(k, n.as_u64())?,
-                    _ => {}
-                }
-            }
-        }
-        Ok(d)
+        to_py(py, &v)
     }
 
-    /// Continues from `state` (from `state_dict()`) at the next iteration: the same
-    /// batches the run that saved it would have delivered next.
-    fn load_state_dict(&mut self, state: &Bound<'_, PyDict>) -> PyResult<()> {
-        let mut m = serde_json::Map::new();
-        for (k, v) in state.iter() {
-            let k: String = k.extract()?;
-            let v = if v.is_instance_of::<pyo3::types::PyBool>() {
-                serde_json::Value::Bool(v.extract()?)
-            } else {
-                let n = in_range(&k, v.extract::<Int>()?, 0, i128::from(u64::MAX))? as u64;
-                serde_json::Value::from(n)
-            };
-            m.insert(k, v);
+    /// Continues from `state` at the next iteration: a dict from `state_dict()` (the
+    /// same batches the run that saved it would have delivered next), or a list of
+    /// every rank's dicts, saved at another world size (an elastic resume).
+    fn load_state_dict(&mut self, state: &Bound<'_, PyAny>) -> PyResult<()> {
+        let parse = |v: &Bound<'_, PyAny>| -> PyResult<TokenState> {
+            if !v.is_instance_of::<PyDict>() {
+                return Err(PyTypeError::new_err(
+                    "a TokenLoader state is a dict from state_dict(), or a list of them",
+                ));
+            }
+            serde_json::from_value(from_py(v, "state")?)
+                .map_err(|e| PyValueError::new_err(format!("not a TokenLoader state: {e}")))
+        };
+        let epoch = if let Ok(list) = state.cast::<PyList>() {
+            let states = list
+                .iter()
+                .map(|v| parse(&v))
+                .collect::<PyResult<Vec<_>>>()?;
+            self.inner.resume_elastic(&states)
+        } else {
+            // Checked now, so that a wrong state fails here rather than at the next loop.
+            self.inner.resume(&parse(state)?)
         }
-        let state: TokenState = serde_json::from_value(serde_json::Value::Object(m))
-            .map_err(|e| PyValueError::new_err(format!("not a TokenLoader state: {e}")))?;
-        // Checked now, so that a wrong state fails here rather than at the next loop.
-        drop(self.inner.resume(&state).map_err(token_error)?);
+        .map_err(token_error)?;
         self.current = None;
-        self.next = state;
+        self.next = epoch.state().clone();
         Ok(())
     }
 
@@ -277,4 +274,73 @@ fn batch_dict(py: Python<'_>, b: TokenBatch) -> PyResult<Bound<'_, PyDict>> {
         PyArray1::from_vec(py, b.positions).reshape([n, l])?,
     )?;
     Ok(d)
+}
+
+/// A state's JSON as Python values (ints, bools, lists, dicts).
+fn to_py<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+    use serde_json::Value;
+    Ok(match v {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(b) => pyo3::types::PyBool::new(py, *b).to_owned().into_any(),
+        Value::Number(n) => match n.as_u64() {
+            Some(u) => u.into_pyobject(py)?.into_any(),
+            None => n.as_f64().unwrap_or(0.0).into_pyobject(py)?.into_any(),
+        },
+        Value::String(s) => PyString::new(py, s).into_any(),
+        Value::Array(a) => {
+            let items = a
+                .iter()
+                .map(|x| to_py(py, x))
+                .collect::<PyResult<Vec<_>>>()?;
+            PyList::new(py, items)?.into_any()
+        }
+        Value::Object(m) => {
+            let d = PyDict::new(py);
+            for (k, x) in m {
+                d.set_item(k, to_py(py, x)?)?;
+            }
+            d.into_any()
+        }
+    })
+}
+
+/// Python values back into a state's JSON; `at` names the entry in errors.
+fn from_py(v: &Bound<'_, PyAny>, at: &str) -> PyResult<serde_json::Value> {
+    use serde_json::Value;
+    if v.is_none() {
+        return Ok(Value::Null);
+    }
+    if v.is_instance_of::<pyo3::types::PyBool>() {
+        return Ok(Value::Bool(v.extract()?));
+    }
+    if v.is_instance_of::<PyInt>() {
+        let n = in_range(at, v.extract::<Int>()?, 0, i128::from(u64::MAX))? as u64;
+        return Ok(Value::from(n));
+    }
+    if let Ok(d) = v.cast::<PyDict>() {
+        let mut m = serde_json::Map::new();
+        for (k, x) in d.iter() {
+            let k: String = k.extract()?;
+            let inner = from_py(&x, &k)?;
+            m.insert(k, inner);
+        }
+        return Ok(Value::Object(m));
+    }
+    if let Ok(l) = v.cast::<PyList>() {
+        return l
+            .iter()
+            .map(|x| from_py(&x, at))
+            .collect::<PyResult<Vec<_>>>()
+            .map(Value::Array);
+    }
+    if let Ok(t) = v.cast::<pyo3::types::PyTuple>() {
+        return t
+            .iter()
+            .map(|x| from_py(&x, at))
+            .collect::<PyResult<Vec<_>>>()
+            .map(Value::Array);
+    }
+    Err(PyTypeError::new_err(format!(
+        "state entry '{at}' must be an int, a bool, a list or a dict"
+    )))
 }

@@ -578,6 +578,7 @@ class _TokenState(TypedDict):
     world: int
     shuffle: bool
     documents: int
+    elastic: NotRequired[dict[str, Any]]
 
 @final
 class TokenLoader:
@@ -622,5 +623,8 @@ class TokenLoader:
     def __next__(self) -> _TokenBatch: ...
     def state_dict(self) -> _TokenState:
         """Where the loader stands (JSON-able)."""
-    def load_state_dict(self, state: _TokenState | Mapping[str, int | bool]) -> None:
-        """Continues from `state` at the next iteration."""
+    def load_state_dict(
+        self, state: _TokenState | Mapping[str, Any] | Sequence[_TokenState | Mapping[str, Any]]
+    ) -> None:
+        """Continues from `state` at the next iteration; a list of every rank's states,
+        saved at another world size, takes the epoch over (an elastic resume)."""

@@ -200,3 +200,38 @@ def test_a_mixture_of_parquet_sets_keeps_to_the_weights(tmp_path, tok):
     assert len(first) < len(sync)
     with pytest.raises(ValueError, match="stop"):
         stoker.TokenLoader([a, b], tok, stop="never", **kw)
+
+
+def test_elastic_resume_from_every_ranks_state(tmp_path, tok):
+    lines = tmp_path / "docs.jsonl"
+    lines.write_text("".join(json.dumps({"text": text(d)}) + "\n" for d in range(50)))
+    kw = dict(seq_len=8, batch_size=2, seed=4)
+    states = []
+    for rank in range(2):
+        loader = stoker.TokenLoader(lines, tok, rank=rank, world_size=2, **kw)
+        it = iter(loader)
+        for _ in range(3):
+            next(it)
+        states.append(json.loads(json.dumps(loader.state_dict())))
+    total = 0
+    for rank in range(3):
+        loader = stoker.TokenLoader(lines, tok, rank=rank, world_size=3, **kw)
+        loader.load_state_dict(states)
+        first = next(iter(loader))
+        saved = json.loads(json.dumps(loader.state_dict()))
+        assert saved["elastic"]["world"] == 2 and len(saved["elastic"]["at"]) == 2
+        rest = batches(loader)
+        # Its own state (elastic) resumes within the new layout.
+        again = stoker.TokenLoader(lines, tok, rank=rank, world_size=3, **kw)
+        again.load_state_dict(saved)
+        again_rest = batches(again)
+        assert len(again_rest) == len(rest)
+        for a, b in zip(again_rest, rest):
+            np.testing.assert_array_equal(a[0], b[0])
+        total += 1 + len(rest)
+        assert first["tokens"].shape == (2, 9)
+    # The three new ranks together deliver about what the two had left.
+    n_tokens = sum(len(doc_words(d)) + 1 for d in range(50))
+    assert 0 < total * 16 <= n_tokens - 2 * 3 * 16
+    with pytest.raises(ValueError, match="no state of rank 1"):
+        stoker.TokenLoader(lines, tok, rank=0, world_size=3, **kw).load_state_dict(states[:1])

@@ -22,6 +22,6 @@ pub use bin::TokenDtype;
 pub use docs::{DocFormat, DEFAULT_CHUNK_BYTES};
 pub use error::TokenError;
 pub use pack::TokenBatch;
-pub use state::TokenState;
+pub use state::{TokenElastic, TokenState};
 pub use stream::{TokenConfig, TokenEpoch, TokenLoader, TokenMode};
 pub use tokenize::{Eos, TextTokenizer};

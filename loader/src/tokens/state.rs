@@ -35,6 +35,21 @@ pub struct TokenState {
     pub shuffle: bool,
     /// Documents in the data set (windows for a `.bin` file).
     pub documents: usize,
+    /// Set once the epoch was taken over from another world size: where each rank of
+    /// that layout stood; `doc` and `offset` then count in the rest it left.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elastic: Option<TokenElastic>,
+}
+
+/// Where each rank of the layout an epoch started in stood when another world size
+/// took it over.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenElastic {
+    /// Ranks of that layout.
+    pub world: usize,
+    /// Per rank: the document (its place in that rank's order) and token where its
+    /// next window started.
+    pub at: Vec<(usize, u64)>,
 }
 
 impl TokenState {
@@ -45,8 +60,8 @@ impl TokenState {
                 Ok(())
             } else {
                 Err(TokenError::State(format!(
-                    "it was saved with {what} {a}, this loader has {b} (another world size \
-                     or batch size is not supported for token streams)"
+                    "it was saved with {what} {a}, this loader has {b} (to go on at \
+                     another world size, load every rank's state: an elastic resume)"
                 )))
             }
         };

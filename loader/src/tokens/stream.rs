@@ -1,6 +1,7 @@
 //! The token loader: settings, the data (documents or a `.bin` stream), and an epoch's
 //! batches with the state that resumes them.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use super::bin::{BinTokens, TokenDtype};
 use super::docs::{DocFormat, Docs, DEFAULT_CHUNK_BYTES, MIN_CHUNK_BYTES};
 use super::feed::{AsyncFeed, Feed, Held, Jobs, Tokens};
 use super::pack::{Mark, Packer, Piece, TokenBatch};
+use super::state::TokenElastic;
 use super::{Eos, TextTokenizer, TokenError, TokenState};
 
 /// The most tokenizing threads.
@@ -289,12 +291,17 @@ impl TokenLoader {
 
     /// This rank's documents (windows, for a `.bin` file) of `epoch`, in order.
     pub fn order(&self, epoch: u64) -> Vec<usize> {
+        self.order_of(epoch, self.cfg.rank, self.cfg.world)
+    }
+
+    /// The documents of `rank` of `world` in `epoch`, in order.
+    fn order_of(&self, epoch: u64, rank: usize, world: usize) -> Vec<usize> {
         let sampler = if self.cfg.shuffle {
             Sampler::shuffled(self.cfg.seed)
         } else {
             Sampler::sequential()
         }
-        .distributed(self.cfg.rank, self.cfg.world, ShardPolicy::Exact);
+        .distributed(rank, world, ShardPolicy::Exact);
         match &self.data {
             Data::Docs { mix: Some(mix), .. } => {
                 // The draws are the epoch's order of all ranks, dealt as any order is.
@@ -307,7 +314,7 @@ impl TokenLoader {
                 let mut draws = Generator::new(mix, &one, &weights, epoch);
                 let mut pos = MixPos::fresh(mix.parts().len(), epoch);
                 let all: Vec<usize> = std::iter::from_fn(|| draws.next(&mut pos)).collect();
-                deal(all, self.cfg.rank, self.cfg.world, ShardPolicy::Exact)
+                deal(all, rank, world, ShardPolicy::Exact)
             }
             Data::Docs { docs, .. } => sampler.indices_in(docs.len(), docs.shards(), epoch),
             Data::Bin { .. } => sampler.indices(self.documents(), epoch),
@@ -327,6 +334,7 @@ impl TokenLoader {
             world: self.cfg.world,
             shuffle: self.cfg.shuffle,
             documents: self.documents(),
+            elastic: None,
         }
     }
 
@@ -342,8 +350,113 @@ impl TokenLoader {
         self.start(state.clone())
     }
 
+    /// Takes over the epoch that `states` stand in, one state of each rank of the
+    /// layout they were saved at (another world size), at this loader's rank and world
+    /// size: the documents no rank has started are dealt again, and a document a rank
+    /// had partly consumed goes on from where that rank stopped (docs/tokens.md,
+    /// "Elastic resume").
+    pub fn resume_elastic(&self, states: &[TokenState]) -> Result<TokenEpoch, TokenError> {
+        let first = states
+            .first()
+            .ok_or_else(|| TokenError::State("no states to take over from".into()))?;
+        if matches!(self.data, Data::Bin { .. }) {
+            return Err(TokenError::State(
+                "elastic resume is for documents, not a .bin file".into(),
+            ));
+        }
+        let world = first.world;
+        let mut at = vec![None; world];
+        for s in states {
+            let mut now = self.state_at(first.epoch);
+            now.rank = s.rank;
+            now.world = world;
+            s.check(&now)?;
+            if s.elastic.is_some() {
+                return Err(TokenError::State(
+                    "a state that was itself taken over cannot be taken over again".into(),
+                ));
+            }
+            match at.get_mut(s.rank) {
+                Some(slot @ None) => *slot = Some((s.doc, s.offset)),
+                _ => {
+                    return Err(TokenError::State(format!(
+                        "rank {} of world size {world} is given twice",
+                        s.rank
+                    )))
+                }
+            }
+        }
+        let at = at
+            .into_iter()
+            .enumerate()
+            .map(|(r, a)| {
+                a.ok_or_else(|| {
+                    TokenError::State(format!("no state of rank {r} of world size {world}"))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let state = TokenState {
+            elastic: Some(TokenElastic { world, at }),
+            ..self.state_at(first.epoch)
+        };
+        self.start(state)
+    }
+
+    /// The rank's documents of the epoch `state` stands in, and the tokens to skip of
+    /// those another layout had partly consumed (by place in the order).
+    fn layout(&self, state: &TokenState) -> (Vec<usize>, HashMap<usize, u64>) {
+        let Some(el) = &state.elastic else {
+            return (self.order(state.epoch), HashMap::new());
+        };
+        // Each rank's rest, its first document from where it stopped; interleaved
+        // (the first of each rank, rank by rank, then the second ...).
+        let tails: Vec<Vec<(usize, u64)>> = (0..el.world)
+            .map(|r| {
+                let order = self.order_of(state.epoch, r, el.world);
+                let (doc, offset) = el.at[r];
+                order
+                    .get(doc..)
+                    .unwrap_or_default()
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &g)| (g, if j == 0 { offset } else { 0 }))
+                    .collect()
+            })
+            .collect();
+        let longest = tails.iter().map(Vec::len).max().unwrap_or(0);
+        let rest: Vec<(usize, u64)> = (0..longest)
+            .flat_map(|j| tails.iter().filter_map(move |t| t.get(j).copied()))
+            .collect();
+        let mine = deal(
+            (0..rest.len()).collect(),
+            self.cfg.rank,
+            self.cfg.world,
+            ShardPolicy::Exact,
+        );
+        let order = mine.iter().map(|&i| rest[i].0).collect();
+        let skips = mine
+            .iter()
+            .enumerate()
+            .filter(|(_, &i)| rest[i].1 > 0)
+            .map(|(p, &i)| (p, rest[i].1))
+            .collect();
+        (order, skips)
+    }
+
+    /// This rank's documents of the epoch `state` stands in, each with the tokens
+    /// skipped at its start (for an elastic resume), for a test to check.
+    pub fn documents_of(&self, state: &TokenState) -> Vec<(usize, u64)> {
+        let (order, skips) = self.layout(state);
+        order
+            .into_iter()
+            .enumerate()
+            .map(|(p, g)| (g, skips.get(&p).copied().unwrap_or(0)))
+            .collect()
+    }
+
     fn start(&self, state: TokenState) -> Result<TokenEpoch, TokenError> {
-        let order = Arc::new(self.order(state.epoch));
+        let (order, skips) = self.layout(&state);
+        let order = Arc::new(order);
         if state.doc > order.len() {
             return Err(TokenError::State(format!(
                 "document {} is past the rank's {} of the epoch",
@@ -387,6 +500,7 @@ impl TokenLoader {
                     feed,
                     packer: Packer::new(self.cfg.seq_len, mark),
                     skip: mark,
+                    skips,
                     doc: None,
                     piece: Piece::default(),
                     at: 0,
@@ -408,6 +522,9 @@ struct DocStream {
     packer: Packer,
     /// Tokens of the first document that a resume skips (those before its offset).
     skip: Mark,
+    /// Tokens skipped at the start of documents another layout had partly consumed
+    /// (an elastic resume), by place in the order.
+    skips: HashMap<usize, u64>,
     /// The document being read and its next token's index.
     doc: Option<(usize, u64)>,
     piece: Piece,
@@ -427,8 +544,12 @@ impl DocStream {
             };
             self.doc = Some((doc, offset + tokens.len() as u64));
             let mut offset = offset;
-            if doc == self.skip.doc && offset < self.skip.offset {
-                let n = ((self.skip.offset - offset) as usize).min(tokens.len());
+            let mut skip_to = self.skips.get(&doc).copied().unwrap_or(0);
+            if doc == self.skip.doc {
+                skip_to = skip_to.max(self.skip.offset);
+            }
+            if offset < skip_to {
+                let n = ((skip_to - offset) as usize).min(tokens.len());
                 tokens.drain(..n);
                 offset += n as u64;
             }

@@ -61,6 +61,7 @@ pub mod step;
 pub mod storage;
 pub mod synthetic;
 pub mod system;
+pub mod tokens;
 pub mod trace;
 #[cfg(feature = "cuda")]
 pub mod upload;

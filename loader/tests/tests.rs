@@ -26,3 +26,4 @@ mod s3;
 mod sources;
 mod steps;
 mod tar;
+mod tokens;

@@ -13,6 +13,7 @@ mod loader;
 mod loader_args;
 mod map;
 mod signals;
+mod tokens;
 mod tools;
 
 use pyo3::prelude::*;
@@ -38,6 +39,7 @@ fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<epoch::EpochIter>()?;
     m.add_class::<batch::BatchBuffer>()?;
     m.add_class::<digest::PyDigest>()?;
+    m.add_class::<tokens::PyTokenLoader>()?;
     m.add_function(wrap_pyfunction!(tools::pack, m)?)?;
     m.add_function(wrap_pyfunction!(tools::gen_shapes, m)?)?;
     m.add_function(wrap_pyfunction!(tools::gen_scenes, m)?)?;

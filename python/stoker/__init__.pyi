@@ -33,6 +33,7 @@ __all__ = [
     "EpochIterator",
     "Loader",
     "LoaderError",
+    "TokenLoader",
     "__version__",
     "cache_dir",
     "decoder",
@@ -555,3 +556,75 @@ def decoder() -> str:
 def map_rng(seed: int, epoch: int, index: int) -> np.random.Generator:
     """The `numpy.random.Generator` (PCG64) a `map` function gets for sample `index` of
     `epoch` under `seed`: to redo one sample's draws outside the loader."""
+
+# TokenLoader: token streams for language models (docs/tokens.md).
+
+class _TokenBatch(TypedDict):
+    tokens: NDArray[np.int32]
+    """int32 (batch_size, seq_len + 1): the ids of `batch_size` windows."""
+    positions: NDArray[np.int32]
+    """int32 (batch_size, seq_len + 1): each token's place in its document (0 after
+    an EOS)."""
+
+class _TokenState(TypedDict):
+    seed: int
+    epoch: int
+    batches: int
+    doc: int
+    offset: int
+    seq_len: int
+    batch_size: int
+    rank: int
+    world: int
+    shuffle: bool
+    documents: int
+    elastic: NotRequired[dict[str, Any]]
+
+@final
+class TokenLoader:
+    """Batches of packed token windows: documents from Parquet files, folders or URLs
+    (`text_column`), JSON lines, text files, or a nanoGPT `.bin` file, tokenized with a
+    `tokenizer.json` on `workers` threads; each document then EOS, cut into windows of
+    `seq_len + 1` tokens with a stride of `seq_len`, `batch_size` a batch. Iterating
+    gives one epoch; the batches are the same in either mode and for any number of
+    workers, and `state_dict()`/`load_state_dict()` resume exactly."""
+
+    def __new__(
+        cls,
+        data: _StrPath | Sequence[_StrPath],
+        tokenizer: _StrPath | None = None,
+        seq_len: int = 1024,
+        batch_size: int = 8,
+        text_column: str = "text",
+        eos: str | int | None = None,
+        mode: Literal["sync", "async"] = "async",
+        workers: int = 2,
+        seed: int = 0,
+        shuffle: bool = True,
+        rank: int | None = None,
+        world_size: int | None = None,
+        token_dtype: Literal["uint16", "uint32"] = "uint16",
+        chunk_bytes: int = 65536,
+        weights: Sequence[float] | None = None,
+        stop: Literal["all_exhausted", "first_exhausted"] = "all_exhausted",
+    ) -> Self: ...
+    @property
+    def documents(self) -> int:
+        """Documents in the data set (windows, for a `.bin` file)."""
+    @property
+    def eos_id(self) -> int | None:
+        """The EOS id appended to every document."""
+    @property
+    def epoch(self) -> int:
+        """The epoch the next (or current) iteration is in."""
+    def set_epoch(self, epoch: int) -> None:
+        """Starts epoch `epoch` at the next iteration."""
+    def __iter__(self) -> Self: ...
+    def __next__(self) -> _TokenBatch: ...
+    def state_dict(self) -> _TokenState:
+        """Where the loader stands (JSON-able)."""
+    def load_state_dict(
+        self, state: _TokenState | Mapping[str, Any] | Sequence[_TokenState | Mapping[str, Any]]
+    ) -> None:
+        """Continues from `state` at the next iteration; a list of every rank's states,
+        saved at another world size, takes the epoch over (an elastic resume)."""

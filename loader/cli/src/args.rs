@@ -46,6 +46,11 @@ pub fn batch_size(s: &str) -> Result<usize, String> {
     count_in(s, 1, MAX_BATCH_SIZE)
 }
 
+/// `--seq-len` of `bench --tokens`: a window's targets, in int32 positions.
+pub fn seq_len(s: &str) -> Result<usize, String> {
+    count_in(s, 1, 1 << 24)
+}
+
 pub fn workers(s: &str) -> Result<usize, String> {
     count_in(s, 1, MAX_WORKERS)
 }

@@ -55,6 +55,13 @@ pub struct Args {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Tokens/s of the token loader instead of images/s: the tokenizer.json that
+    /// encodes DATA's texts (Parquet, JSON lines, text files; docs/tokens.md).
+    #[arg(long, value_name = "TOKENIZER")]
+    pub tokens: Option<PathBuf>,
+    /// With --tokens: tokens each window predicts.
+    #[arg(long, default_value_t = 1024, value_parser = args::seq_len)]
+    pub seq_len: usize,
     /// Add a hash of every batch's images and labels, to compare runs.
     #[arg(long)]
     pub digest: bool,
@@ -377,6 +384,9 @@ fn print_decoded_cache(c: &DecodedCacheReport) {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
+    if let Some(t) = &a.tokens {
+        return crate::tokens::run(&a, t);
+    }
     let r = measure(&a)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);

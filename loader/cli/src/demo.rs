@@ -78,6 +78,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         on_error: stoker_loader::OnError::Fail,
         no_shuffle: false,
         json: false,
+        tokens: None,
+        seq_len: 1024,
         digest: true,
         trace: None,
         source: crate::data::DataArgs {

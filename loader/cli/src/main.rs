@@ -8,6 +8,7 @@ mod generate;
 mod inspect;
 mod pack;
 mod show;
+mod tokens;
 mod upload;
 
 use clap::{Parser, Subcommand};

@@ -564,3 +564,61 @@ fn inspect_names_a_damaged_parquet_row_once() {
         assert_eq!(b.matches("damaged.parquet").count(), 1, "{b}");
     }
 }
+
+/// `bench --tokens`: tokens/s of the token loader over JSON lines, with a WordLevel
+/// tokenizer.json; the JSON's counts are those of the packing rule (docs/tokens.md).
+#[test]
+fn bench_tokens_counts_the_packed_windows() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tok = tmp.path().join("tokenizer.json");
+    let mut vocab = serde_json::Map::new();
+    vocab.insert("<|endoftext|>".into(), 0.into());
+    vocab.insert("<unk>".into(), 1.into());
+    for i in 0..10 {
+        vocab.insert(format!("w{i}"), (i + 2).into());
+    }
+    let spec = serde_json::json!({
+        "version": "1.0", "truncation": null, "padding": null,
+        "added_tokens": [{"id": 0, "content": "<|endoftext|>", "single_word": false,
+            "lstrip": false, "rstrip": false, "normalized": false, "special": true}],
+        "normalizer": null, "pre_tokenizer": {"type": "Whitespace"},
+        "post_processor": null, "decoder": null,
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "<unk>"}
+    });
+    std::fs::write(&tok, spec.to_string()).unwrap();
+    // 30 documents of 9 words: 300 tokens with their EOS.
+    let docs = tmp.path().join("docs.jsonl");
+    let line = serde_json::json!({"text": "w1 w2 w3 w4 w5 w6 w7 w8 w9"}).to_string();
+    std::fs::write(&docs, format!("{line}\n").repeat(30)).unwrap();
+    for mode in ["sync", "async"] {
+        let r = json(&[
+            "bench",
+            path(&docs),
+            "--tokens",
+            path(&tok),
+            "--seq-len",
+            "16",
+            "--batch-size",
+            "4",
+            "--epochs",
+            "2",
+            "--mode",
+            mode,
+            "--json",
+        ]);
+        // (300 - 1) / 16 = 18 windows: 4 whole batches an epoch.
+        assert_eq!(r["batches"], 8, "{r}");
+        assert_eq!(r["tokens"], 8 * 4 * 16, "{r}");
+        assert_eq!(r["documents"], 30, "{r}");
+        assert!(r["tokens_per_s"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let text = ok(&[
+        "bench",
+        path(&docs),
+        "--tokens",
+        path(&tok),
+        "--seq-len",
+        "16",
+    ]);
+    assert!(text.contains("tokens/s"), "{text}");
+}

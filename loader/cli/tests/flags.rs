@@ -131,6 +131,7 @@ fn bench_flags() {
         "--compute-ms",
         "--seed",
         "--max-pixels",
+        "--seq-len",
     ];
     for mode in ["sync", "async"] {
         for flag in numeric {
@@ -162,6 +163,7 @@ fn bench_flags() {
             ][..],
         ),
         ("--trace", &["", "/nonexistent/dir/trace.json"][..]),
+        ("--tokens", &["", "/nonexistent/tokenizer.json", d][..]),
         ("--workers", &["auto", "AUTO", "automatic", "0.5"][..]),
         (
             "--cpu-budget",

@@ -50,7 +50,7 @@ const DEFAULT_LABEL: &str = "label";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParquetColumns {
     /// The image column: the `datasets` Image struct `{bytes, path}` or plain binary
-    /// (default `image`).
+    /// (default `image`). Empty: no image column, for text only (the token loader).
     pub image: String,
     /// `None`: no class. The default name, `label`, is used when the files have such
     /// a column; any other name must be a column of every file.
@@ -124,14 +124,15 @@ impl FieldColumns {
 struct ParquetFile {
     file: Backing,
     meta: ArrowReaderMetadata,
-    image_col: usize,
+    /// `None` for text only (an empty image column name).
+    image_col: Option<usize>,
     text_col: Option<usize>,
     fields: FieldColumns,
 }
 
 /// A decoded row group: its image, text and field columns.
 struct Group {
-    images: ArrayRef,
+    images: Option<ArrayRef>,
     text: Option<ArrayRef>,
     boxes: Option<ArrayRef>,
     box_classes: Option<ArrayRef>,
@@ -283,21 +284,26 @@ impl ParquetSource {
                     .collect::<Vec<_>>()
                     .join(", ")
             };
-            let image_col = col(&columns.image).ok_or_else(|| {
-                bad(format!(
-                    "no image column '{}' (the columns: {}; pick one with image_column=)",
-                    columns.image,
-                    names()
-                ))
-            })?;
-            if !is_image_type(schema.field(image_col).data_type()) {
-                return Err(bad(format!(
-                    "column '{}' is {}, not images (binary, a string path, or the datasets \
-                     Image struct {{bytes, path}})",
-                    columns.image,
-                    schema.field(image_col).data_type()
-                )));
-            }
+            let image_col = if columns.image.is_empty() {
+                None
+            } else {
+                let image_col = col(&columns.image).ok_or_else(|| {
+                    bad(format!(
+                        "no image column '{}' (the columns: {}; pick one with image_column=)",
+                        columns.image,
+                        names()
+                    ))
+                })?;
+                if !is_image_type(schema.field(image_col).data_type()) {
+                    return Err(bad(format!(
+                        "column '{}' is {}, not images (binary, a string path, or the datasets \
+                         Image struct {{bytes, path}})",
+                        columns.image,
+                        schema.field(image_col).data_type()
+                    )));
+                }
+                Some(image_col)
+            };
             let text_col = match &columns.text {
                 None => None,
                 Some(t) => {
@@ -462,7 +468,11 @@ impl ParquetSource {
                 (None, None) => vec!["object".to_string()],
             };
         }
-        let mut fields = Fields::of(&[Field::Image]);
+        let mut fields = if columns.image.is_empty() {
+            Fields::of(&[])
+        } else {
+            Fields::of(&[Field::Image])
+        };
         let f0 = &files[0].fields;
         if f0.boxes.is_some() {
             fields = fields.with(Field::Boxes);
@@ -506,7 +516,11 @@ impl ParquetSource {
             w.reword(|r| format!("reading the row group: {r}"))
                 .record(self.describe(index))
         })?;
-        match image_cell(&group.images, r as usize).map_err(err)? {
+        let Some(images) = &group.images else {
+            // Text only: the row group is what the caller reads from.
+            return Ok((group, f, r as usize));
+        };
+        match image_cell(images, r as usize).map_err(err)? {
             ImageCell::Bytes(bytes) => buf.extend_from_slice(bytes),
             ImageCell::Path(p) => self.files[f as usize]
                 .file
@@ -589,7 +603,7 @@ impl ParquetSource {
         let pf = &self.files[f as usize];
         let md = pf.meta.metadata();
         let rows = usize::try_from(md.row_group(g as usize).num_rows()).unwrap_or(0);
-        let mut roots = vec![pf.image_col];
+        let mut roots: Vec<usize> = pf.image_col.into_iter().collect();
         roots.extend(pf.text_col);
         roots.extend(pf.fields.all().map(|c| c.root));
         roots.sort_unstable();
@@ -618,7 +632,7 @@ impl ParquetSource {
                 .ok_or_else(|| format!("the row group lacks column '{}'", schema.field(i).name()))
         };
         let pick = |c: &Option<ColumnPath>| c.as_ref().map(|c| c.pick(&batch)).transpose();
-        let images = by_root(pf.image_col)?;
+        let images = pf.image_col.map(by_root).transpose()?;
         let text = pf.text_col.map(by_root).transpose()?;
         let bytes = batch.get_array_memory_size();
         Ok(Group {

@@ -201,58 +201,80 @@ fn sample_nearest(src: ImageView<'_>, dst: &mut [u8], theta: &Matrix, fill: u8) 
     let (wf, hf) = (w as f32, h as f32);
     // The column terms of the grid, once per column instead of once per pixel: the
     // same float32 products, so the same sums below.
-    let cols: Vec<(f32, f32)> = (0..w)
-        .map(|j| {
-            let x = x_first + j as f32;
-            (x * r0, x * r3)
-        })
-        .collect();
+    let x_at = |j: usize| x_first + j as f32;
+    let col0: Vec<f32> = (0..w).map(|j| x_at(j) * r0).collect();
+    let col3: Vec<f32> = (0..w).map(|j| x_at(j) * r3).collect();
+    // Whole numbers in [0, 2^22) are read from the mantissa of `v + 2^23`; sample
+    // offsets must fit a u32 below the `OUTSIDE` mark.
+    let fits = w < 1 << 22 && h < 1 << 22 && (w * h * c) < OUTSIDE as usize;
+    let mut at = vec![OUTSIDE; w];
     let row_len = w * c;
     for (i, row) in dst.chunks_exact_mut(row_len).take(h).enumerate() {
         // The base grid: pixel centres about the image centre (exact in float32).
         let y = y_first + i as f32;
         let (yx, yy) = (y * r1, y * r4);
         // Where each output pixel of this row reads, or `None` outside the image.
-        let source = |&(xr0, xr3): &(f32, f32)| {
-            let gx = (xr0 + yx) + r2;
-            let gy = (xr3 + yy) + r5;
+        let source = |k: usize| {
+            let gx = (col0[k] + yx) + r2;
+            let gy = (col3[k] + yy) + r5;
             let sx = round_even((gx + 1.0) * sw - 0.5);
             let sy = round_even((gy + 1.0) * sh - 0.5);
-            (sx >= 0.0 && sy >= 0.0 && sx < wf && sy < hf)
-                .then(|| (sy as usize * w + sx as usize) * c)
+            ((sx >= 0.0) & (sy >= 0.0) & (sx < wf) & (sy < hf)).then_some((sx, sy))
         };
-        // Fixed-size copies for the usual channel counts: a pixel of unknown size
-        // is a `memcpy` call.
-        match c {
-            3 => copy_pixels::<3>(row, &cols, source, src.data, fill),
-            1 => copy_pixels::<1>(row, &cols, source, src.data, fill),
-            _ => {
-                for (px, col) in row.chunks_exact_mut(c).zip(&cols) {
-                    match source(col) {
-                        Some(at) => px.copy_from_slice(&src.data[at..at + c]),
-                        None => px.fill(fill),
+        if !fits || !matches!(c, 1 | 3) {
+            for (k, px) in row.chunks_exact_mut(c).enumerate() {
+                match source(k) {
+                    Some((sx, sy)) => {
+                        let at = (sy as usize * w + sx as usize) * c;
+                        px.copy_from_slice(&src.data[at..at + c]);
                     }
+                    None => px.fill(fill),
                 }
             }
+            continue;
+        }
+        // First every pixel's source offset, in a loop without branches or integer
+        // conversions (vector lanes), then the copies.
+        let (w32, c32) = (w as u32, c as u32);
+        for (k, a) in at.iter_mut().enumerate() {
+            let gx = (col0[k] + yx) + r2;
+            let gy = (col3[k] + yy) + r5;
+            let sx = round_even((gx + 1.0) * sw - 0.5);
+            let sy = round_even((gy + 1.0) * sh - 0.5);
+            let inside = (sx >= 0.0) & (sy >= 0.0) & (sx < wf) & (sy < hf);
+            let ix = (sx + MANTISSA).to_bits() & 0x7F_FFFF;
+            let iy = (sy + MANTISSA).to_bits() & 0x7F_FFFF;
+            *a = if inside {
+                (iy * w32 + ix) * c32
+            } else {
+                OUTSIDE
+            };
+        }
+        match c {
+            3 => copy_pixels::<3>(row, &at, src.data, fill),
+            _ => copy_pixels::<1>(row, &at, src.data, fill),
         }
     }
 }
 
-/// One output row of `C`-channel pixels, each from the source offset `source` gives
-/// for its column, or `fill`.
+/// The offset that marks an output pixel whose source is outside the image.
+const OUTSIDE: u32 = u32::MAX;
+
+/// 2^23: `v + 2^23` holds a whole `v` in [0, 2^22) in its mantissa's low bits.
+const MANTISSA: f32 = 8_388_608.0;
+
+/// One output row of `C`-channel pixels, each from its source offset in `at`, or
+/// `fill` where that is [`OUTSIDE`]; fixed-size copies (a pixel of unknown size is a
+/// `memcpy` call).
 #[inline]
-fn copy_pixels<const C: usize>(
-    row: &mut [u8],
-    cols: &[(f32, f32)],
-    source: impl Fn(&(f32, f32)) -> Option<usize>,
-    src: &[u8],
-    fill: u8,
-) {
-    for (px, col) in row.chunks_exact_mut(C).zip(cols) {
+fn copy_pixels<const C: usize>(row: &mut [u8], at: &[u32], src: &[u8], fill: u8) {
+    for (px, &a) in row.chunks_exact_mut(C).zip(at) {
         let px: &mut [u8; C] = px.try_into().expect("C-sample chunks");
-        *px = match source(col) {
-            Some(at) => src[at..at + C].try_into().expect("C samples"),
-            None => [fill; C],
+        *px = if a == OUTSIDE {
+            [fill; C]
+        } else {
+            let a = a as usize;
+            src[a..a + C].try_into().expect("C samples")
         };
     }
 }

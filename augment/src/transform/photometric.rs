@@ -489,7 +489,15 @@ mod tests {
     /// The scalar forms these ops had before they were rewritten for vector lanes,
     /// kept verbatim as the reference the fast forms must equal byte for byte.
     mod scalar {
-        use super::super::{blend, clamp_trunc, fma, lut_of};
+        use super::super::{fma, lut_of};
+
+        fn clamp_trunc(x: f32) -> u8 {
+            x.clamp(0.0, 255.0) as u8
+        }
+
+        fn blend(v: u8, ratio: f32, other: f32, rest: f32) -> u8 {
+            clamp_trunc(fma(other, rest, v as f32 * ratio))
+        }
 
         fn gray_floor(r: u8, g: u8, b: u8) -> f32 {
             fma(b as f32, 0.114, fma(g as f32, 0.587, r as f32 * 0.2989)).floor()

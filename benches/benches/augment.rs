@@ -1,5 +1,7 @@
-//! Decode per format and size, each transform alone, and the whole `rrc:224,flip`
-//! per image: `cargo bench -p stoker-benches --bench augment`.
+//! Decode per format and size, each transform alone, each augmentation op on a
+//! 224x224 RGB photo (`ops_224`, the figures `peers/ops_compare.sh` sets beside
+//! PIL's), and the whole `rrc:224,flip` per image:
+//! `cargo bench -p stoker-benches --bench augment`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use stoker_augment::{decode, Image, Pipeline, SampleRng, Scratch};
@@ -54,6 +56,53 @@ fn transform_bench(c: &mut Criterion) {
     g.finish();
 }
 
+/// The ops of `peers/ops_compare.sh`, by the name both sides print: (name, spec).
+/// Keep the list in step with `OPS` in `peers/pil_ops.py`.
+const OPS_224: &[(&str, &str)] = &[
+    ("copy", "flip:p=0"),
+    ("flip", "flip:p=1"),
+    ("posterize", "posterize:4"),
+    ("solarize", "solarize:128"),
+    ("invert", "invert"),
+    ("equalize", "equalize"),
+    ("autocontrast", "autocontrast"),
+    ("brightness", "brightness:1.5"),
+    ("contrast", "contrast:1.5"),
+    ("color", "color:1.5"),
+    ("sharpness", "sharpness:1.5"),
+    ("rotate", "rotate:30"),
+    ("affine", "affine:deg=10:tx=3:ty=-2:shear=15"),
+    ("blur", "blur:5:sigma=1.5"),
+    ("jitter", "jitter:0.4"),
+    ("hue", "jitter:0:h=0.1"),
+    ("gray", "gray"),
+    ("randaugment", "randaugment:n=2:m=9"),
+    ("trivialaugment", "trivialaugment"),
+];
+
+/// Each op alone on a 224x224 RGB photo, the image already decoded: the time of
+/// `run_image`, which includes copying the input into the output (the `copy` row).
+fn ops_bench(c: &mut Criterion) {
+    let img = decode::decode(&photo_jpeg(224, 224, 4), 3).expect("decode");
+    let mut g = c.benchmark_group("ops_224");
+    g.throughput(Throughput::Elements(1));
+    for &(name, spec) in OPS_224 {
+        let p = Pipeline::parse(spec).expect("spec");
+        let mut out = vec![0u8; img.data.len()];
+        let mut scratch = Scratch::default();
+        let mut i = 0u64;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                i += 1;
+                let mut rng = SampleRng::new(0, 0, i);
+                p.run_image(img.view(), &mut rng, &mut scratch, &mut out)
+                    .expect("transform")
+            })
+        });
+    }
+    g.finish();
+}
+
 fn full_bench(c: &mut Criterion) {
     let jpeg = photo_jpeg(500, 375, 3);
     let mut g = c.benchmark_group("per_image");
@@ -75,5 +124,11 @@ fn full_bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, decode_bench, transform_bench, full_bench);
+criterion_group!(
+    benches,
+    decode_bench,
+    transform_bench,
+    ops_bench,
+    full_bench
+);
 criterion_main!(benches);

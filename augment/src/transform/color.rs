@@ -12,6 +12,7 @@
 //! each *enabled* adjustment in the order brightness, contrast, saturation, hue. The
 //! adjustments are then applied in the drawn order.
 
+use super::lanes;
 use crate::convert::luma;
 use crate::SampleRng;
 
@@ -95,16 +96,34 @@ pub fn apply_jitter(data: &mut [u8], channels: usize, d: &JitterDraw) {
     }
 }
 
-/// PIL's `Image.blend(a, b, alpha)` for one sample: float, truncated, clipped.
+/// PIL's `Image.blend(a, b, alpha)` for one sample: float, truncated, clipped. The
+/// clamp is a min and a max (no branch), so the loops that call it run in vector
+/// lanes; NaN cannot occur (both ends are samples, `alpha` is finite).
 #[inline]
 fn blend(a: f32, b: f32, alpha: f32) -> u8 {
-    let t = a + alpha * (b - a);
-    if t <= 0.0 {
-        0
-    } else if t >= 255.0 {
-        255
-    } else {
-        t as u8
+    lanes::trunc_u8((a + alpha * (b - a)).clamp(0.0, 255.0))
+}
+
+/// Pixels per block in the RGB loops: each block's lumas go to an array first, so
+/// that the loops have fixed trip counts the compiler runs in vector lanes.
+const BLOCK: usize = 16;
+
+/// Run `f` on each RGB pixel with its luma, a block at a time.
+#[inline]
+fn with_luma(data: &mut [u8], f: impl Fn(&mut [u8], u8)) {
+    let mut chunks = data.chunks_exact_mut(3 * BLOCK);
+    for block in &mut chunks {
+        let mut y = [0u8; BLOCK];
+        for (y, p) in y.iter_mut().zip(block.chunks_exact(3)) {
+            *y = luma(p[0], p[1], p[2]);
+        }
+        for (p, &y) in block.chunks_exact_mut(3).zip(&y) {
+            f(p, y);
+        }
+    }
+    for p in chunks.into_remainder().chunks_exact_mut(3) {
+        let y = luma(p[0], p[1], p[2]);
+        f(p, y);
     }
 }
 
@@ -130,9 +149,20 @@ pub fn contrast(data: &mut [u8], channels: usize, factor: f64) {
         return;
     }
     let sum: u64 = if channels == 3 {
-        data.chunks_exact(3)
-            .map(|p| luma(p[0], p[1], p[2]) as u64)
-            .sum()
+        let mut chunks = data.chunks_exact(3 * BLOCK);
+        let blocks: u64 = (&mut chunks)
+            .map(|b| {
+                b.chunks_exact(3)
+                    .map(|p| luma(p[0], p[1], p[2]) as u32)
+                    .sum::<u32>() as u64
+            })
+            .sum();
+        blocks
+            + chunks
+                .remainder()
+                .chunks_exact(3)
+                .map(|p| luma(p[0], p[1], p[2]) as u64)
+                .sum::<u64>()
     } else {
         data.iter()
             .step_by(channels.max(1))
@@ -152,12 +182,11 @@ pub fn saturation(data: &mut [u8], channels: usize, factor: f64) {
         return;
     }
     let f = factor as f32;
-    for p in data.chunks_exact_mut(3) {
-        let g = luma(p[0], p[1], p[2]) as f32;
+    with_luma(data, |p, g| {
         for v in p.iter_mut() {
-            *v = blend(g, *v as f32, f);
+            *v = blend(g as f32, *v as f32, f);
         }
-    }
+    });
 }
 
 /// torchvision `adjust_hue`: rotate the hue by `shift` turns. A no-op on gray images.
@@ -223,10 +252,7 @@ pub fn grayscale(data: &mut [u8], channels: usize) {
     if channels != 3 {
         return;
     }
-    for p in data.chunks_exact_mut(3) {
-        let g = luma(p[0], p[1], p[2]);
-        p.fill(g);
-    }
+    with_luma(data, |p, g| p.fill(g));
 }
 
 #[cfg(test)]
@@ -336,5 +362,65 @@ mod tests {
         let mut sorted = d.order;
         sorted.sort();
         assert_eq!(sorted, [0, 1, 2, 3]);
+    }
+
+    /// The PIL blend with its branches, as it was before the clamp became a min and
+    /// a max: the reference for the branchless form.
+    fn branchy_blend(a: f32, b: f32, alpha: f32) -> u8 {
+        let t = a + alpha * (b - a);
+        if t <= 0.0 {
+            0
+        } else if t >= 255.0 {
+            255
+        } else {
+            t as u8
+        }
+    }
+
+    #[test]
+    fn block_forms_equal_the_per_pixel_ones() {
+        let mut rng = SampleRng::from_seed(5);
+        for n in [0, 1, 15, 16, 17, 100, 50 * 37] {
+            let img: Vec<u8> = (0..3 * n).map(|_| rng.below(256) as u8).collect();
+            for f in [0.0, 0.3, 0.6, 1.0, 1.4, 2.0] {
+                let mut got = img.clone();
+                saturation(&mut got, 3, f);
+                let mut want = img.clone();
+                for p in want.chunks_exact_mut(3) {
+                    let g = luma(p[0], p[1], p[2]) as f32;
+                    for v in p.iter_mut() {
+                        *v = branchy_blend(g, *v as f32, f as f32);
+                    }
+                }
+                assert_eq!(got, want, "saturation {f} on {n} pixels");
+                if n > 0 {
+                    let mut got = img.clone();
+                    contrast(&mut got, 3, f);
+                    let sum: u64 = img
+                        .chunks_exact(3)
+                        .map(|p| luma(p[0], p[1], p[2]) as u64)
+                        .sum();
+                    let mean = (sum as f64 / n as f64 + 0.5).floor() as f32;
+                    let want: Vec<u8> = img
+                        .iter()
+                        .map(|&v| branchy_blend(mean, v as f32, f as f32))
+                        .collect();
+                    assert_eq!(got, want, "contrast {f} on {n} pixels");
+                }
+            }
+            let mut got = img.clone();
+            grayscale(&mut got, 3);
+            for (g, p) in got.chunks_exact(3).zip(img.chunks_exact(3)) {
+                assert_eq!(g, [luma(p[0], p[1], p[2]); 3]);
+            }
+        }
+        for a in 0..=255u8 {
+            for b in (0..=255u8).step_by(5) {
+                for alpha in [-0.5f32, 0.0, 0.25, 0.999, 1.0, 1.5, 3.0] {
+                    let (a, b) = (a as f32, b as f32);
+                    assert_eq!(blend(a, b, alpha), branchy_blend(a, b, alpha));
+                }
+            }
+        }
     }
 }

@@ -11,6 +11,7 @@ pub mod color;
 pub mod crop;
 pub mod erase;
 pub mod flip;
+mod lanes;
 pub mod normalize;
 pub mod photometric;
 pub mod policy;

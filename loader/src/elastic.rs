@@ -19,7 +19,7 @@
 
 use std::ops::Range;
 
-use crate::plan::{Plan, PlanMeta};
+use crate::epoch_plan::{Plan, PlanMeta};
 use crate::sampler::{deal, Sampler, ShardPolicy};
 
 pub use crate::state::Elastic;

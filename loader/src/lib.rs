@@ -40,6 +40,7 @@ pub mod config;
 pub mod digest;
 pub mod durable;
 pub mod elastic;
+pub mod epoch_plan;
 mod error;
 #[cfg(any(test, feature = "test-support"))]
 pub mod gpu_test;
@@ -47,7 +48,6 @@ pub mod malloc;
 pub mod metrics;
 pub mod mix;
 pub mod pipeline;
-pub mod plan;
 pub mod pool;
 mod positioned;
 pub mod report;

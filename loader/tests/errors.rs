@@ -1,7 +1,8 @@
 //! Errors keep their causes: a caller matches on the stage that failed and on the error
 //! under it (through `std::error::Error::source`), and the messages read as they did.
 //! Sources keep the parser's or reader's error under the ones they make of it (a tar
-//! index, manifest or member, a Parquet row group, a manifest line).
+//! index, manifest or member, a Parquet row group, a manifest line); a FIFO a manifest
+//! names is an error, not a wait.
 
 use std::error::Error as _;
 use std::path::{Path, PathBuf};
@@ -368,4 +369,37 @@ fn a_damaged_parquet_row_group_keeps_the_readers_error() {
     );
     let arrow = cause::<arrow_schema::ArrowError>(&err);
     ends_with_its_cause(&err, arrow);
+}
+
+/// A file an annotation names is opened as a regular file or not at all: a FIFO in a
+/// manifest is an error naming it, where opening it would wait for a writer forever.
+#[cfg(unix)]
+#[test]
+fn a_manifest_image_that_is_a_fifo_is_an_error_not_a_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let src = shapes(&data);
+    let first = PathBuf::from(src.describe(0));
+    let rel = first.strip_prefix(&data).unwrap().display().to_string();
+    let made = std::process::Command::new("mkfifo")
+        .arg(data.join("pipe.jpg"))
+        .status();
+    if !made.is_ok_and(|s| s.success()) {
+        println!("SKIPPED: mkfifo is not available");
+        return;
+    }
+    let path = data.join("m.jsonl");
+    let lines = [
+        serde_json::json!({"image": rel, "label": 0}).to_string(),
+        serde_json::json!({"image": "pipe.jpg", "label": 0}).to_string(),
+    ];
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    let manifest = source::open(&path, Split::Train).unwrap();
+    let mut buf = Vec::new();
+    manifest.read(0, &mut buf).unwrap();
+    let e = manifest.read(1, &mut buf).unwrap_err().to_string();
+    assert!(
+        e.contains("pipe.jpg") && e.contains("a FIFO (named pipe), not a regular file"),
+        "{e}"
+    );
 }

@@ -3,7 +3,8 @@
 //! from S3 give the same batches as the local copies; listings longer than a page; a
 //! server killed mid-epoch ends the epoch with a clear error within a bounded time;
 //! wrong credentials, a missing bucket and a truncated shard are clear errors; resume
-//! in the middle of a remote shard; the cache serves later epochs.
+//! in the middle of a remote shard; the cache serves later epochs; a URL is detected by
+//! the rules of a local path.
 
 use crate::s3_support;
 
@@ -625,4 +626,118 @@ fn every_format_with_fields_reads_from_s3_as_locally() {
     let remote_pairs = open("s3://fields/scenes/", &o);
     assert_eq!(remote_pairs.fields(), local_pairs.fields());
     assert_eq!(digest(remote_pairs, c.clone()), digest(local_pairs, c));
+}
+
+/// One detector decides what a path and a URL are: the cases the URL rules used to
+/// get differently from the local ones.
+#[test]
+fn a_url_is_detected_by_the_rules_of_a_local_path() {
+    let Some(moto) = Moto::start("a_url_is_detected_by_the_rules_of_a_local_path") else {
+        return;
+    };
+    let o = moto.options();
+    moto.create_bucket("rules");
+    let local = local_data(12);
+    let dir = local._dir.path();
+    let train = source::Split::Train;
+    let c = cfg(Mode::Sync);
+
+    // A packed file named like a shard: its magic decides, here and there (a URL
+    // ending in .tar was opened as tar shards, and failed).
+    let disguised = dir.join("data.tar");
+    std::fs::copy(&local.pack, &disguised).unwrap();
+    storage::upload_file(&disguised, "s3://rules/data.tar", &o).unwrap();
+    let want = digest(source::open(&local.pack, train).unwrap(), c.clone());
+    assert_eq!(source::open(&disguised, train).unwrap().format(), "packed");
+    let got = open("s3://rules/data.tar", &o);
+    assert_eq!(got.format(), "packed");
+    assert_eq!(digest(got, c.clone()), want);
+
+    // An empty object is an empty file, as an empty local file is (it was "unknown
+    // format").
+    let empty = dir.join("empty.pack");
+    std::fs::write(&empty, b"").unwrap();
+    storage::upload_file(&empty, "s3://rules/empty.pack", &o).unwrap();
+    let e = open_err("s3://rules/empty.pack", &o);
+    assert!(
+        e.starts_with("s3://rules/empty.pack") && e.ends_with("empty file"),
+        "{e}"
+    );
+
+    // A pattern naming Parquet files and shards is refused, as a local one is (the
+    // URL's was opened as tar shards).
+    let mixed = dir.join("mixed");
+    std::fs::create_dir(&mixed).unwrap();
+    std::fs::copy(&local.pack, mixed.join("a.parquet")).unwrap();
+    std::fs::copy(local.shards.join("shard-000000.tar"), mixed.join("b.tar")).unwrap();
+    storage::upload_dir(&mixed, "s3://rules/mixed/", &o, 4).unwrap();
+    let local_err = match source::open(mixed.join("{a.parquet,b.tar}"), train) {
+        Ok(s) => panic!("the mixed pattern opened as {}", s.format()),
+        Err(e) => e.to_string(),
+    };
+    let e = open_err("s3://rules/mixed/{a.parquet,b.tar}", &o);
+    for e in [&local_err, &e] {
+        assert!(
+            e.contains("the pattern names Parquet files and others"),
+            "{e}"
+        );
+    }
+    assert!(e.starts_with("s3://rules/mixed/"), "{e}");
+
+    // MNIST and CIFAR-10 behind a URL are named as what they are, and as read from
+    // local files only (an MNIST prefix was taken for an image folder without class
+    // folders, a CIFAR-10 batch for an unknown format).
+    synthetic::write_mnist(&dir.join("mnist"), 7, 0).unwrap();
+    storage::upload_dir(&dir.join("mnist"), "s3://rules/mnist/", &o, 4).unwrap();
+    let e = open_err("s3://rules/mnist", &o);
+    assert!(
+        e.starts_with("s3://rules/mnist")
+            && e.contains("an MNIST folder, which is read from local files only"),
+        "{e}"
+    );
+    synthetic::write_cifar(&dir.join("cifar"), 2, 0).unwrap();
+    storage::upload_file(
+        &dir.join("cifar/data_batch_1.bin"),
+        "s3://rules/cifar/data_batch_1.bin",
+        &o,
+    )
+    .unwrap();
+    let e = open_err("s3://rules/cifar/data_batch_1.bin", &o);
+    assert!(
+        e.contains("a CIFAR-10 batch, which is read from local files only"),
+        "{e}"
+    );
+    let e = open_err("s3://rules/cifar/", &o);
+    assert!(e.contains("a CIFAR-10 folder"), "{e}");
+
+    // Class folders with a stray shard beside them are an image folder, as a local
+    // folder is (the URL's was opened as that one shard).
+    let stray = dir.join("stray");
+    copy_tree(&local.folder, &stray);
+    std::fs::copy(
+        local.shards.join("shard-000000.tar"),
+        stray.join("extra.tar"),
+    )
+    .unwrap();
+    storage::upload_dir(&stray, "s3://rules/stray/", &o, 8).unwrap();
+    let want = digest(source::open(&local.folder, train).unwrap(), c.clone());
+    let here = source::open(&stray, train).unwrap();
+    assert_eq!(here.format(), "folder");
+    assert_eq!(digest(here, c.clone()), want);
+    let got = open("s3://rules/stray", &o);
+    assert_eq!(got.format(), "folder");
+    assert_eq!(digest(got, c), want);
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
 }

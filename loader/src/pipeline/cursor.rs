@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{async_, Loader, Mode, Shared};
-use crate::plan::Plan;
+use crate::epoch_plan::Plan;
 use crate::state::LoaderState;
 use crate::{Batch, LoaderError};
 

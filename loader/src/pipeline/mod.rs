@@ -17,7 +17,7 @@ mod async_;
 mod cache;
 mod cursor;
 mod fields;
-mod plans;
+mod plan_state;
 mod sync;
 pub mod tune;
 pub(crate) mod work;
@@ -68,7 +68,7 @@ pub(crate) struct Shared {
     /// The caller's own steps (with any, `fields` is set: see `field_plan`).
     pub steps: Vec<crate::step::UserStep>,
     /// A resumed epoch's plan, and a mixture's.
-    pub(crate) plans: plans::Plans,
+    pub(crate) kept_plans: plan_state::KeptPlans,
     /// Samples kept decoded after their first decode (`decoded_cache`).
     pub(crate) cache: Option<cache::DecodedCache>,
 }
@@ -116,7 +116,7 @@ impl Loader {
             return Err(LoaderError::NoSamples);
         }
         if let Some(mix) = source.mixture() {
-            plans::check_never_steps(mix, cfg.batch_size, cfg.world)?;
+            plan_state::check_never_steps(mix, cfg.batch_size, cfg.world)?;
         }
         // A mixture's epochs are as long as its stop rule makes them (checked below).
         let per_rank = match source.mixture() {
@@ -272,7 +272,7 @@ impl Loader {
             fields,
             fingerprint: std::sync::OnceLock::new(),
             steps: cfg.steps.clone(),
-            plans: plans::Plans::default(),
+            kept_plans: plan_state::KeptPlans::default(),
             cache,
         });
         if shared.source.mixture().is_some() && shared.plan(0).is_empty() {

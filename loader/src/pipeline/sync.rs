@@ -9,8 +9,8 @@ use stoker_augment::Scratch;
 use super::fields::FieldScratch;
 use super::work::{Input, ReadSample};
 use super::Shared;
+use crate::epoch_plan::Plan;
 use crate::metrics::add_time;
-use crate::plan::Plan;
 use crate::pool::Pool;
 use crate::{Batch, LoaderError};
 

@@ -68,6 +68,15 @@ impl std::fmt::Debug for Cifar10 {
     }
 }
 
+/// Every name a batch file has in a CIFAR-10 folder, directly or in the archive's
+/// sub-folder (relative, `/`-separated): a folder holding any of them is CIFAR-10.
+pub(crate) fn file_names() -> Vec<String> {
+    let batches = TRAIN_FILES.iter().chain(std::iter::once(&TEST_FILE));
+    batches
+        .flat_map(|f| [f.to_string(), format!("{ARCHIVE_DIR}/{f}")])
+        .collect()
+}
+
 /// The folder holding the batches: `dir` itself, or the archive's sub-folder in it.
 fn batch_dir(dir: &Path) -> PathBuf {
     let nested = dir.join(ARCHIVE_DIR);
@@ -108,11 +117,7 @@ fn class_names(dir: &Path) -> Result<Vec<String>, SourceError> {
 impl Cifar10 {
     /// True when `dir` (or its `cifar-10-batches-bin` sub-folder) holds any batch file.
     pub fn detect(dir: &Path) -> bool {
-        let d = batch_dir(dir);
-        TRAIN_FILES
-            .iter()
-            .chain(std::iter::once(&TEST_FILE))
-            .any(|f| d.join(f).is_file())
+        file_names().iter().any(|n| dir.join(n).is_file())
     }
 
     /// Open the training batches (those of `data_batch_1..5.bin` present, in order) or

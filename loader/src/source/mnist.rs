@@ -66,6 +66,16 @@ fn candidates(prefix: &str, kind: &str, dims: u8) -> [String; 4] {
     ]
 }
 
+/// Every name an MNIST images or labels file of either split has (plain or gzipped):
+/// a folder holding any of them is an MNIST folder.
+pub(crate) fn file_names() -> Vec<String> {
+    ["train", "t10k"]
+        .iter()
+        .flat_map(|p| [candidates(p, "images", 3), candidates(p, "labels", 1)])
+        .flatten()
+        .collect()
+}
+
 fn find_in(dir: &Path, names: &[String]) -> Option<PathBuf> {
     names.iter().map(|n| dir.join(n)).find(|p| p.is_file())
 }
@@ -81,10 +91,7 @@ impl Mnist {
 
     /// True when `dir` holds an MNIST images or labels file of either split.
     pub fn detect(dir: &Path) -> bool {
-        ["train", "t10k"].iter().any(|p| {
-            find_in(dir, &candidates(p, "images", 3)).is_some()
-                || find_in(dir, &candidates(p, "labels", 1)).is_some()
-        })
+        file_names().iter().any(|n| dir.join(n).is_file())
     }
 
     /// Open the training (`train`) or test (`t10k`) split found in `dir`.

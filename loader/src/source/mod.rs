@@ -6,8 +6,10 @@
 
 pub mod cifar;
 pub mod coco;
+mod detect;
 pub mod files;
 pub mod folder;
+mod location;
 pub mod manifest;
 pub mod mixture;
 pub mod mnist;
@@ -16,8 +18,6 @@ pub mod pack_image;
 pub mod packed;
 pub mod parquet;
 pub mod place;
-#[cfg(feature = "remote")]
-pub mod remote_folder;
 pub mod segpairs;
 pub mod tar;
 mod why;

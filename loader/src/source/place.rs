@@ -1,6 +1,8 @@
-//! Files named by an annotation (a manifest line, a COCO image, a mask) that may live
-//! on disk or behind a URL: a [`Base`] resolves names relative to a folder or prefix
-//! into [`Place`]s, which read whole.
+//! Files that may live on disk or behind a URL: one [`Place`], several of one data set
+//! ([`Files`]: tar shards, Parquet files, an image folder's images), and a [`Base`]
+//! that resolves names an annotation gives (a manifest line, a COCO image, a mask)
+//! relative to a folder or prefix. A local file is read with plain file I/O on the
+//! caller's thread; only a remote one goes through the storage runtime.
 
 use std::path::{Path, PathBuf};
 
@@ -28,35 +30,140 @@ impl Place {
 
     /// Reads the whole file into `buf` (cleared first). An empty file is an error.
     pub fn read(&self, base: &Base, buf: &mut Vec<u8>) -> Result<(), SourceError> {
-        buf.clear();
-        match self {
-            Place::Local(path) => {
-                use std::io::Read;
-                let mut file = std::fs::File::open(path).map_err(|e| SourceError::io(path, e))?;
-                file.read_to_end(buf)
-                    .map_err(|e| SourceError::io(path, e))?;
-            }
-            #[cfg(feature = "remote")]
-            Place::Remote(obj) => {
-                let obj = obj.clone();
-                let cache = base.cache();
-                let mut owned = std::mem::take(buf);
-                let (r, owned) = crate::storage::wait(async move {
-                    let r =
-                        crate::storage::read_into(&obj, cache.as_deref(), 0..obj.size, &mut owned)
-                            .await;
-                    (r, owned)
-                })?;
-                *buf = owned;
-                r?;
-            }
-        }
         #[cfg(not(feature = "remote"))]
         let _ = base;
-        if buf.is_empty() {
-            return Err(SourceError::record(self.describe(), "empty file"));
+        match self {
+            Place::Local(path) => read_local(path, buf),
+            #[cfg(feature = "remote")]
+            Place::Remote(obj) => read_remote(obj, base.cache(), buf),
         }
-        Ok(())
+    }
+}
+
+/// Reads the whole local file `path` into `buf` (cleared first). An empty file, or
+/// anything but a regular file (a FIFO would block the reader), is an error naming it.
+pub(crate) fn read_local(path: &Path, buf: &mut Vec<u8>) -> Result<(), SourceError> {
+    use std::io::Read;
+    buf.clear();
+    let mut file = super::open_regular(path)?;
+    // read_to_end reserves from the file's size and only grows `buf` when the file is
+    // larger than its capacity, so a recycled buffer is not reallocated.
+    file.read_to_end(buf)
+        .map_err(|e| SourceError::io(path, e))?;
+    if buf.is_empty() {
+        return Err(SourceError::record(
+            path.display().to_string(),
+            "empty file",
+        ));
+    }
+    Ok(())
+}
+
+/// Reads the whole object `obj` into `buf` (cleared first) through `cache` when there
+/// is one, waiting on the storage runtime. An empty object is an error naming it.
+#[cfg(feature = "remote")]
+pub(crate) fn read_remote(
+    obj: &crate::storage::Object,
+    cache: Option<std::sync::Arc<crate::storage::Cache>>,
+    buf: &mut Vec<u8>,
+) -> Result<(), SourceError> {
+    buf.clear();
+    let object = obj.clone();
+    let mut owned = std::mem::take(buf);
+    let (r, owned) = crate::storage::wait(async move {
+        let r =
+            crate::storage::read_into(&object, cache.as_deref(), 0..object.size, &mut owned).await;
+        (r, owned)
+    })?;
+    *buf = owned;
+    r?;
+    nonempty(obj, buf)
+}
+
+/// [`read_remote`] as a future on the storage runtime, holding no thread while it
+/// waits: the outcome and the buffer back.
+#[cfg(feature = "remote")]
+pub(crate) async fn read_remote_async(
+    obj: crate::storage::Object,
+    cache: Option<std::sync::Arc<crate::storage::Cache>>,
+    mut buf: Vec<u8>,
+) -> (Result<(), SourceError>, Vec<u8>) {
+    buf.clear();
+    let task = crate::storage::spawn(async move {
+        let r = crate::storage::read_into(&obj, cache.as_deref(), 0..obj.size, &mut buf).await;
+        (r, buf, obj)
+    });
+    match task.await {
+        Ok((r, buf, obj)) => {
+            let out = r
+                .map_err(SourceError::from)
+                .and_then(|()| nonempty(&obj, &buf));
+            (out, buf)
+        }
+        Err(e) => (Err(e.into()), Vec::new()),
+    }
+}
+
+#[cfg(feature = "remote")]
+fn nonempty(obj: &crate::storage::Object, buf: &[u8]) -> Result<(), SourceError> {
+    if buf.is_empty() {
+        return Err(SourceError::record(obj.url(), "empty file"));
+    }
+    Ok(())
+}
+
+/// The files of one data set, all local or all objects of one store, in the data set's
+/// order. One list of paths or of objects, so a local set costs what its paths cost.
+#[derive(Clone, Debug)]
+pub enum Files {
+    /// Local files.
+    Local(Vec<PathBuf>),
+    /// Objects, as listed or HEADed.
+    #[cfg(feature = "remote")]
+    Remote(Vec<crate::storage::Object>),
+}
+
+impl From<Place> for Files {
+    fn from(place: Place) -> Files {
+        match place {
+            Place::Local(p) => Files::Local(vec![p]),
+            #[cfg(feature = "remote")]
+            Place::Remote(o) => Files::Remote(vec![o]),
+        }
+    }
+}
+
+impl Files {
+    /// The number of files.
+    pub fn len(&self) -> usize {
+        match self {
+            Files::Local(v) => v.len(),
+            #[cfg(feature = "remote")]
+            Files::Remote(v) => v.len(),
+        }
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The file names (local paths, object keys), in order.
+    pub fn names(&self) -> Vec<std::borrow::Cow<'_, str>> {
+        match self {
+            Files::Local(v) => v.iter().map(|p| p.to_string_lossy()).collect(),
+            #[cfg(feature = "remote")]
+            Files::Remote(v) => v.iter().map(|o| o.key.as_str().into()).collect(),
+        }
+    }
+
+    /// The path or URL of file `i`, for messages.
+    pub fn describe(&self, i: usize) -> Option<String> {
+        match self {
+            Files::Local(v) => v.get(i).map(|p| p.display().to_string()),
+            #[cfg(feature = "remote")]
+            Files::Remote(v) => v.get(i).map(|o| o.url()),
+        }
     }
 }
 

@@ -1,5 +1,11 @@
 //! Opening remote shards: each shard's index from its sidecar `SHARD.tar.idx`, else
 //! from the cache folder, else by streaming the shard once through the header scan.
+//!
+//! This stays apart from `open_local` (in `mod.rs`) on purpose: a local shard is
+//! indexed by seeking from header to header, which costs a request per member on a
+//! store, so a remote one is streamed once (or not read at all, given its index).
+//! Both make the same `TarSource`, and `detect.rs` picks between them by the kind of
+//! place.
 
 use std::io::Read;
 use std::sync::Arc;

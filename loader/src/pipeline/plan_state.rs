@@ -1,13 +1,15 @@
-//! Which plan an epoch follows (the sampler's, a mixture's, or the rest of an epoch
-//! taken over by a resume), the state at each of its batches, and how a state turns
-//! back into a plan and a batch.
+//! Plans and states of a running loader: which [`Plan`] an epoch follows (the
+//! sampler's, a mixture's, or the rest of an epoch taken over by a resume), the plans
+//! kept because they are not a pure function of the epoch, the state at each batch,
+//! and how a state turns back into a plan and a batch. The `Plan` type itself is in
+//! `epoch_plan.rs`.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::Shared;
 use crate::config::{MAX_BATCH_SIZE, MAX_WORLD};
 use crate::elastic::{self, Elastic};
-use crate::plan::{Plan, PlanMeta};
+use crate::epoch_plan::{Plan, PlanMeta};
 use crate::sampler::deal;
 use crate::source::mixture::order::Generator;
 use crate::source::mixture::{MixPos, Mixture, Stop};
@@ -17,7 +19,7 @@ use crate::LoaderError;
 /// Plans that are not a pure function of the epoch: a resumed epoch's, and a
 /// mixture's (which cost a pass over the draws, so the last one is kept).
 #[derive(Default)]
-pub(crate) struct Plans {
+pub(crate) struct KeptPlans {
     /// The epoch a resume continues, until an epoch is started afresh.
     pub resumed: Mutex<Option<Arc<Plan>>>,
     /// The last mixture plan made.
@@ -181,7 +183,7 @@ fn check_mixture(mix: &Mixture, ms: &MixtureState) -> Result<(), String> {
 impl Shared {
     /// The plan of `epoch` on this rank.
     pub fn plan(&self, epoch: u64) -> Arc<Plan> {
-        if let Some(p) = lock(&self.plans.resumed)
+        if let Some(p) = lock(&self.kept_plans.resumed)
             .as_ref()
             .filter(|p| p.epoch == epoch)
         {
@@ -202,7 +204,7 @@ impl Shared {
                 self.drop_last,
             ));
         };
-        if let Some(p) = lock(&self.plans.last_mix)
+        if let Some(p) = lock(&self.kept_plans.last_mix)
             .as_ref()
             .filter(|p| p.epoch == epoch)
         {
@@ -211,7 +213,7 @@ impl Shared {
         let base = self.mix_start(mix, epoch);
         let end = self.mix_epoch_end(mix, &base);
         let p = Arc::new(self.mix_plan(mix, epoch, base, end));
-        *lock(&self.plans.last_mix) = Some(p.clone());
+        *lock(&self.kept_plans.last_mix) = Some(p.clone());
         p
     }
 
@@ -219,7 +221,7 @@ impl Shared {
     /// a resumed epoch's.
     pub(crate) fn plan_in_state(&self, epoch: u64) -> bool {
         self.source.mixture().is_some()
-            || lock(&self.plans.resumed)
+            || lock(&self.kept_plans.resumed)
                 .as_ref()
                 .is_some_and(|p| p.epoch == epoch)
     }
@@ -227,7 +229,7 @@ impl Shared {
     /// Drops a resumed plan: the next plan of its epoch is the epoch's own. True when
     /// there was one for `epoch`.
     pub(crate) fn forget_resumed(&self, epoch: u64) -> bool {
-        lock(&self.plans.resumed)
+        lock(&self.kept_plans.resumed)
             .take()
             .is_some_and(|p| p.epoch == epoch)
     }
@@ -252,7 +254,7 @@ impl Shared {
             return MixPos::fresh(n, epoch);
         }
         let known = {
-            let starts = lock(&self.plans.mix_starts);
+            let starts = lock(&self.kept_plans.mix_starts);
             starts
                 .iter()
                 .filter(|(&e, _)| e <= epoch)
@@ -267,7 +269,7 @@ impl Shared {
                 g.next(&mut pos);
             }
             e += 1;
-            lock(&self.plans.mix_starts).insert(e, pos.clone());
+            lock(&self.kept_plans.mix_starts).insert(e, pos.clone());
         }
         pos
     }
@@ -277,8 +279,8 @@ impl Shared {
     fn mix_start_known(&self, mix: &Mixture, epoch: u64) -> bool {
         mix.spec().stop != Stop::Never
             || epoch == 0
-            || lock(&self.plans.mix_starts).contains_key(&epoch)
-            || lock(&self.plans.last_mix)
+            || lock(&self.kept_plans.mix_starts).contains_key(&epoch)
+            || lock(&self.kept_plans.last_mix)
                 .as_ref()
                 .is_some_and(|p| p.epoch == epoch)
     }
@@ -313,7 +315,7 @@ impl Shared {
         }
         // Under `never` the next epoch starts here; none follows epoch u64::MAX.
         if let (Some(_), Some(next)) = (end, epoch.checked_add(1)) {
-            lock(&self.plans.mix_starts).insert(next, pos.clone());
+            lock(&self.kept_plans.mix_starts).insert(next, pos.clone());
         }
         let drawn = order.len();
         let mine = deal(order, self.sampler.rank, world, self.sampler.shard_policy);
@@ -403,7 +405,7 @@ impl Shared {
     /// plan again). True when this replaced or dropped another.
     pub(crate) fn set_resumed(&self, plan: Option<Arc<Plan>>) -> bool {
         let special = plan.is_some();
-        let old = std::mem::replace(&mut *lock(&self.plans.resumed), plan);
+        let old = std::mem::replace(&mut *lock(&self.kept_plans.resumed), plan);
         special || old.is_some()
     }
 

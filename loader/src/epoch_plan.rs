@@ -1,4 +1,7 @@
-//! A plan: one epoch as an ordered list of index batches.
+//! An epoch plan: the `Plan` of one epoch on one rank, its sample indices in order and
+//! cut into batches (from the sampler's order, a mixture's draws or a resumed epoch's
+//! rest), with what a state at each batch must record. Which plan an epoch follows is
+//! chosen in `pipeline/plan_state.rs`.
 
 use std::sync::Arc;
 

@@ -142,7 +142,7 @@ impl TokenConfig {
         Sampler::default()
             .distributed(self.rank, self.world, ShardPolicy::Exact)
             .validate()
-            .map_err(TokenError::Settings)
+            .map_err(|e| TokenError::Settings(e.to_string()))
     }
 }
 

@@ -20,7 +20,7 @@ pub struct Args {
     /// behind a URL (s3://, gs://, az://, http(s)://, file://).
     pub data: Option<PathBuf>,
     #[command(flatten)]
-    pub mixture: MixtureArgs,
+    pub mixture: DataSets,
     #[command(flatten)]
     pub source: DataArgs,
     #[command(flatten)]
@@ -69,7 +69,7 @@ pub struct Args {
 
 /// Several data sets mixed by weight (`--data A --data B --weights 7,3`).
 #[derive(clap::Args, Clone, Default)]
-pub struct MixtureArgs {
+pub struct DataSets {
     /// A data set to mix (repeat the flag: one per data set; with DATA, it comes
     /// first).
     #[arg(long = "data", value_name = "DATA")]
@@ -78,7 +78,7 @@ pub struct MixtureArgs {
     pub mixing: cli_args::MixtureArgs,
 }
 
-impl MixtureArgs {
+impl DataSets {
     /// `data` (the positional data set, if any) and the `--data` ones, each opened
     /// with `options`, as the data part of a loader's spec.
     pub fn spec(

@@ -112,6 +112,9 @@ mod tests {
             Setting::Steps,
         ];
         let cmd = super::Cli::command();
+        // clap's own checks of the definition (unique names and groups), which a
+        // flattened group of the same name as another fails.
+        cmd.clone().debug_assert();
         for s in Setting::ALL {
             let flag = stoker_loader::cli_args::flag(&cmd, s);
             if none.contains(&s) {

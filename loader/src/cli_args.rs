@@ -308,7 +308,7 @@ mod tests {
         assert_eq!(new.mixture.epoch_batches(), Some(7));
         assert!(Cli::try_parse_from(["x", "--epoch-batches", "7", "--steps", "5"]).is_err());
         // Weights are parsed, not judged: the library's check does that once.
-        let w = Cli::try_parse_from(["x", "--weights", "-1,2"]).unwrap();
+        let w = Cli::try_parse_from(["x", "--weights=-1,2"]).unwrap();
         assert_eq!(w.mixture.weights, Some(Weights(vec![-1.0, 2.0])));
     }
 

@@ -364,6 +364,14 @@ mod tests {
         assert_eq!(format!("{a:?}"), format!("{b:?}"));
     }
 
+    /// The error `spec` is refused with (a `Loader` has no `Debug` for `unwrap_err`).
+    fn refused(spec: &LoaderSpec) -> SpecError {
+        match spec.build() {
+            Ok(_) => panic!("built"),
+            Err(e) => e,
+        }
+    }
+
     #[test]
     fn bad_settings_name_their_field_before_any_data_is_opened() {
         let data = |n: usize| DataSpec {
@@ -380,33 +388,30 @@ mod tests {
             ..LoaderSpec::default()
         };
         spec.output.batch_size = 0;
-        assert_eq!(
-            spec.build().unwrap_err().setting(),
-            Some(Setting::BatchSize)
-        );
+        assert_eq!(refused(&spec).setting(), Some(Setting::BatchSize));
         spec.output.batch_size = 4;
         spec.data = DataSpec {
             weights: Some(vec![1.0, -1.0]),
             ..data(2)
         };
-        assert_eq!(spec.build().unwrap_err().setting(), Some(Setting::Weights));
+        assert_eq!(refused(&spec).setting(), Some(Setting::Weights));
         spec.data = DataSpec {
             weights: Some(vec![1.0]),
             ..data(2)
         };
-        assert_eq!(spec.build().unwrap_err().setting(), Some(Setting::Weights));
+        assert_eq!(refused(&spec).setting(), Some(Setting::Weights));
         spec.data = DataSpec {
             stop: Some(Stop::Never),
             ..data(2)
         };
-        let e = spec.build().unwrap_err();
+        let e = refused(&spec);
         assert_eq!(e.setting(), Some(Setting::EpochBatches), "{e}");
         // The settings pass: now the data is opened, and its error names the path.
         spec.data = data(1);
-        let e = spec.build().unwrap_err();
+        let e = refused(&spec);
         assert!(matches!(e, SpecError::Open { .. }), "{e}");
         assert!(e.to_string().contains("/nonexistent/0"), "{e}");
         spec.data = DataSpec::default();
-        assert!(matches!(spec.build().unwrap_err(), SpecError::NoData));
+        assert!(matches!(refused(&spec), SpecError::NoData));
     }
 }

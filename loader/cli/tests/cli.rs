@@ -484,7 +484,7 @@ fn bench_mixes_data_sets_by_weight() {
     assert_eq!(never["samples"], 40);
     // The old spelling still works for this release, with a note on stderr.
     let mut args = vec!["bench", "--data", path(&a), "--data", path(&b), "--json"];
-    args.extend(["--stop", "never", "--steps", "5", "--digest"]);
+    args.extend(["--batch-size", "8", "--stop", "never", "--steps", "5"]);
     let out = stoker_load(&args);
     assert!(
         out.status.success(),
@@ -510,7 +510,14 @@ fn bench_mixes_data_sets_by_weight() {
     ]);
     // The library's check, the setting spelled as its flag.
     assert!(err.contains("--weights: 3 weights for 2 sources"), "{err}");
-    let err = failing(&["bench", "--data", path(&a), "--weights", "1,-1"]);
+    let err = failing(&[
+        "bench",
+        "--data",
+        path(&a),
+        "--data",
+        path(&b),
+        "--weights=1,-1",
+    ]);
     assert!(err.contains("--weights: weight 1 (-1)"), "{err}");
     let err = failing(&["bench", "--data", path(&a), "--stop", "never"]);
     assert!(

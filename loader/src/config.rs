@@ -252,7 +252,7 @@ pub struct LoaderConfig {
     /// least of MemTotal, cgroup limits and RLIMIT_AS; 16 GiB where none is known).
     pub max_buffer_bytes: Option<usize>,
     /// MixUp and/or CutMix on each finished batch, with soft labels (see
-    /// [`crate::mix`]); `None` leaves batches as they are.
+    /// [`crate::mixup`]); `None` leaves batches as they are.
     pub mix: Option<crate::Mix>,
     /// The fields batches carry (see [`crate::sample`]): `None` means every field the
     /// source has but the instance masks (`masks`), which come only when listed. A
@@ -363,7 +363,7 @@ impl LoaderConfig {
         }
         in_range(Setting::Prefetch, self.prefetch, min, MAX_PREFETCH)?;
         in_range(Setting::IoDepth, self.io_depth, min, MAX_IO_DEPTH)?;
-        in_range(Setting::World, self.world, 1, MAX_WORLD)?;
+        in_range(Setting::WorldSize, self.world, 1, MAX_WORLD)?;
         in_range(
             Setting::ShuffleBuffer,
             self.shuffle_buffer,

@@ -36,6 +36,8 @@
 
 pub mod array;
 mod batch;
+#[cfg(feature = "clap")]
+pub mod cli_args;
 pub mod config;
 pub mod digest;
 pub mod durable;
@@ -46,7 +48,10 @@ mod error;
 pub mod gpu_test;
 pub mod malloc;
 pub mod metrics;
-pub mod mix;
+pub mod mixup;
+/// The old name of [`mixup`] (MixUp/CutMix; data sets are mixed by a [`Mixture`]).
+#[doc(hidden)]
+pub use mixup as mix;
 pub mod pipeline;
 pub mod pool;
 mod positioned;
@@ -55,6 +60,7 @@ pub mod sample;
 pub mod sampler;
 mod setting;
 pub mod source;
+pub mod spec;
 pub mod state;
 pub mod step;
 #[cfg(feature = "remote")]
@@ -71,7 +77,7 @@ pub use config::{DecodedCacheSize, LoaderConfig, Mode, OnError, Workers};
 pub use digest::Digest;
 pub use error::{LoaderError, SampleError};
 pub use metrics::Metrics;
-pub use mix::Mix;
+pub use mixup::Mix;
 pub use pipeline::{Cursor, Epoch, Loader, Next};
 pub use sample::{Annotation, BatchFields, Field, Fields};
 pub use sampler::{Sampler, ShardPolicy};

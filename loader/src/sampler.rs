@@ -141,7 +141,7 @@ impl Sampler {
         use crate::{Setting, SettingError};
         if self.world == 0 {
             return Err(SettingError::new(
-                Setting::World,
+                Setting::WorldSize,
                 "world size must be at least 1",
             ));
         }

@@ -85,7 +85,7 @@ pub enum Setting {
     /// This process's rank.
     Rank,
     /// The number of processes sharing the data.
-    World,
+    WorldSize,
     /// How the ranks' shards are made equal.
     ShardPolicy,
     /// The shuffle buffer of a sharded source.
@@ -101,7 +101,7 @@ pub enum Setting {
     /// The memory bound of the batch buffers.
     MaxBufferBytes,
     /// MixUp/CutMix on finished batches.
-    Mix,
+    Mixup,
     /// The fields batches carry.
     Fields,
     /// The least visible share of a box that keeps it.
@@ -114,9 +114,39 @@ pub enum Setting {
     DecodedCache,
     /// A never-ending mixture's batches per epoch on each rank.
     EpochBatches,
+    /// A mixture's weights, one per data set.
+    Weights,
 }
 
 impl Setting {
+    /// Every setting, for a front end's check that it spells each one.
+    pub const ALL: [Setting; 24] = [
+        Setting::BatchSize,
+        Setting::Mode,
+        Setting::Workers,
+        Setting::CpuBudget,
+        Setting::Prefetch,
+        Setting::IoDepth,
+        Setting::DropLast,
+        Setting::Rank,
+        Setting::WorldSize,
+        Setting::ShardPolicy,
+        Setting::ShuffleBuffer,
+        Setting::Transform,
+        Setting::Channels,
+        Setting::Trace,
+        Setting::MaxPixels,
+        Setting::MaxBufferBytes,
+        Setting::Mixup,
+        Setting::Fields,
+        Setting::MinBoxVisibility,
+        Setting::MaxInstances,
+        Setting::Steps,
+        Setting::DecodedCache,
+        Setting::EpochBatches,
+        Setting::Weights,
+    ];
+
     /// The setting's name: its field's name in the loader's configuration.
     pub const fn name(self) -> &'static str {
         match self {
@@ -128,7 +158,7 @@ impl Setting {
             Setting::IoDepth => "io_depth",
             Setting::DropLast => "drop_last",
             Setting::Rank => "rank",
-            Setting::World => "world",
+            Setting::WorldSize => "world_size",
             Setting::ShardPolicy => "shard_policy",
             Setting::ShuffleBuffer => "shuffle_buffer",
             Setting::Transform => "transform",
@@ -136,13 +166,14 @@ impl Setting {
             Setting::Trace => "trace",
             Setting::MaxPixels => "max_pixels",
             Setting::MaxBufferBytes => "max_buffer_bytes",
-            Setting::Mix => "mix",
+            Setting::Mixup => "mixup",
             Setting::Fields => "fields",
             Setting::MinBoxVisibility => "min_box_visibility",
             Setting::MaxInstances => "max_instances",
             Setting::Steps => "steps",
             Setting::DecodedCache => "decoded_cache",
             Setting::EpochBatches => "epoch_batches",
+            Setting::Weights => "weights",
         }
     }
 }

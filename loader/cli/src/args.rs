@@ -1,9 +1,7 @@
 //! Parsers for numeric flags: every count has a range and every time is finite, so an
 //! absurd value is refused by clap (exit status 2, naming the flag) before any work.
 
-use stoker_loader::config::{
-    MAX_BATCH_SIZE, MAX_IO_DEPTH, MAX_PREFETCH, MAX_SHUFFLE_BUFFER, MAX_WORKERS,
-};
+use stoker_loader::config::{MAX_BATCH_SIZE, MAX_IO_DEPTH, MAX_PREFETCH, MAX_WORKERS};
 
 fn count_in(s: &str, lo: usize, hi: usize) -> Result<usize, String> {
     let v: usize = s
@@ -14,32 +12,6 @@ fn count_in(s: &str, lo: usize, hi: usize) -> Result<usize, String> {
         return Err(format!("{v} is out of range (expected {lo} to {hi})"));
     }
     Ok(v)
-}
-
-/// Mixture weights, one per data set (a type of its own: clap would read a bare
-/// `Vec` as a flag given several times).
-#[derive(Clone, Debug)]
-pub struct Weights(pub Vec<f64>);
-
-/// Mixture weights: `7,3` or `0.7,0.3`, each finite and at least 0, not all 0.
-pub fn weights(s: &str) -> Result<Weights, String> {
-    let w = stoker_loader::mixture::parse_weights(s)?;
-    for (i, &x) in w.iter().enumerate() {
-        if !x.is_finite() || x < 0.0 {
-            return Err(format!(
-                "weight {i} ({x}) must be a finite number of at least 0"
-            ));
-        }
-    }
-    if w.iter().all(|&x| x == 0.0) {
-        return Err("every weight is 0: at least one data set must be drawn".into());
-    }
-    Ok(Weights(w))
-}
-
-/// Batches per epoch of a `--stop never` mixture.
-pub fn steps(s: &str) -> Result<usize, String> {
-    count_in(s, 1, 1 << 40)
 }
 
 pub fn batch_size(s: &str) -> Result<usize, String> {
@@ -97,11 +69,6 @@ pub fn limit(s: &str) -> Result<usize, String> {
     count_in(s, 0, usize::MAX)
 }
 
-/// The decode limit in pixels.
-pub fn max_pixels(s: &str) -> Result<usize, String> {
-    count_in(s, 1, 1 << 40)
-}
-
 /// A comma-separated list of field names (`image,boxes,mask`).
 pub fn fields(s: &str) -> Result<stoker_loader::Fields, String> {
     let f: stoker_loader::Fields = s
@@ -113,11 +80,6 @@ pub fn fields(s: &str) -> Result<stoker_loader::Fields, String> {
     Ok(f)
 }
 
-/// Samples in the shuffle buffer of tar shards.
-pub fn shuffle_buffer(s: &str) -> Result<usize, String> {
-    count_in(s, 1, MAX_SHUFFLE_BUFFER)
-}
-
 /// A size in bytes ([`stoker_loader::config::parse_size`]: a whole number with an
 /// optional suffix K, M, G or T, powers of 1024), from `lo` to `hi` bytes.
 fn bytes_in(s: &str, lo: u64, hi: u64) -> Result<u64, String> {
@@ -126,13 +88,6 @@ fn bytes_in(s: &str, lo: u64, hi: u64) -> Result<u64, String> {
         return Err(format!("{s} is out of range (expected {lo} to {hi} bytes)"));
     }
     Ok(v)
-}
-
-/// `--decoded-cache`: `auto`, or a size of at least one byte (whether it fits in the
-/// memory bound is the loader's check, which knows the batch buffers).
-pub fn decoded_cache(s: &str) -> Result<stoker_loader::DecodedCacheSize, String> {
-    s.parse()
-        .map_err(|e: stoker_loader::ParseSettingError| e.to_string())
 }
 
 /// The size of one tar shard: 10K to 64G.
@@ -149,11 +104,6 @@ pub fn max_side(s: &str) -> Result<u32, String> {
 pub fn encoding(s: &str) -> Result<stoker_loader::source::Encoding, String> {
     s.parse()
         .map_err(|e: stoker_loader::ParseSettingError| e.to_string())
-}
-
-/// The size bound of `--cache`: 1M to 1P.
-pub fn cache_size(s: &str) -> Result<u64, String> {
-    bytes_in(s, 1 << 20, 1 << 50)
 }
 
 /// A simulated step time in milliseconds: finite, from 0 to one hour.
@@ -198,7 +148,6 @@ mod tests {
         assert!(epochs("0").is_err());
         assert_eq!(shard_size("256MB").unwrap(), 256 << 20);
         assert_eq!(shard_size("64k").unwrap(), 64 << 10);
-        assert_eq!(cache_size("10GiB").unwrap(), 10 << 30);
         assert_eq!(shard_size("1048576").unwrap(), 1 << 20);
         for bad in [
             "",
@@ -211,14 +160,6 @@ mod tests {
             "99999999999999999999T",
         ] {
             assert!(shard_size(bad).is_err(), "{bad}");
-        }
-        assert!(shuffle_buffer("0").is_err());
-        use stoker_loader::DecodedCacheSize;
-        assert_eq!(decoded_cache("2G"), Ok(DecodedCacheSize::Bytes(2 << 30)));
-        assert_eq!(decoded_cache("auto"), Ok(DecodedCacheSize::Auto));
-        for bad in ["", "0", "lots", "1.5G"] {
-            let e = decoded_cache(bad).unwrap_err();
-            assert!(e.contains("neither 'auto' nor a size"), "{bad}: {e}");
         }
     }
 }

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde::Serialize;
 use stoker_augment::Pipeline;
-use stoker_loader::{source, Digest, Loader, LoaderConfig, Mode, OnError, Workers};
+use stoker_loader::cli_args::{self, ReadArgs};
+use stoker_loader::spec::{DataSpec, LoaderSpec, SourceSpec};
+use stoker_loader::{source, Digest, LoaderConfig, Mode, Workers};
 
 use crate::args;
 use crate::data::DataArgs;
@@ -18,9 +20,11 @@ pub struct Args {
     /// behind a URL (s3://, gs://, az://, http(s)://, file://).
     pub data: Option<PathBuf>,
     #[command(flatten)]
-    pub mixture: MixtureArgs,
+    pub mixture: DataSets,
     #[command(flatten)]
     pub source: DataArgs,
+    #[command(flatten)]
+    pub read: ReadArgs,
     #[arg(long, default_value = "async")]
     pub mode: Mode,
     /// Decode threads: a number, or `auto` to choose during the first epoch from how
@@ -33,8 +37,6 @@ pub struct Args {
     pub cpu_budget: Option<usize>,
     #[arg(long, default_value_t = 2, value_parser = args::prefetch)]
     pub prefetch: usize,
-    #[arg(long, default_value_t = 8, value_parser = args::io_depth)]
-    pub io_depth: usize,
     #[arg(long, default_value_t = 64, value_parser = args::batch_size)]
     pub batch_size: usize,
     /// Transform spec, e.g. `rrc:224,flip` or `resize:256,center:224`.
@@ -47,8 +49,6 @@ pub struct Args {
     pub compute_ms: f64,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    #[arg(long, default_value = "fail")]
-    pub on_error: OnError,
     /// Visit samples in order instead of shuffled.
     #[arg(long)]
     pub no_shuffle: bool,
@@ -68,65 +68,48 @@ pub struct Args {
     /// Write a Chrome trace (open in Perfetto) of the stages.
     #[arg(long)]
     pub trace: Option<PathBuf>,
-    /// Samples in the shuffle buffer of tar shards (1: each shard in order).
-    #[arg(long, default_value_t = stoker_loader::sampler::DEFAULT_SHUFFLE_BUFFER, value_parser = args::shuffle_buffer)]
-    pub shuffle_buffer: usize,
-    /// Refuse images of more pixels than this, from their header.
-    #[arg(long, default_value_t = stoker_augment::DEFAULT_MAX_PIXELS, value_parser = args::max_pixels)]
-    pub max_pixels: usize,
     /// The fields to load, e.g. `image,boxes,masks` (default: every field the data has
     /// but the instance masks, `masks`, which come only when listed).
     #[arg(long, value_parser = args::fields)]
     pub fields: Option<stoker_loader::Fields>,
-    /// Keep decoded images (and their fields) for later epochs, up to SIZE bytes (K, M,
-    /// G, T suffixes), or `auto`: what the memory bound leaves beside the batch buffers.
-    #[arg(long, value_name = "SIZE", value_parser = args::decoded_cache)]
-    pub decoded_cache: Option<stoker_loader::DecodedCacheSize>,
 }
 
 /// Several data sets mixed by weight (`--data A --data B --weights 7,3`).
 #[derive(clap::Args, Clone, Default)]
-pub struct MixtureArgs {
+pub struct DataSets {
     /// A data set to mix (repeat the flag: one per data set; with DATA, it comes
     /// first).
     #[arg(long = "data", value_name = "DATA")]
     pub more_data: Vec<PathBuf>,
-    /// One weight per data set, e.g. `7,3` (default: equal).
-    #[arg(long, value_parser = args::weights)]
-    pub weights: Option<args::Weights>,
-    /// When a mixed epoch ends: first_exhausted, all_exhausted (default) or never.
-    #[arg(long)]
-    pub stop: Option<stoker_loader::Stop>,
-    /// Batches per epoch with `--stop never`.
-    #[arg(long, value_parser = args::steps)]
-    pub steps: Option<usize>,
+    #[command(flatten)]
+    pub mixing: cli_args::MixtureArgs,
 }
 
-impl MixtureArgs {
-    /// `data` (the positional data set, if any) and the `--data` ones, opened and
-    /// combined: the one source as it is, or a mixture.
-    pub fn open(
+impl DataSets {
+    /// `data` (the positional data set, if any) and the `--data` ones, each opened
+    /// with `options`, as the data part of a loader's spec.
+    pub fn spec(
         &self,
         data: Option<&std::path::Path>,
         options: &source::OpenOptions,
-    ) -> anyhow::Result<std::sync::Arc<dyn stoker_loader::Source>> {
-        let paths: Vec<&std::path::Path> = data
+    ) -> anyhow::Result<DataSpec> {
+        let sources: Vec<SourceSpec> = data
             .into_iter()
             .chain(self.more_data.iter().map(|p| p.as_path()))
+            .map(|p| SourceSpec {
+                path: p.to_path_buf(),
+                options: options.clone(),
+            })
             .collect();
-        if paths.is_empty() {
+        if sources.is_empty() {
             anyhow::bail!("no data: give DATA or --data (once per data set to mix)");
         }
-        let sources = paths
-            .iter()
-            .map(|p| source::open_with(p, options))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(stoker_loader::mixture::combine(
+        Ok(DataSpec {
             sources,
-            self.weights.clone().map(|w| w.0),
-            self.stop,
-            self.steps,
-        )?)
+            weights: self.mixing.weights.clone().map(|w| w.0),
+            stop: self.mixing.stop,
+            epoch_batches: self.mixing.epoch_batches(),
+        })
     }
 
     /// The data sets, for messages.
@@ -207,8 +190,7 @@ pub struct Report {
 
 /// Runs the loader over `a.epochs` epochs and measures it.
 pub fn measure(a: &Args) -> anyhow::Result<Report> {
-    let src = a.mixture.open(a.data.as_deref(), &a.source.options())?;
-    let transform = Pipeline::parse(&a.transform)?;
+    let data = a.mixture.spec(a.data.as_deref(), &a.source.options())?;
     let cfg = LoaderConfig {
         batch_size: a.batch_size,
         mode: a.mode,
@@ -216,20 +198,20 @@ pub fn measure(a: &Args) -> anyhow::Result<Report> {
             .workers
             .with_budget(a.cpu_budget.unwrap_or_else(LoaderConfig::cores)),
         prefetch: a.prefetch,
-        io_depth: a.io_depth,
+        io_depth: a.read.io_depth,
         seed: a.seed,
         shuffle: !a.no_shuffle,
-        shuffle_buffer: a.shuffle_buffer,
-        transform,
-        on_error: a.on_error,
+        shuffle_buffer: a.read.shuffle_buffer,
+        transform: Pipeline::parse(&a.transform)?,
+        on_error: a.read.on_error,
         last_epoch: Some(a.epochs.saturating_sub(1)),
         trace: a.trace.clone(),
-        max_pixels: a.max_pixels,
+        max_pixels: a.read.max_pixels,
         fields: a.fields,
-        decoded_cache: a.decoded_cache,
+        decoded_cache: a.read.decoded_cache,
         ..LoaderConfig::default()
     };
-    let mut loader = Loader::new(src, cfg)?;
+    let mut loader = LoaderSpec::from_config(data, &cfg).build()?;
     let compute = Duration::from_secs_f64(a.compute_ms.max(0.0) / 1e3);
     let mut digest = a.digest.then(Digest::new);
     let bar = crate::progress_bar(
@@ -281,7 +263,7 @@ pub fn measure(a: &Args) -> anyhow::Result<Report> {
         prefetch: a.prefetch,
         io_depth: match (a.mode, loader.auto_workers()) {
             (Mode::Async, Some(auto)) => auto.io_depth(),
-            _ => a.io_depth,
+            _ => a.read.io_depth,
         },
         batch_size: a.batch_size,
         transform: a.transform.clone(),

@@ -62,48 +62,29 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     } else {
         eprintln!("using the demo set in {}", dir.display());
     }
-    let base = bench::Args {
-        data: Some(dir),
-        mixture: bench::MixtureArgs::default(),
-        mode: Mode::Sync,
-        workers: stoker_loader::Workers::Fixed(a.workers),
-        cpu_budget: None,
-        prefetch: 2,
-        io_depth: 8,
-        batch_size: a.batch_size,
-        transform: a.transform.clone(),
-        epochs: 1,
-        compute_ms: 0.0,
-        seed: 0,
-        on_error: stoker_loader::OnError::Fail,
-        no_shuffle: false,
-        json: false,
-        tokens: None,
-        seq_len: 1024,
-        digest: true,
-        trace: None,
-        source: crate::data::DataArgs {
-            test: false,
-            mmap: false,
-            cache: None,
-            cache_size: stoker_loader::source::DEFAULT_CACHE_BYTES,
-            images: None,
-            masks: None,
-            image_column: "image".into(),
-            label_column: "label".into(),
-            text_column: None,
-            boxes_column: None,
-            box_format: "xyxy".into(),
-            box_classes_column: None,
-            labels_column: None,
-            mask_column: None,
-            split: None,
-        },
-        shuffle_buffer: stoker_loader::sampler::DEFAULT_SHUFFLE_BUFFER,
-        max_pixels: stoker_augment::DEFAULT_MAX_PIXELS,
-        fields: None,
-        decoded_cache: None,
-    };
+    // The bench's own flags and defaults, so that the demo reads as `bench` does.
+    #[derive(clap::Parser)]
+    struct Bench {
+        #[command(flatten)]
+        args: bench::Args,
+    }
+    let dir_arg = dir.display().to_string();
+    let workers = a.workers.to_string();
+    let batch = a.batch_size.to_string();
+    let base = <Bench as clap::Parser>::try_parse_from([
+        "bench",
+        dir_arg.as_str(),
+        "--mode",
+        "sync",
+        "--workers",
+        &workers,
+        "--batch-size",
+        &batch,
+        "--transform",
+        &a.transform,
+        "--digest",
+    ])?
+    .args;
     let run = |mode: Mode, compute_ms: f64| -> anyhow::Result<Report> {
         bench::measure(&bench::Args {
             mode,

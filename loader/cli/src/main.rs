@@ -55,7 +55,7 @@ fn main() {
         Command::Demo(a) => demo::run(a),
     };
     if let Err(e) = result {
-        eprintln!("error: {}", one_line(&e));
+        eprintln!("error: {}", flagged(&e));
         std::process::exit(1);
     }
 }
@@ -63,6 +63,12 @@ fn main() {
 /// `e` and its causes on one line (`stoker_loader::report::one_line`).
 fn one_line(e: &anyhow::Error) -> String {
     stoker_loader::report::one_line(e.as_ref())
+}
+
+/// `e` on one line, a setting at fault spelled as its flag (`--batch-size`).
+fn flagged(e: &anyhow::Error) -> String {
+    use clap::CommandFactory;
+    stoker_loader::cli_args::spell_settings(&one_line(e), &Cli::command(), e.as_ref())
 }
 
 /// A progress bar that draws only on a terminal (so logs and tests stay clean).
@@ -87,6 +93,42 @@ mod tests {
     use super::one_line;
     use anyhow::Context;
     use stoker_loader::{LoaderError, SampleError, SourceError};
+
+    #[test]
+    fn every_setting_bench_has_a_flag_for_is_spelled_as_it() {
+        use clap::CommandFactory;
+        use stoker_loader::Setting;
+        // Settings bench leaves at the library's defaults (or sets from other flags:
+        // --epochs sets the last epoch, never the per-sample steps).
+        let none = [
+            Setting::DropLast,
+            Setting::Rank,
+            Setting::WorldSize,
+            Setting::ShardPolicy,
+            Setting::Channels,
+            Setting::MaxBufferBytes,
+            Setting::Mixup,
+            Setting::MinBoxVisibility,
+            Setting::MaxInstances,
+            Setting::Steps,
+        ];
+        let cmd = super::Cli::command();
+        // clap's own checks of the definition (unique names and groups), which a
+        // flattened group of the same name as another fails.
+        cmd.clone().debug_assert();
+        for s in Setting::ALL {
+            let flag = stoker_loader::cli_args::flag(&cmd, s);
+            if none.contains(&s) {
+                assert_eq!(flag, None, "{s}");
+            } else {
+                assert_eq!(
+                    flag,
+                    Some(format!("--{}", s.name().replace('_', "-"))),
+                    "{s}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn an_error_line_says_each_cause_once() {

@@ -43,6 +43,7 @@ pub fn measure(a: &Args, tokenizer: &Path) -> anyhow::Result<TokenReport> {
         batch_size: a.batch_size,
         text_column: a
             .source
+            .open
             .text_column
             .clone()
             .unwrap_or_else(|| "text".into()),

@@ -472,9 +472,32 @@ fn bench_mixes_data_sets_by_weight() {
     let never = bench(
         "sync",
         "1",
-        &["--weights", "1,1", "--stop", "never", "--steps", "5"],
+        &[
+            "--weights",
+            "1,1",
+            "--stop",
+            "never",
+            "--epoch-batches",
+            "5",
+        ],
     );
     assert_eq!(never["samples"], 40);
+    // The old spelling still works for this release, with a note on stderr.
+    let mut args = vec!["bench", "--data", path(&a), "--data", path(&b), "--json"];
+    args.extend(["--batch-size", "8", "--stop", "never", "--steps", "5"]);
+    let out = stoker_load(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let old: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(old["samples"], 40);
+    let note = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        note.contains("--steps is deprecated") && note.contains("--epoch-batches"),
+        "{note}"
+    );
     // Refused before reading: a weight count other than the data count.
     let err = failing(&[
         "bench",
@@ -485,9 +508,22 @@ fn bench_mixes_data_sets_by_weight() {
         "--weights",
         "1,2,3",
     ]);
-    assert!(err.contains("3 weights for 2 sources"), "{err}");
+    // The library's check, the setting spelled as its flag.
+    assert!(err.contains("--weights: 3 weights for 2 sources"), "{err}");
+    let err = failing(&[
+        "bench",
+        "--data",
+        path(&a),
+        "--data",
+        path(&b),
+        "--weights=1,-1",
+    ]);
+    assert!(err.contains("--weights: weight 1 (-1)"), "{err}");
     let err = failing(&["bench", "--data", path(&a), "--stop", "never"]);
-    assert!(err.contains("steps"), "{err}");
+    assert!(
+        err.contains("--epoch-batches: stop=never needs epoch_batches"),
+        "{err}"
+    );
 }
 
 /// A Parquet file whose footer is whole and whose row group is damaged: `inspect`

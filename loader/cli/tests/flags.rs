@@ -178,6 +178,16 @@ fn bench_flags() {
             "--steps",
             &["0", "-1", "1", "1e9", "99999999999999999999"][..],
         ),
+        (
+            "--epoch-batches",
+            &["0", "-1", "1", "1e9", "99999999999999999999"][..],
+        ),
+        ("--on-error", &["", "retry", "skip"][..]),
+        ("--io-depth", &["0", "-1", "1", "5000", "nan", ""][..]),
+        ("--max-pixels", &["0", "-1", "1", "1e300", ""][..]),
+        ("--cache-size", &["0", "1K", "2P", "lots", "1G"][..]),
+        ("--split", &["", "nonexistent"][..]),
+        ("--box-format", &["", "cxcywh", "xywh"][..]),
         ("--data", &["", "/nonexistent", d][..]),
         (
             "--decoded-cache",
@@ -223,13 +233,14 @@ fn bench_flags() {
     ]);
     let r = run(&args);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
-    assert!(r.stderr.contains("batch_size"), "{}", r.stderr);
+    // Spelled as the flag that sets it.
+    assert!(r.stderr.contains("error: --batch-size: "), "{}", r.stderr);
     // A decoded cache beyond the memory bound is refused by the library, with both
     // numbers.
     let r = run(&s(&["bench", d, "--decoded-cache", "1024T"]));
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(
-        r.stderr.contains("decoded_cache: 1125899906842624 bytes")
+        r.stderr.contains("--decoded-cache: 1125899906842624 bytes")
             && r.stderr.contains("memory bound of"),
         "{}",
         r.stderr

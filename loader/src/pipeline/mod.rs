@@ -144,20 +144,7 @@ impl Loader {
                 ),
             ));
         }
-        // The first sample that reads fixes the batch's image size; under `skip`, bad
-        // samples at the front must not make the whole data set unusable.
-        let tries = match cfg.on_error {
-            OnError::Fail => 1,
-            OnError::Skip => source.len().min(64),
-        };
-        let mut probed = work::probe_shape(source.as_ref(), 0, cfg.max_pixels);
-        for index in 1..tries {
-            if probed.is_ok() {
-                break;
-            }
-            probed = work::probe_shape(source.as_ref(), index, cfg.max_pixels);
-        }
-        let (w, h, raw_c) = probed?;
+        let (w, h, raw_c) = first_image_size(source.as_ref(), cfg)?;
         let (ow, oh) = cfg.transform.output_size(w, h);
         // Under `skip` a part whose first image is odd may still be usable.
         if let (Some(mix), OnError::Fail) = (source.mixture(), cfg.on_error) {
@@ -171,7 +158,7 @@ impl Loader {
             // be all on class 0: nothing to learn from.
             Some(m) if !source.fields().contains(Field::Class) => {
                 return Err(setting(
-                    Setting::Mix,
+                    Setting::Mixup,
                     format!(
                         "mix '{m}' mixes the samples' classes, and this data set has no class \
                      per sample (its fields: {}): leave mixing out",
@@ -182,7 +169,7 @@ impl Loader {
             Some(m) => match source.classes().len() {
                 0 | 1 => {
                     return Err(setting(
-                        Setting::Mix,
+                        Setting::Mixup,
                         format!(
                             "mix '{m}': soft labels need at least 2 classes, and this data set \
                          has {}",
@@ -197,7 +184,7 @@ impl Loader {
         if let (Some((m, _)), false) = (&mix, cfg.steps.is_empty()) {
             // A step may add arrays or change classes, which mixing has no rule for.
             return Err(setting(
-                Setting::Mix,
+                Setting::Mixup,
                 format!(
                     "mix '{m}' and user steps cannot be combined yet: mix in the step, or \
                  leave mixing out"
@@ -208,7 +195,7 @@ impl Loader {
             // Mixing blends images and classes; boxes, masks and captions have no
             // blend that a loss could use, so the two are not combined.
             return Err(setting(
-                Setting::Mix,
+                Setting::Mixup,
                 format!(
                     "mix '{m}' mixes classes, and this loader's batches carry {}: pick \
                  fields=[\"image\", \"label\"] to mix, or leave mixing out",
@@ -476,6 +463,29 @@ impl Loader {
         self.pool = Pool::new(self.pool.capacity(), self.pool.buf_bytes());
         self.sync = sync::SyncState::default();
     }
+}
+
+/// (width, height, channels of a raw record) of the first image of `source` that
+/// reads, as [`Loader::new`] learns it: the image size its batches take before the
+/// transforms (`cfg.transform.output_size` gives the size after them). Under
+/// [`OnError::Skip`] up to 64 unreadable samples at the front are passed over, so that
+/// they do not make the whole data set unusable.
+pub fn first_image_size(
+    source: &dyn Source,
+    cfg: &LoaderConfig,
+) -> Result<(usize, usize, Option<usize>), LoaderError> {
+    let tries = match cfg.on_error {
+        OnError::Fail => 1,
+        OnError::Skip => source.len().min(64),
+    };
+    let mut probed = work::probe_shape(source, 0, cfg.max_pixels);
+    for index in 1..tries {
+        if probed.is_ok() {
+            break;
+        }
+        probed = work::probe_shape(source, index, cfg.max_pixels);
+    }
+    probed
 }
 
 /// What the loader does with the source's fields beyond image and class: `None` when

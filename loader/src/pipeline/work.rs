@@ -14,7 +14,7 @@ use super::{OnError, Shared};
 use crate::batch::{Batch, Images};
 use crate::error::SampleError;
 use crate::metrics::add_time;
-use crate::mix::{mix_images, soft_labels};
+use crate::mixup::{mix_images, soft_labels};
 use crate::pool::PooledBuf;
 use crate::sample::{Annotation, SampleFields};
 use crate::source::RecordKind;

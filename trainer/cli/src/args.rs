@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use clap::{Parser, ValueEnum};
+use stoker_loader::cli_args::{MixtureArgs, OpenArgs, ReadArgs};
 use stoker_loader::config::{MAX_PREFETCH, MAX_WORKERS};
 use stoker_loader::{Mode, Workers};
 use stoker_trainer::{DevicePref, ModelKind, OptimizerKind, ParseDeviceError};
@@ -57,30 +58,20 @@ pub struct Args {
     /// Give it again to mix several data sets (with --weights and --stop).
     #[arg(long)]
     pub data: Vec<PathBuf>,
-    /// One weight per --data set, e.g. `7,3` (default: equal).
-    #[arg(long, value_parser = parse_weights)]
-    pub weights: Option<Weights>,
-    /// When a mixed epoch ends: first_exhausted, all_exhausted (default) or never.
-    #[arg(long)]
-    pub stop: Option<stoker_loader::Stop>,
-    /// Batches per epoch with --stop never.
-    #[arg(long, value_parser = count::<1, { 1 << 40 }, usize>)]
-    pub steps: Option<usize>,
+    // Mixing several --data sets: --weights, --stop, --epoch-batches.
+    #[command(flatten)]
+    pub mixing: MixtureArgs,
     /// Validation data (default: the demo's, or the test split of MNIST / CIFAR-10).
     #[arg(long)]
     pub val: Option<PathBuf>,
-    /// Keep remote tar shards and images in this folder (10 GiB at most) for later
-    /// epochs and runs.
-    #[arg(long, value_name = "DIR")]
-    pub cache: Option<PathBuf>,
-    /// Samples in the shuffle buffer of tar shards (1: each shard in order).
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
-    pub shuffle_buffer: u64,
-    /// Keep the training set's decoded images for later epochs, up to SIZE bytes (K, M,
-    /// G, T suffixes), or `auto`: what the memory bound leaves beside the batch buffers.
-    /// Batches are the same bytes with or without it.
-    #[arg(long, value_name = "SIZE", value_parser = parse_decoded_cache)]
-    pub decoded_cache: Option<stoker_loader::DecodedCacheSize>,
+    // How the data sets are opened (the same flags as stoker-load's): COCO's
+    // --images, --masks, Parquet's columns, --split, --mmap, --cache.
+    #[command(flatten)]
+    pub open: OpenArgs,
+    // How samples are read: --on-error, --io-depth, --max-pixels, --decoded-cache
+    // (of the training set), --shuffle-buffer.
+    #[command(flatten)]
+    pub read: ReadArgs,
     /// Training augmentation, e.g. 'rrc:32,flip' (default: the demo's for the demo
     /// set, none otherwise).
     #[arg(long)]
@@ -124,7 +115,7 @@ pub struct Args {
     pub weight_decay: f32,
     /// sync: the step waits while its batch is read and decoded; async: batches are
     /// prepared by worker threads ahead of the step (double-buffered).
-    #[arg(long, default_value_t = Mode::Async)]
+    #[arg(long, alias = "mode", default_value_t = Mode::Async)]
     pub reader: Mode,
     /// Decode and augment threads (async reader): a number, or `auto` to choose during
     /// the first epoch from how long the step waits for data, under --cpu-budget.
@@ -221,27 +212,6 @@ pub fn settings_fingerprint(a: &Args) -> u64 {
         )
     };
     xxhash_rust::xxh3::xxh3_64(text.as_bytes())
-}
-
-/// Mixture weights (a type of its own: clap reads a bare `Vec` as a repeated flag).
-#[derive(Clone, Debug)]
-pub struct Weights(pub Vec<f64>);
-
-fn parse_weights(s: &str) -> Result<Weights, String> {
-    let w = stoker_loader::mixture::parse_weights(s)?;
-    stoker_loader::MixtureSpec {
-        weights: w.clone(),
-        stop: stoker_loader::Stop::AllExhausted,
-        steps: None,
-    }
-    .validate(w.len())
-    .map_err(|e| e.to_string())?;
-    Ok(Weights(w))
-}
-
-fn parse_decoded_cache(s: &str) -> Result<stoker_loader::DecodedCacheSize, String> {
-    s.parse()
-        .map_err(|e: stoker_loader::ParseSettingError| e.to_string())
 }
 
 fn parse_device(s: &str) -> Result<String, ParseDeviceError> {

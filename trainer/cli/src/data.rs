@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use stoker_augment::Pipeline;
-use stoker_loader::{
-    source, Field, Fields, Loader, LoaderConfig, Mix, Mode, ShardPolicy, Source, Workers,
-};
+use stoker_loader::cli_args::ReadArgs;
+use stoker_loader::pipeline::first_image_size;
+use stoker_loader::spec::{AugmentSpec, DataSpec, LoaderSpec, OrderSpec, OutputSpec, ReadingSpec};
+use stoker_loader::{source, Field, Fields, Loader, Mix, Mode, ShardPolicy, Source, Workers};
 use stoker_trainer::model::Target;
 
 use crate::args::TargetArg;
@@ -29,21 +30,11 @@ pub struct Data {
     pub sgd_lr: Option<f32>,
 }
 
-/// More training data sets mixed with the first (`--data` again, `--weights`,
-/// `--stop`, `--steps`); the default mixes nothing.
-#[derive(Clone, Debug, Default)]
-pub struct Mixing {
-    pub more: Vec<PathBuf>,
-    pub weights: Option<Vec<f64>>,
-    pub stop: Option<stoker_loader::Stop>,
-    pub steps: Option<usize>,
-}
-
 /// Loader settings shared by the training and validation loaders.
 pub struct Reading {
     /// This process's shard of every epoch (0 of 1 in a single process).
     pub rank: usize,
-    pub world: usize,
+    pub world_size: usize,
     pub mode: Mode,
     pub batch_size: usize,
     pub workers: Workers,
@@ -52,27 +43,17 @@ pub struct Reading {
     pub prefetch: usize,
     pub seed: u64,
     pub epochs: u64,
-    /// The shuffle buffer of tar shards.
-    pub shuffle_buffer: usize,
+    /// --on-error, --io-depth, --max-pixels, --decoded-cache, --shuffle-buffer. The
+    /// decoded cache is the training loader's (the validation loader keeps none, so
+    /// that `auto` is not counted twice against the memory bound).
+    pub read: ReadArgs,
     /// MixUp/CutMix of the training batches (never of the validation ones).
-    pub mix: Option<Mix>,
-    /// The training loader's decoded cache (the validation loader keeps none, so that
-    /// `auto` is not counted twice against the memory bound).
-    pub decoded_cache: Option<stoker_loader::DecodedCacheSize>,
+    pub mixup: Option<Mix>,
 }
 
-fn open(
-    path: &Path,
-    train: bool,
-    what: &str,
-    options: &source::OpenOptions,
-) -> anyhow::Result<Arc<dyn Source>> {
-    let options = source::OpenOptions {
-        train,
-        ..options.clone()
-    };
+fn open(path: &Path, what: &str, options: &source::OpenOptions) -> anyhow::Result<Arc<dyn Source>> {
     let src =
-        source::open_with(path, &options).with_context(|| format!("opening the {what} data"))?;
+        source::open_with(path, options).with_context(|| format!("opening the {what} data"))?;
     if src.is_empty() {
         bail!("{}: the {what} data holds no samples", path.display());
     }
@@ -88,38 +69,42 @@ fn open(
 }
 
 impl Data {
-    /// Opens `train` and the validation data: `val` when given, else the test split of
-    /// an MNIST or CIFAR-10 folder, else none. `options` (cache, remote settings)
-    /// apply to both.
+    /// Opens the training data (`data`'s sets, mixed when there are several) and the
+    /// validation data: `val_path` when given, else the test split of an MNIST or
+    /// CIFAR-10 folder, else none. The validation data is opened with the first
+    /// training set's options, for its held-out part (the Hub's validation split,
+    /// whatever `--split` the training data reads).
     pub fn open(
-        train_path: &Path,
+        data: &DataSpec,
         val_path: Option<&Path>,
-        transform: &str,
-        val_transform: Option<&str>,
+        transform: Pipeline,
+        val_transform: Option<Pipeline>,
         target: TargetArg,
-        options: &source::OpenOptions,
-        mixing: &Mixing,
     ) -> anyhow::Result<Data> {
-        let mut sources = vec![open(train_path, true, "training", options)?];
-        for p in &mixing.more {
-            sources.push(open(p, true, "training", options)?);
-        }
-        let train = stoker_loader::mixture::combine(
-            sources,
-            mixing.weights.clone(),
-            mixing.stop,
-            mixing.steps,
-        )
-        .context("mixing the training data")?;
+        let Some(first) = data.sources.first() else {
+            bail!("no training data");
+        };
+        let sources = data
+            .sources
+            .iter()
+            .map(|s| open(&s.path, "training", &s.options))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let train = data.mix(sources).context("mixing the training data")?;
+        let train_path = first.path.clone();
+        let held_out = source::OpenOptions {
+            train: false,
+            split: None,
+            ..first.options.clone()
+        };
         let (val, val_path) = match val_path {
             Some(p) => (
-                Some(open(p, false, "validation", options)?),
+                Some(open(p, "validation", &held_out)?),
                 Some(p.to_path_buf()),
             ),
             None if matches!(train.format(), "mnist" | "cifar10") => {
                 // These formats hold their own test split; use it when it is there.
-                match source::open(train_path, source::Split::Test) {
-                    Ok(s) if !s.is_empty() => (Some(s), Some(train_path.to_path_buf())),
+                match source::open_with(&train_path, &held_out) {
+                    Ok(s) if !s.is_empty() => (Some(s), Some(train_path.clone())),
                     _ => (None, None),
                 }
             }
@@ -136,101 +121,129 @@ impl Data {
         }
         let resolved = resolve_target(target, train.as_ref());
         for (what, path, src) in [
-            ("training", Some(train_path), Some(&train)),
+            ("training", Some(train_path.as_path()), Some(&train)),
             ("validation", val_path.as_deref(), val.as_ref()),
         ] {
             if let (Some(p), Some(s)) = (path, src) {
                 check_target(target, resolved, what, p, s.fields())?;
             }
         }
-        let target = resolved;
-        let transform = Pipeline::parse(transform).context("--transform")?;
-        let val_transform = val_transform
-            .map(|s| Pipeline::parse(s).context("--val-transform"))
-            .transpose()?;
         Ok(Data {
-            train_path: train_path.to_path_buf(),
+            train_path,
             val_path,
             train,
             val,
             transform,
             val_transform,
-            target,
+            target: resolved,
             sgd_lr: None,
         })
+    }
+
+    /// The training loader's settings, in the loader's parts.
+    fn spec(&self, r: &Reading) -> LoaderSpec {
+        LoaderSpec {
+            data: DataSpec::default(),
+            reading: ReadingSpec {
+                mode: r.mode,
+                workers: r.workers.with_budget(r.cpu_budget),
+                prefetch: r.prefetch,
+                io_depth: r.read.io_depth,
+                on_error: r.read.on_error,
+                max_pixels: r.read.max_pixels,
+                decoded_cache: r.read.decoded_cache,
+                // Nothing to prefetch past the last epoch.
+                last_epoch: Some(r.epochs.saturating_sub(1)),
+                ..ReadingSpec::default()
+            },
+            augment: AugmentSpec {
+                transform: self.transform.clone(),
+                mixup: r.mixup,
+            },
+            order: OrderSpec {
+                seed: r.seed,
+                shuffle: true,
+                rank: r.rank,
+                world_size: r.world_size,
+                // Ranks must take the same number of steps: pad the shards to equal
+                // length (a few samples are seen twice per epoch when the ranks do not
+                // divide it).
+                shard_policy: ShardPolicy::Pad,
+                shuffle_buffer: r.read.shuffle_buffer,
+            },
+            output: OutputSpec {
+                batch_size: r.batch_size,
+                // Multi-label: the tags and nothing else a rich source may carry
+                // (boxes, masks, captions are not read). Classification keeps the
+                // source's fields as it always did.
+                fields: (self.target == Target::Labels)
+                    .then(|| Fields::of(&[Field::Image, Field::Labels])),
+                ..OutputSpec::default()
+            },
+        }
     }
 
     /// The training loader and, when there is validation data, its loader; checks that
     /// both deliver images of one shape.
     pub fn loaders(&self, r: &Reading) -> anyhow::Result<(Loader, Option<Loader>)> {
-        let cfg = LoaderConfig {
-            batch_size: r.batch_size,
-            mode: r.mode,
-            workers: r.workers.with_budget(r.cpu_budget),
-            prefetch: r.prefetch,
-            seed: r.seed,
-            shuffle: true,
-            shuffle_buffer: r.shuffle_buffer,
-            transform: self.transform.clone(),
-            // Nothing to prefetch past the last epoch.
-            last_epoch: Some(r.epochs.saturating_sub(1)),
-            // Ranks must take the same number of steps: pad the shards to equal length
-            // (a few samples are seen twice per epoch when the ranks do not divide it).
-            rank: r.rank,
-            world: r.world,
-            shard_policy: ShardPolicy::Pad,
-            mix: r.mix,
-            // Multi-label: the tags and nothing else a rich source may carry (boxes,
-            // masks, captions are not read). Classification keeps the source's fields
-            // as it always did.
-            fields: (self.target == Target::Labels)
-                .then(|| Fields::of(&[Field::Image, Field::Labels])),
-            decoded_cache: r.decoded_cache,
-            ..LoaderConfig::default()
-        };
-        let train = Loader::new(self.train.clone(), cfg.clone())
+        let spec = self.spec(r);
+        let train = spec
+            .build_on(self.train.clone())
             .with_context(|| format!("reading {}", self.train_path.display()))?;
-        let val = match &self.val {
-            Some(src) => {
-                let make = |transform: Pipeline| {
-                    Loader::new(
-                        src.clone(),
-                        LoaderConfig {
-                            shuffle: false,
-                            transform,
-                            last_epoch: Some(0),
-                            // Each validation sample once, whatever the rank count: the
-                            // ranks' sums are added up.
-                            shard_policy: ShardPolicy::Exact,
-                            mix: None,
-                            decoded_cache: None,
-                            ..cfg.clone()
-                        },
-                    )
-                    .context("reading the validation data")
-                };
-                let (h, w, c) = train.image_shape();
-                let mut v = make(self.val_transform.clone().unwrap_or_default())?;
-                if v.image_shape() != train.image_shape() && self.val_transform.is_none() {
-                    // The usual evaluation transform: shorter side to the training size,
-                    // then the centre.
-                    let spec = format!("resize:{},center:{w}x{h}", h.max(w));
-                    v = make(Pipeline::parse(&spec).context("validation transform")?)?;
-                }
-                if v.image_shape() != train.image_shape() {
-                    let (vh, vw, vc) = v.image_shape();
-                    bail!(
-                        "training images come out {h}x{w}x{c} (after '{}'), validation images \
-                         {vh}x{vw}x{vc}: give a --val-transform that makes them {w}x{h}, \
-                         e.g. 'resize:{h},center:{h}'",
-                        self.transform,
-                    );
-                }
-                Some(v)
-            }
-            None => None,
+        let Some(src) = &self.val else {
+            return Ok((train, None));
         };
-        Ok((train, val))
+        let mut val_spec = LoaderSpec {
+            reading: ReadingSpec {
+                last_epoch: Some(0),
+                decoded_cache: None,
+                ..spec.reading.clone()
+            },
+            augment: AugmentSpec {
+                transform: Pipeline::identity(),
+                mixup: None,
+            },
+            order: OrderSpec {
+                shuffle: false,
+                // Each validation sample once, whatever the rank count: the ranks'
+                // sums are added up.
+                shard_policy: ShardPolicy::Exact,
+                ..spec.order.clone()
+            },
+            ..spec.clone()
+        };
+        let (h, w, c) = train.image_shape();
+        val_spec.augment.transform = match &self.val_transform {
+            Some(t) => t.clone(),
+            None => {
+                // The validation images' size, from their first one as the loader
+                // learns it, so that the loader is built once with the transform
+                // that fits.
+                let (vw, vh, _) = first_image_size(src.as_ref(), &val_spec.config())
+                    .context("reading the validation data")?;
+                if (vh, vw) == (h, w) {
+                    Pipeline::identity()
+                } else {
+                    // The usual evaluation transform: shorter side to the training
+                    // size, then the centre.
+                    Pipeline::parse(&format!("resize:{},center:{w}x{h}", h.max(w)))
+                        .context("validation transform")?
+                }
+            }
+        };
+        let v = val_spec
+            .build_on(src.clone())
+            .context("reading the validation data")?;
+        if v.image_shape() != train.image_shape() {
+            let (vh, vw, vc) = v.image_shape();
+            bail!(
+                "training images come out {h}x{w}x{c} (after '{}'), validation images \
+                 {vh}x{vw}x{vc}: give a --val-transform that makes them {w}x{h}, \
+                 e.g. 'resize:{h},center:{h}'",
+                self.transform,
+            );
+        }
+        Ok((train, Some(v)))
     }
 }
 

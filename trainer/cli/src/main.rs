@@ -14,8 +14,12 @@ mod training;
 use std::str::FromStr;
 use std::time::Duration;
 
-use anyhow::bail;
-use clap::Parser;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use clap::{CommandFactory, Parser};
+use stoker_augment::Pipeline;
+use stoker_loader::spec::{DataSpec, SourceSpec};
 use stoker_trainer::model::Target;
 use stoker_trainer::{
     feed, open_backend, BatchFeed, CpuBackend, Device, DevicePref, HostFeed, Launch,
@@ -41,7 +45,7 @@ fn main() {
     };
     args.quiet = !cluster.is_leader();
     if let Err(e) = run(args, &cluster) {
-        let msg = one_line(&e);
+        let msg = flagged(&e);
         let who = format!("rank {} of {}: ", cluster.rank(), cluster.world());
         // Errors of the collective engine name the rank already.
         if cluster.world() > 1 && !msg.contains(&who) {
@@ -60,17 +64,31 @@ fn one_line(e: &anyhow::Error) -> String {
     stoker_loader::report::one_line(e.as_ref())
 }
 
+/// The transforms of a run, parsed once from the flags.
+struct Transforms {
+    /// `--transform` (`None`: the demo's for the demo set, none otherwise).
+    train: Option<Pipeline>,
+    /// `--val-transform`.
+    val: Option<Pipeline>,
+}
+
+/// `e` on one line, a setting at fault spelled as its flag (`--batch-size`).
+fn flagged(e: &anyhow::Error) -> String {
+    stoker_loader::cli_args::spell_settings(&one_line(e), &Args::command(), e.as_ref())
+}
+
 /// What can be checked from the flags alone, before any device, data or demo set is
-/// touched: a typo costs nothing.
-fn check_early(a: &Args) -> anyhow::Result<()> {
-    for (flag, spec) in [
-        ("--transform", &a.transform),
-        ("--val-transform", &a.val_transform),
-    ] {
-        if let Some(spec) = spec {
-            stoker_augment::Pipeline::parse(spec).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
-        }
-    }
+/// touched: a typo costs nothing. Returns the transforms, parsed.
+fn check_early(a: &Args) -> anyhow::Result<Transforms> {
+    let parse = |flag: &str, spec: &Option<String>| {
+        spec.as_deref()
+            .map(|s| Pipeline::parse(s).map_err(|e| anyhow::anyhow!("{flag}: {e}")))
+            .transpose()
+    };
+    let transforms = Transforms {
+        train: parse("--transform", &a.transform)?,
+        val: parse("--val-transform", &a.val_transform)?,
+    };
     if let Some(path) = &a.plot {
         plot::check_path(path)?;
     }
@@ -91,14 +109,35 @@ fn check_early(a: &Args) -> anyhow::Result<()> {
             bail!("--checkpoint {}: not a file name", p.display());
         }
     }
-    Ok(())
+    if !a.data.is_empty() {
+        // The mixture's weights and stop rule, by the library's check.
+        data_spec(a, &a.data).validate()?;
+    }
+    Ok(transforms)
+}
+
+/// The training data sets of `paths`, each opened with the data flags, and how they
+/// mix.
+fn data_spec(a: &Args, paths: &[PathBuf]) -> DataSpec {
+    DataSpec {
+        sources: paths
+            .iter()
+            .map(|p| SourceSpec {
+                path: p.clone(),
+                options: a.open.options(true),
+            })
+            .collect(),
+        weights: a.mixing.weights.clone().map(|w| w.0),
+        stop: a.mixing.stop,
+        epoch_batches: a.mixing.epoch_batches.or(a.mixing.steps),
+    }
 }
 
 fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
     if a.compare_readers && (a.resume.is_some() || a.checkpoint.is_some()) {
         bail!("--compare-readers runs from scratch: it takes no --checkpoint or --resume");
     }
-    check_early(&a)?;
+    let transforms = check_early(&a)?;
     let say = |s: &str| a.say(s);
     if cluster.world() > 1 {
         say(&format!(
@@ -138,29 +177,22 @@ fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
         args::settings_fingerprint(&a),
     )?;
 
-    let open_options = stoker_loader::source::OpenOptions {
-        cache: a.cache.clone(),
-        ..Default::default()
-    };
-    let mixing = data::Mixing {
-        more: a.data.iter().skip(1).cloned().collect(),
-        weights: a.weights.clone().map(|w| w.0),
-        stop: a.stop,
-        steps: a.steps,
-    };
-    if a.data.is_empty() && (mixing.weights.is_some() || mixing.stop.is_some()) {
-        bail!("--weights and --stop mix the --data sets: give them with --data");
+    if a.data.is_empty() && a.mixing.any() {
+        bail!("--weights, --stop and --epoch-batches mix the --data sets: give them with --data");
     }
     let data = match a.data.first() {
-        Some(dir) => Data::open(
-            dir,
-            a.val.as_deref(),
-            a.transform.as_deref().unwrap_or("none"),
-            a.val_transform.as_deref(),
-            a.target,
-            &open_options,
-            &mixing,
-        )?,
+        Some(_) => {
+            // Said once, here, where the flag is read for the run.
+            let mut spec = data_spec(&a, &a.data);
+            spec.epoch_batches = a.mixing.epoch_batches();
+            Data::open(
+                &spec,
+                a.val.as_deref(),
+                transforms.train.unwrap_or_default(),
+                transforms.val,
+                a.target,
+            )?
+        }
         None => {
             // `--target labels` asks for tags: the multi-label demo has them.
             let (ensure, transform): (fn() -> anyhow::Result<_>, _) = match a.target {
@@ -173,14 +205,16 @@ fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
             }
             cluster.barrier()?;
             let (train, val) = ensure()?;
+            let transform = match transforms.train {
+                Some(t) => t,
+                None => Pipeline::parse(transform).context("the demo's transform")?,
+            };
             let mut data = Data::open(
-                &train,
+                &data_spec(&a, &[train]),
                 Some(a.val.as_deref().unwrap_or(&val)),
-                a.transform.as_deref().unwrap_or(transform),
-                a.val_transform.as_deref(),
+                transform,
+                transforms.val,
                 a.target,
-                &open_options,
-                &data::Mixing::default(),
             )?;
             if a.target == TargetArg::Labels {
                 data.sgd_lr = Some(demo::SCENES_SGD_LR);
@@ -228,6 +262,43 @@ fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
             train_and_report(&a, &data, b, label, coll, &|mode, shape, max_batch| {
                 Ok(feed::cuda_feed(b, mode, shape, max_batch)?)
             })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+    use stoker_loader::Setting;
+
+    #[test]
+    fn every_setting_the_trainer_has_a_flag_for_is_spelled_as_it() {
+        // Settings stoker-train leaves at the library's defaults, or sets itself (the
+        // shard policy, the fields of a multi-label target).
+        let none = [
+            Setting::DropLast,
+            Setting::ShardPolicy,
+            Setting::Channels,
+            Setting::Trace,
+            Setting::MaxBufferBytes,
+            Setting::Fields,
+            Setting::MinBoxVisibility,
+            Setting::MaxInstances,
+            Setting::Steps,
+        ];
+        let cmd = super::Args::command();
+        // clap's own checks of the definition (unique names and groups), which a
+        // flattened group of the same name as another fails.
+        cmd.clone().debug_assert();
+        for s in Setting::ALL {
+            let flag = stoker_loader::cli_args::flag(&cmd, s);
+            let want = match s {
+                _ if none.contains(&s) => None,
+                // The reader's mode: `--mode` is its alias.
+                Setting::Mode => Some("--reader".to_string()),
+                s => Some(format!("--{}", s.name().replace('_', "-"))),
+            };
+            assert_eq!(flag, want, "{s}");
         }
     }
 }

@@ -125,7 +125,7 @@ fn train_once<B: Backend + Clone + 'static>(
     let engine = coll.as_ref().map_or("local", |c| c.engine());
     let reading = Reading {
         rank,
-        world,
+        world_size: world,
         mode,
         batch_size: a.batch_size,
         workers: a.workers,
@@ -135,9 +135,8 @@ fn train_once<B: Backend + Clone + 'static>(
         prefetch: a.prefetch,
         seed: a.seed,
         epochs: a.epochs,
-        shuffle_buffer: a.shuffle_buffer as usize,
-        decoded_cache: a.decoded_cache,
-        mix: match (a.mixup, a.cutmix, a.mix_prob) {
+        read: a.read.clone(),
+        mixup: match (a.mixup, a.cutmix, a.mix_prob) {
             (None, None, None) => None,
             (m, c, p) => Some(Mix::new(m, c, p).context("--mixup/--cutmix/--mix-prob")?),
         },

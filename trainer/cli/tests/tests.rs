@@ -1,5 +1,6 @@
 //! stoker-train's tests, one binary running the built program: its runs end to end
-//! (`cli`), every flag given an absurd value (`flags`), and data on S3 against moto. The
+//! (`cli`), every flag given an absurd value (`flags`), the data formats the shared data
+//! flags open (`formats`), and data on S3 against moto. The
 //! GPU run (cuda_cli) and the runs under mpirun (distributed) are binaries of their own:
 //! the first is carried to the GPU machine, the second needs the mpi feature and runs one
 //! job at a time.
@@ -11,4 +12,5 @@ mod util;
 
 mod cli;
 mod flags;
+mod formats;
 mod s3;

@@ -95,10 +95,10 @@ pub enum MixtureError {
         what: String,
     },
     /// [`Stop::Never`] was asked for without `steps` (or with 0).
-    #[error("stop=never needs steps (batches per epoch on each rank), at least 1")]
+    #[error("stop=never needs epoch_batches (batches per epoch on each rank), at least 1")]
     NeedsSteps,
     /// `steps` was given with a stop rule other than [`Stop::Never`].
-    #[error("steps is only for stop=never (the other rules end an epoch by themselves)")]
+    #[error("epoch_batches is only for stop=never (the other rules end an epoch by themselves)")]
     StepsWithoutNever,
     /// A source carries other fields than the first source.
     #[error(

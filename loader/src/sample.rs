@@ -6,6 +6,7 @@
 //! path through the loader: its batches are exactly what they were before fields
 //! existed. See `docs/samples.md` for each format's schema and the drop and fill rules.
 
+use crate::array::{fill_value, pad_rows};
 use std::fmt;
 
 /// The most classes a data set may have: a class index past it in an annotation is
@@ -494,7 +495,6 @@ pub fn collate(
     cap: Option<usize>,
 ) -> BatchFields {
     let cap = cap.unwrap_or(usize::MAX);
-    let n = samples.len();
     let mut out = BatchFields {
         fields,
         ..BatchFields::default()
@@ -508,37 +508,52 @@ pub fn collate(
     if fields.contains(Field::Raw) {
         out.raw = samples.iter().map(|s| s.raw.clone()).collect();
     }
+    // Padded by the rules every field follows (`array::pad_rows`): zeros, class -1.
     if fields.contains(Field::Boxes) {
-        let counts: Vec<usize> = samples.iter().map(|s| s.boxes.len().min(cap)).collect();
-        let m = counts.iter().copied().max().unwrap_or(0);
-        let b = &mut out.boxes;
-        b.max = m;
-        b.boxes = vec![[0.0; 4]; n * m];
-        b.labels = vec![-1; n * m];
-        for (i, (s, &c)) in samples.iter().zip(&counts).enumerate() {
-            b.boxes[i * m..i * m + c].copy_from_slice(&s.boxes[..c]);
-            for (dst, &l) in b.labels[i * m..i * m + c].iter_mut().zip(&s.box_labels) {
-                *dst = i64::from(l);
-            }
-            b.count.push(c as i32);
-        }
+        let kept: Vec<&[[f32; 4]]> = samples
+            .iter()
+            .map(|s| &s.boxes[..s.boxes.len().min(cap)])
+            .collect();
+        let classes: Vec<Vec<i64>> = samples
+            .iter()
+            .zip(&kept)
+            .map(|(s, k)| {
+                let mut c: Vec<i64> = s
+                    .box_labels
+                    .iter()
+                    .take(k.len())
+                    .map(|&l| i64::from(l))
+                    .collect();
+                c.resize(k.len(), -1);
+                c
+            })
+            .collect();
+        let classes: Vec<&[i64]> = classes.iter().map(Vec::as_slice).collect();
+        let (boxes, max, count) = pad_rows(&kept, 1, [0.0; 4]);
+        let (labels, _, _) = pad_rows(&classes, 1, fill_value("box_labels"));
+        out.boxes = BatchBoxes {
+            boxes,
+            labels,
+            count,
+            max,
+        };
     }
     if fields.contains(Field::Keypoints) {
         let per = keypoints_per_instance * 3;
-        let counts: Vec<usize> = samples
+        let kept: Vec<&[f32]> = samples
             .iter()
-            .map(|s| s.keypoints.len().checked_div(per).unwrap_or(0).min(cap))
+            .map(|s| {
+                let instances = s.keypoints.len().checked_div(per).unwrap_or(0).min(cap);
+                &s.keypoints[..instances * per]
+            })
             .collect();
-        let m = counts.iter().copied().max().unwrap_or(0);
-        let k = &mut out.keypoints;
-        k.max = m;
-        k.per_instance = keypoints_per_instance;
-        k.points = vec![0.0; n * m * per];
-        for (i, (s, &c)) in samples.iter().zip(&counts).enumerate() {
-            let start = i * m * per;
-            k.points[start..start + c * per].copy_from_slice(&s.keypoints[..c * per]);
-            k.count.push(c as i32);
-        }
+        let (points, max, count) = pad_rows(&kept, per, 0.0);
+        out.keypoints = BatchKeypoints {
+            points,
+            count,
+            max,
+            per_instance: keypoints_per_instance,
+        };
     }
     out
 }

@@ -7,7 +7,7 @@ stoker's batches.
 
 Without --coco it trains on a scenes set that stoker generates (`stoker.gen_scenes`:
 1 to 4 shapes of 10 kinds per image, with their boxes), made in stoker.cache_dir()
-when missing. A COCO file is read by stoker itself (`Loader(FILE, images=DIR)`), its
+when missing. A COCO file is read by stoker itself (`Loader(stoker.Coco(FILE, DIR))`), its
 images resized to --size x --size (the boxes move with them).
 
 stoker gives a dict batch: `image` u8 (N, H, W, C), `boxes` float32 (N, M, 4) in
@@ -102,13 +102,12 @@ def main() -> None:
     fields = ["image", "boxes"]
     if args.coco:
         spec = ",".join(filter(None, [f"resize:{args.size}x{args.size}", args.transform]))
-        data, images = args.coco, args.images
+        data: "str | stoker.Coco" = stoker.Coco(args.coco, args.images)
     else:
         spec = args.transform
-        data, images = scenes_set(args.size), None
+        data = str(scenes_set(args.size))
     loader = stoker.Loader(
         data,
-        images=images,
         fields=fields,
         batch_size=args.batch_size,
         transform=spec,

@@ -10,18 +10,20 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 /// The arguments of a call to `func` (as pyo3 names it, e.g. `Loader.__new__()`), one
-/// slot per name of `names`, all positional-or-keyword, the first `required` of them
-/// without a default. Too many positional arguments, a keyword that names no parameter
+/// slot per name of `names`, the first `positional` of them positional-or-keyword and
+/// the rest keyword-only, the first `required` of them without a default. Too many positional arguments, a keyword that names no parameter
 /// or one already given, and a missing required argument are TypeErrors.
 pub fn bind<'py>(
     func: &str,
     names: &[&str],
     required: usize,
+    positional: usize,
     args: &Bound<'py, PyTuple>,
     kwargs: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Vec<Option<Bound<'py, PyAny>>>> {
     let n = names.len();
-    if args.len() > n {
+    if args.len() > positional {
+        let n = positional;
         let was = if args.len() == 1 { "was" } else { "were" };
         let takes = if required == n {
             format!("{n}")

@@ -2,7 +2,9 @@
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
 use pyo3::PyErr;
+use stoker_loader::Setting;
 
 create_exception!(
     stoker,
@@ -14,14 +16,68 @@ create_exception!(
 );
 
 /// A setting the loader refuses is a ValueError (Python's convention for a bad
-/// argument value); everything else is a LoaderError.
+/// argument value) that names the argument to change, as `stoker.Loader` spells it
+/// ([`py_name`]); everything else is a LoaderError.
 pub fn loader_error(e: stoker_loader::LoaderError) -> PyErr {
     match e {
-        stoker_loader::LoaderError::Setting(_) | stoker_loader::LoaderError::Trace { .. } => {
+        stoker_loader::LoaderError::Setting(s) => {
+            let what = match py_name(s.setting) {
+                Some(name) => format!("argument '{name}'"),
+                // Not one of Loader's arguments (a default the loader refuses).
+                None => format!("setting '{}'", s.setting.name()),
+            };
+            pyo3::exceptions::PyValueError::new_err(format!("{what}: {}", s.problem))
+        }
+        stoker_loader::LoaderError::Trace { .. } => {
             pyo3::exceptions::PyValueError::new_err(e.to_string())
         }
         e => LoaderError::new_err(e.to_string()),
     }
+}
+
+/// The one table from the loader's settings to `stoker.Loader`'s arguments: where
+/// the loader refuses a setting, the ValueError names this argument. `None`: a
+/// setting Python leaves at its default. python/tests/test_errors.py checks that each
+/// name is a parameter of `Loader`.
+pub fn py_name(s: Setting) -> Option<&'static str> {
+    Some(match s {
+        Setting::BatchSize => "batch_size",
+        Setting::Mode => "mode",
+        // A budget is written `workers="auto:N"`.
+        Setting::Workers | Setting::CpuBudget => "workers",
+        Setting::Prefetch => "prefetch",
+        Setting::IoDepth => "io_depth",
+        Setting::DropLast => "drop_last",
+        Setting::Rank => "rank",
+        Setting::WorldSize => "world_size",
+        // `stoker.Mixture(..., weights=)`, given as `data`.
+        Setting::Weights => "data",
+        Setting::Transform => "transform",
+        Setting::Channels => "channels",
+        Setting::Mixup => "mixup",
+        Setting::Fields => "fields",
+        Setting::MinBoxVisibility => "min_box_visibility",
+        Setting::MaxInstances => "max_instances",
+        Setting::DecodedCache => "decoded_cache",
+        // `stoker.Mixture(..., epoch_batches=)`, given as `data`.
+        Setting::EpochBatches => "data",
+        Setting::ShardPolicy
+        | Setting::ShuffleBuffer
+        | Setting::Trace
+        | Setting::MaxPixels
+        | Setting::MaxBufferBytes
+        | Setting::Steps => return None,
+    })
+}
+
+/// Every setting with its argument (`_stoker._setting_names()`), for the test that
+/// the table names real parameters.
+#[pyfunction]
+pub fn _setting_names() -> Vec<(&'static str, Option<&'static str>)> {
+    Setting::ALL
+        .iter()
+        .map(|&s| (s.name(), py_name(s)))
+        .collect()
 }
 
 pub fn source_error(e: stoker_loader::SourceError) -> PyErr {

@@ -5,6 +5,7 @@
 mod args;
 mod batch;
 mod bind;
+mod collate;
 mod digest;
 mod epoch;
 mod errors;
@@ -45,7 +46,9 @@ fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tools::gen_scenes, m)?)?;
     m.add_function(wrap_pyfunction!(tools::cache_dir, m)?)?;
     m.add_function(wrap_pyfunction!(tools::decoder, m)?)?;
+    m.add_function(wrap_pyfunction!(collate::collate_layout, m)?)?;
     m.add_function(wrap_pyfunction!(map::map_rng, m)?)?;
+    m.add_function(wrap_pyfunction!(errors::_setting_names, m)?)?;
     m.add_function(wrap_pyfunction!(map::stop_map_threads, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -9,17 +9,16 @@ use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyMapping, PyTuple};
 use stoker_augment::Pipeline;
-use stoker_loader::config::{MAX_BATCH_SIZE, MAX_IO_DEPTH, MAX_PREFETCH, MAX_WORKERS};
 use stoker_loader::{
-    source, Cursor, Field, Fields, Loader, LoaderConfig, LoaderState, Mix, MixtureSpec, Mode,
-    OnError, Stop, Workers,
+    source, Cursor, Field, Fields, Loader, LoaderConfig, LoaderState, Mix, Mode, OnError, Stop,
+    Workers,
 };
 
-use crate::args::{choice, in_range, launch_rank, DataArg, Float, Int, IntOrAuto};
+use crate::args::{in_range, launch_rank, Count, DataArg, Float, Int, WorkersArg};
 use crate::epoch::EpochIter;
 use crate::errors::{loader_error, source_error};
 use crate::handle::PyLoader;
-use crate::loader_args::LoaderArgs;
+use crate::loader_args::{LoaderArgs, NAMES};
 use crate::map::MapPool;
 
 /// Map threads when `map=` comes without `map_threads`.
@@ -29,19 +28,37 @@ const MAX_MAP_THREADS: usize = 256;
 
 #[pymethods]
 impl PyLoader {
-    // Thirty-eight parameters: bound into one struct (`loader_args.rs`), as pyo3 would
+    // Twenty-one parameters: bound into one struct (`loader_args.rs`), as pyo3 would
     // bind them to as many Rust parameters. The text signature, which `help()` and
     // `inspect.signature` show, is written out with every default as a Python literal.
     #[new]
     #[pyo3(
         signature = (*args, **kwargs),
-        text_signature = "(data, batch_size=64, transform=\"\", mode=\"async\", workers=2, prefetch=2, seed=0, shuffle=True, drop_last=False, on_error=\"fail\", rank=None, world_size=None, io_depth=8, split=None, channels=None, cpu_budget=None, mixup=None, cutmix=None, mix_prob=None, fields=None, images=None, masks=None, image_column=\"image\", label_column=\"label\", text_column=None, boxes_column=None, box_format=\"xyxy\", box_classes_column=None, labels_column=None, mask_column=None, min_box_visibility=0.0, max_instances=None, map=None, map_threads=None, weights=None, stop=None, steps=None, decoded_cache=None)"
+        text_signature = "(data, batch_size=64, transform=\"\", mode=\"async\", workers=2, prefetch=2, seed=0, shuffle=True, drop_last=False, on_error=\"fail\", rank=None, world_size=None, io_depth=8, *, channels=None, mixup=None, fields=None, min_box_visibility=0.0, max_instances=None, map=None, map_threads=None, decoded_cache=None)"
     )]
     fn new(
         py: Python<'_>,
         args: &Bound<'_, PyTuple>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
+        // A keyword of the last release: `stoker._compat` moves it to its new place,
+        // with a DeprecationWarning that names the new spelling.
+        let upgraded;
+        let (args, kwargs) = match kwargs {
+            Some(kw)
+                if kw.keys().iter().any(|k| {
+                    !k.extract::<String>()
+                        .is_ok_and(|k| NAMES.contains(&k.as_str()))
+                }) =>
+            {
+                upgraded = py
+                    .import("stoker._compat")?
+                    .call_method1("upgrade", (args, kw))?
+                    .extract::<(Bound<'_, PyTuple>, Bound<'_, PyDict>)>()?;
+                (&upgraded.0, Some(&upgraded.1))
+            }
+            _ => (args, kwargs),
+        };
         let LoaderArgs {
             data,
             batch_size,
@@ -56,39 +73,17 @@ impl PyLoader {
             rank,
             world_size,
             io_depth,
-            split,
             channels,
-            cpu_budget,
             mixup,
-            cutmix,
-            mix_prob,
             fields,
-            images,
-            masks,
-            image_column,
-            label_column,
-            text_column,
-            boxes_column,
-            box_format,
-            box_classes_column,
-            labels_column,
-            mask_column,
             min_box_visibility,
             max_instances,
             map,
             map_threads,
-            weights,
-            stop,
-            steps,
             decoded_cache,
         } = LoaderArgs::bind(args, kwargs)?;
         let (transform, mode, on_error) = (transform.as_str(), mode.as_str(), on_error.as_str());
-        let (image_column, label_column) = (image_column.as_str(), label_column.as_str());
-        let (box_format, stop) = (box_format.as_str(), stop.as_deref());
-        let float = |f: Option<Float>| f.map(|Float(v)| v);
-        let (mixup, cutmix, mix_prob) = (float(mixup), float(cutmix), float(mix_prob));
         let Float(min_box_visibility) = min_box_visibility;
-        let weights: Option<Vec<f64>> = weights.map(|w| w.into_iter().map(|Float(v)| v).collect());
         let map_threads = match (&map, map_threads) {
             (Some(f), n) => {
                 if !f.bind(py).is_callable() {
@@ -97,6 +92,7 @@ impl PyLoader {
                         f.bind(py).get_type().name()?
                     )));
                 }
+                // A Python-only setting: its range is judged here.
                 let n = n.unwrap_or(Int::of(DEFAULT_MAP_THREADS as i128));
                 in_range("map_threads", n, 1, MAX_MAP_THREADS as i128)? as usize
             }
@@ -107,43 +103,29 @@ impl PyLoader {
             }
             (None, None) => 0,
         };
-        if map.is_some() && (mixup.is_some() || cutmix.is_some()) {
+        if map.is_some() && mixup.is_some() {
             return Err(PyValueError::new_err(
-                "map and mixup/cutmix cannot be combined yet: mix in the map, or leave \
-                 mixing out",
+                "map and mixup cannot be combined yet: mix in the map, or leave mixing out",
             ));
         }
-        let paths = match data {
-            DataArg::One(p) => vec![p],
-            DataArg::Many(v) => v,
-        };
-        if paths.is_empty() {
+        let DataArg { sources, mixture } = data;
+        if sources.is_empty() {
             return Err(PyValueError::new_err(
-                "data: an empty list (give one or more data sets)",
+                "argument 'data': an empty list (give one or more data sets)",
             ));
         }
-        let stop = match stop {
-            None => None,
-            Some(s) => Some(
-                s.parse::<Stop>()
-                    .map_err(|e| PyValueError::new_err(e.to_string()))?,
+        let (weights, stop, epoch_batches) = match mixture {
+            None => (None, None, None),
+            Some(m) => (
+                m.weights,
+                m.stop
+                    .map(|s| s.parse::<Stop>())
+                    .transpose()
+                    .map_err(|e| PyValueError::new_err(format!("argument 'data': {e}")))?,
+                m.epoch_batches,
             ),
         };
-        let steps = match steps {
-            None => None,
-            Some(s) => Some(in_range("steps", s, 1, i64::MAX as i128)? as usize),
-        };
-        if let Some(w) = &weights {
-            // Checked here, before any data set is opened.
-            MixtureSpec {
-                weights: w.clone(),
-                stop: stop.unwrap_or(Stop::AllExhausted),
-                steps,
-            }
-            .validate(paths.len())
-            .map_err(|e| PyValueError::new_err(format!("weights: {e}")))?;
-        }
-        let (rank, world_size) = launch_rank(rank, world_size)?;
+        let (rank, world) = launch_rank(rank.map(|Count(r)| r), world_size.map(|Count(w)| w))?;
         let fields = match fields {
             None => None,
             Some(names) => Some(
@@ -151,150 +133,89 @@ impl PyLoader {
                     .iter()
                     .map(|n| n.parse::<Field>())
                     .try_fold(Fields::NONE, |set, f| f.map(|f| set.with(f)))
-                    .map_err(|e| PyValueError::new_err(format!("fields: {e}")))?,
+                    .map_err(|e| PyValueError::new_err(format!("argument 'fields': {e}")))?,
             ),
         };
-        if !(0.0..=1.0).contains(&min_box_visibility) {
-            return Err(PyValueError::new_err(format!(
-                "min_box_visibility must be between 0 and 1, got {min_box_visibility}"
-            )));
-        }
-        let max_instances = match max_instances {
-            None => None,
-            Some(m) => Some(in_range("max_instances", m, 1, u32::MAX as i128)? as usize),
-        };
-        let mode = match choice("mode", mode, &["sync", "async"])? {
-            "sync" => Mode::Sync,
-            _ => Mode::Async,
-        };
-        // Sync mode uses none of the async stages: 0 is fine there.
-        let min = if mode == Mode::Async { 1 } else { 0 };
+        let mode = mode
+            .parse::<Mode>()
+            .map_err(|e| PyValueError::new_err(format!("argument 'mode': {e}")))?;
         let cfg = LoaderConfig {
-            batch_size: in_range("batch_size", batch_size, 1, MAX_BATCH_SIZE as i128)? as usize,
+            batch_size: batch_size.0,
             mode,
-            workers: match (&workers, cpu_budget) {
-                (IntOrAuto::Int(n), budget) => {
-                    let n = in_range("workers", n.clone(), min, MAX_WORKERS as i128)? as usize;
-                    if let Some(b) = budget {
-                        // A budget of the wrong type is that first, whatever workers is.
-                        if let Int::Other(_) = b {
-                            in_range("cpu_budget", b, 1, MAX_WORKERS as i128)?;
-                        }
-                        return Err(PyValueError::new_err(
-                            "cpu_budget is the budget of workers=\"auto\"; give one or the other",
-                        ));
-                    }
-                    Workers::Fixed(n)
-                }
-                (IntOrAuto::Auto, Some(b)) => Workers::Auto {
-                    budget: Some(in_range("cpu_budget", b, 1, MAX_WORKERS as i128)? as usize),
-                },
-                // A Python loop trains on this machine: leave it a core.
-                (IntOrAuto::Auto, None) => Workers::Auto {
-                    budget: Some(LoaderConfig::default_cpu_budget()),
+            workers: match workers {
+                WorkersArg::Count(Count(n)) => Workers::Fixed(n),
+                WorkersArg::Auto(budget) => Workers::Auto {
+                    // A Python loop trains on this machine: leave it a core.
+                    budget: Some(budget.unwrap_or_else(LoaderConfig::default_cpu_budget)),
                 },
             },
-            prefetch: in_range("prefetch", prefetch, min, MAX_PREFETCH as i128)? as usize,
-            io_depth: in_range("io_depth", io_depth, min, MAX_IO_DEPTH as i128)? as usize,
-            seed: in_range("seed", seed, 0, u64::MAX as i128)? as u64,
+            prefetch: prefetch.0,
+            io_depth: io_depth.0,
+            seed: seed.0,
             shuffle,
             drop_last,
             rank,
-            world: world_size,
-            transform: Pipeline::parse(transform)
-                .map_err(|e| PyValueError::new_err(format!("transform '{transform}': {e}")))?,
-            channels: match channels {
+            world,
+            transform: Pipeline::parse(transform).map_err(|e| {
+                PyValueError::new_err(format!("argument 'transform': '{transform}': {e}"))
+            })?,
+            channels: channels.map(|Count(c)| c),
+            on_error: on_error
+                .parse::<OnError>()
+                .map_err(|e| PyValueError::new_err(format!("argument 'on_error': {e}")))?,
+            mix: match mixup {
                 None => None,
-                Some(c) => {
-                    let c = in_range("channels", c, 1, 3)?;
-                    if c == 2 {
-                        return Err(PyValueError::new_err("channels must be 1 or 3, got 2"));
-                    }
-                    Some(c as usize)
-                }
-            },
-            on_error: match choice("on_error", on_error, &["fail", "skip"])? {
-                "fail" => OnError::Fail,
-                _ => OnError::Skip,
-            },
-            mix: match (mixup, cutmix, mix_prob) {
-                (None, None, None) => None,
-                _ => Some(
-                    Mix::new(mixup, cutmix, mix_prob)
-                        .map_err(|e| PyValueError::new_err(e.to_string()))?,
+                Some(m) => Some(
+                    Mix::new(m.mixup, m.cutmix, m.prob)
+                        .map_err(|e| PyValueError::new_err(format!("argument 'mixup': {e}")))?,
                 ),
             },
             fields,
             min_box_visibility: min_box_visibility as f32,
-            max_instances,
+            max_instances: max_instances.map(|Count(m)| m),
             decoded_cache: decoded_cache.map(crate::args::decoded_cache).transpose()?,
             ..LoaderConfig::default()
         };
-        if cfg.rank >= cfg.world {
-            return Err(PyValueError::new_err(format!(
-                "rank must be below world_size ({}), got {}",
-                cfg.world, cfg.rank
-            )));
+        for s in &sources {
+            // "train" and "test" pick MNIST/CIFAR-10's splits; any name picks the files
+            // of a Parquet set in the Hub's layout (docs/parquet.md).
+            if let Some(split) = s.split.as_deref() {
+                if split.trim().is_empty() || split.contains('/') {
+                    return Err(PyValueError::new_err(format!(
+                        "argument 'data': {}: split must be a split's name (train, test, \
+                         validation, ...), got {split:?}",
+                        s.path.display()
+                    )));
+                }
+            }
         }
-        // "train" and "test" pick MNIST/CIFAR-10's splits; any name picks the files of a
-        // Parquet set in the Hub's layout (docs/parquet.md). Unset: the training split.
-        if split
-            .as_deref()
-            .is_some_and(|s| s.trim().is_empty() || s.contains('/'))
-        {
-            return Err(PyValueError::new_err(format!(
-                "split must be a split's name (train, test, validation, ...), got {:?}",
-                split.unwrap_or_default()
-            )));
-        }
-        let train = split.as_deref().is_none_or(|s| s == "train");
-        let data = paths
+        let data = sources
             .iter()
-            .map(|p| p.display().to_string())
+            .map(|s| s.path.display().to_string())
             .collect::<Vec<_>>()
             .join(" + ");
-        let options = source::OpenOptions {
-            train,
-            images: images.map(|p| p.to_string_lossy().into_owned()),
-            masks: masks.map(|p| p.to_string_lossy().into_owned()),
-            parquet: source::ParquetColumns {
-                image: image_column.to_string(),
-                label: Some(label_column.to_string()),
-                text: text_column,
-                boxes: boxes_column,
-                box_format: box_format
-                    .parse::<source::BoxFormat>()
-                    .map_err(|e| PyValueError::new_err(format!("box_format: {e}")))?,
-                box_classes: box_classes_column,
-                labels: labels_column,
-                mask: mask_column,
-            },
-            split,
-            ..source::OpenOptions::default()
-        };
-        let (seed, skip) = (cfg.seed, cfg.on_error == OnError::Skip);
+        let seed = cfg.seed;
+        let skip = cfg.on_error == OnError::Skip;
         let inner = py.detach(move || {
-            let sources = paths
-                .iter()
-                .map(|p| source::open_with(p, &options))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(source_error)?;
-            // Only Parquet sets have splits by name: another name would read MNIST's
-            // test split, or a folder whole, without a word.
-            if let Some(s) = options.split.as_deref() {
-                for src in &sources {
-                    if src.format() != "parquet" && s != "train" && s != "test" {
+            let mut opened = Vec::with_capacity(sources.len());
+            for s in &sources {
+                let src = source::open_with(&s.path, &s.options).map_err(source_error)?;
+                // Only Parquet sets have splits by name: another name would read
+                // MNIST's test split, or a folder whole, without a word.
+                if let Some(split) = s.split.as_deref() {
+                    if src.format() != "parquet" && split != "train" && split != "test" {
                         return Err(PyValueError::new_err(format!(
-                            "split must be 'train' or 'test' for a {} data set, got '{s}' \
-                             (other names pick the files of a Parquet set in the Hub's \
-                             layout)",
+                            "argument 'data': split must be 'train' or 'test' for a {} data \
+                             set, got '{split}' (other names pick the files of a Parquet set \
+                             in the Hub's layout)",
                             src.format()
                         )));
                     }
                 }
+                opened.push(src);
             }
-            let src = stoker_loader::mixture::combine(sources, weights, stop, steps)
-                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            let src = stoker_loader::mixture::combine(opened, weights, stop, epoch_batches)
+                .map_err(|e| PyValueError::new_err(format!("argument 'data': {e}")))?;
             Loader::new(src, cfg).map_err(loader_error)
         })?;
         // Started after the loader, so that a loader error leaves no thread behind.

@@ -11,7 +11,52 @@ use stoker_loader::tokens::{
     Eos, TokenBatch, TokenConfig, TokenEpoch, TokenError, TokenLoader, TokenMode, TokenState,
 };
 
-use crate::args::{choice, in_range, launch_rank, DataArg, Int};
+use crate::args::{in_range, launch_rank, Int};
+
+/// `data`: one path, or a list of them (a mixture of Parquet data sets).
+pub enum TokenData {
+    One(std::path::PathBuf),
+    Many(Vec<std::path::PathBuf>),
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for TokenData {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        if let Ok(p) = obj.extract::<std::path::PathBuf>() {
+            return Ok(TokenData::One(p));
+        }
+        obj.extract::<Vec<std::path::PathBuf>>()
+            .map(TokenData::Many)
+            .map_err(|_| {
+                pyo3::exceptions::PyTypeError::new_err("data must be a path or a list of paths")
+            })
+    }
+}
+
+/// `value` if it is one of `choices`, else a ValueError naming the argument and them.
+fn choice<'c>(name: &str, value: &str, choices: &[&'c str]) -> PyResult<&'c str> {
+    choices
+        .iter()
+        .find(|c| **c == value)
+        .copied()
+        .ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "{name} must be one of {}, got '{value}'",
+                choices
+                    .iter()
+                    .map(|c| format!("'{c}'"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })
+}
+
+/// An optional count (`rank`, `world_size`) as a usize.
+fn count(name: &str, v: Option<Int>) -> PyResult<Option<usize>> {
+    v.map(|v| in_range(name, v, 0, i128::from(u32::MAX)).map(|n| n as usize))
+        .transpose()
+}
 use crate::errors::{busy, LoaderError};
 
 /// A bad setting or a state that does not fit is a ValueError; bad data a LoaderError.
@@ -72,7 +117,7 @@ impl PyTokenLoader {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        data: DataArg,
+        data: TokenData,
         tokenizer: Option<PathBuf>,
         seq_len: Int,
         batch_size: Int,
@@ -89,7 +134,7 @@ impl PyTokenLoader {
         weights: Option<Vec<f64>>,
         stop: &str,
     ) -> PyResult<Self> {
-        let (rank, world) = launch_rank(rank, world_size)?;
+        let (rank, world) = launch_rank(count("rank", rank)?, count("world_size", world_size)?)?;
         let cfg = TokenConfig {
             seq_len: in_range("seq_len", seq_len, 1, i128::from(i32::MAX) - 1)? as usize,
             batch_size: in_range("batch_size", batch_size, 1, 1 << 24)? as usize,
@@ -116,8 +161,8 @@ impl PyTokenLoader {
             ..TokenConfig::default()
         };
         let paths = match data {
-            DataArg::One(p) => vec![p],
-            DataArg::Many(v) => v,
+            TokenData::One(p) => vec![p],
+            TokenData::Many(v) => v,
         };
         let names: Vec<String> = paths
             .iter()

@@ -17,7 +17,7 @@ segmentation pairs, tars with captions or boxes) yields one dict per batch inste
 `mask`, `keypoints`, `keypoint_count` and `raw` it has, and the instance masks
 `masks` (N, M, H, W) when `fields` lists them (docs/samples.md):
 
-    loader = stoker.Loader("annotations/instances_train.json", images="train2017/",
+    loader = stoker.Loader(stoker.Coco("annotations/instances_train.json", "train2017/"),
                            transform="rrc:512,flip")
     for batch in loader:
         images, boxes, count = batch["image"], batch["boxes"], batch["box_count"]
@@ -56,6 +56,7 @@ from ._stoker import (
     pack,
 )
 from ._stoker import stop_map_threads as _stop_map_threads
+from ._sources import Coco, Data, Mix, Mixture, Packed, Pairs, Parquet
 
 # The map threads of loaders still alive at exit are stopped before the interpreter
 # finalizes: a thread that asks for the GIL after that is ended by Python mid-call.
@@ -63,10 +64,17 @@ _atexit.register(_stop_map_threads)
 
 __all__ = [
     "BatchBuffer",
+    "Coco",
+    "Data",
     "Digest",
     "EpochIterator",
     "Loader",
     "LoaderError",
+    "Mix",
+    "Mixture",
+    "Packed",
+    "Pairs",
+    "Parquet",
     "TokenLoader",
     "__version__",
     "cache_dir",

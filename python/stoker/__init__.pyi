@@ -29,10 +29,17 @@ from typing_extensions import NotRequired, Self, TypeAlias, TypeVar
 
 __all__ = [
     "BatchBuffer",
+    "Coco",
+    "Data",
     "Digest",
     "EpochIterator",
     "Loader",
     "LoaderError",
+    "Mix",
+    "Mixture",
+    "Packed",
+    "Pairs",
+    "Parquet",
     "TokenLoader",
     "__version__",
     "cache_dir",
@@ -48,6 +55,121 @@ __version__: str
 # A path argument: the module converts it with os.fspath, so a pathlib.Path is as good
 # as a str (bytes paths are refused).
 _StrPath: TypeAlias = str | os.PathLike[str]
+
+class Data:
+    """A data set at a path or URL, opened by detection as a plain path is, with the
+    reading options that belong to it: `split` ("train"/"test" for MNIST/CIFAR-10, a
+    split's name for a Parquet set in the Hub's layout; None is the training split),
+    `mmap` (read a packed file through a memory map), `cache` (a folder keeping whole
+    remote objects for later epochs) and `cache_size` (its bound: bytes, or a str such
+    as "20G"; default 10G)."""
+
+    path: str
+    split: str | None
+    mmap: bool
+    cache: str | None
+    cache_size: int | str | None
+    def __init__(
+        self,
+        path: _StrPath,
+        *,
+        split: str | None = None,
+        mmap: bool = False,
+        cache: _StrPath | None = None,
+        cache_size: int | str | None = None,
+    ) -> None: ...
+
+class Parquet(Data):
+    """Parquet files (a file, a folder, a glob, a Hub repository's layout) and the
+    columns to read (docs/parquet.md)."""
+
+    def __init__(
+        self,
+        path: _StrPath,
+        image_column: str = "image",
+        label_column: str = "label",
+        text_column: str | None = None,
+        boxes_column: str | None = None,
+        box_format: Literal["xyxy", "xywh"] = "xyxy",
+        box_classes_column: str | None = None,
+        labels_column: str | None = None,
+        mask_column: str | None = None,
+        split: str | None = None,
+        *,
+        cache: _StrPath | None = None,
+        cache_size: int | str | None = None,
+    ) -> None: ...
+
+class Coco(Data):
+    """A COCO annotation file and the folder (path or URL) of its images."""
+
+    def __init__(
+        self,
+        json: _StrPath,
+        images: _StrPath,
+        *,
+        cache: _StrPath | None = None,
+        cache_size: int | str | None = None,
+    ) -> None: ...
+
+class Pairs(Data):
+    """Segmentation pairs: a folder of images and a folder of masks paired by stem."""
+
+    def __init__(
+        self,
+        images: _StrPath,
+        masks: _StrPath,
+        *,
+        cache: _StrPath | None = None,
+        cache_size: int | str | None = None,
+    ) -> None: ...
+
+class Packed(Data):
+    """A packed file, read through a memory map unless `mmap=False`."""
+
+    def __init__(
+        self,
+        path: _StrPath,
+        mmap: bool = True,
+        *,
+        cache: _StrPath | None = None,
+        cache_size: int | str | None = None,
+    ) -> None: ...
+
+class Mixture:
+    """Several data sets as one: `weights` (one per data set; None is equal), `stop`
+    ("first_exhausted", "all_exhausted" (default) or "never", which needs
+    `epoch_batches`), `epoch_batches` (batches per epoch on each rank). `steps` is
+    the deprecated old name of `epoch_batches`."""
+
+    sources: list[_StrPath | Data]
+    weights: list[float] | None
+    stop: str | None
+    epoch_batches: int | None
+    def __init__(
+        self,
+        sources: Sequence[_StrPath | Data],
+        weights: Sequence[float] | None = None,
+        stop: Literal["first_exhausted", "all_exhausted", "never"] | None = None,
+        epoch_batches: int | None = None,
+        *,
+        steps: int | None = None,
+    ) -> None: ...
+
+class Mix:
+    """MixUp and CutMix (`Loader(mixup=stoker.Mix(...))`): their Beta alphas (> 0;
+    None leaves one out) and `prob`, the chance of CutMix when both are given (0 to
+    1, default 0.5)."""
+
+    mixup: float | None
+    cutmix: float | None
+    prob: float | None
+    def __init__(
+        self, mixup: float | None = None, cutmix: float | None = None, prob: float | None = None
+    ) -> None: ...
+
+_Data: TypeAlias = _StrPath | Data | Sequence[_StrPath | Data] | Mixture
+"""`Loader`'s `data`."""
 
 _Pair: TypeAlias = tuple[NDArray[np.uint8], NDArray[np.int64]]
 """A classification batch: images uint8 (N, H, W, C), a view on the loader's pooled
@@ -188,59 +310,56 @@ class Loader(Generic[_B]):
 
     Iterate `loader.epoch(e)`, or the loader itself (the next epoch, or the rest of an
     interrupted one). Batches are the same bytes in sync and async mode and for any
-    number of workers. Every argument but `data` has a default:
+    number of workers. Every argument but `data` has a default; those after
+    `io_depth` are keyword-only:
 
-    - data: a path or URL, or a list of them (a mixture: see weights, stop, steps).
+    - data: a path or URL (opened by detection), a source with options of its own
+      (`Data`, `Parquet`, `Coco`, `Pairs`, `Packed`), a list of them (a mixture of
+      equal weights), or a `Mixture` (weights, stop rule, epoch_batches).
     - batch_size=64: samples per batch, 1 to 2**20.
     - transform="": the augmentation spec, e.g. "rrc:224,flip" (augment/README.md).
     - mode="async": "async" (worker threads prefetch) or "sync" (on the caller's thread).
-    - workers=2: decode threads, 1 to 1024 (0 too in sync mode), or "auto".
+    - workers=2: decode threads, 1 to 1024 (0 too in sync mode), "auto" (within every
+      core but one), or "auto:N" (within N threads).
     - prefetch=2: batches kept ready ahead, 1 to 1024 (0 too in sync mode).
     - seed=0: seeds the shuffle and every sample's augmentation, 0 to 2**64-1.
-    - shuffle=True, drop_last=False.
+    - shuffle=True: a new order every epoch.
+    - drop_last=False: leave out the short last batch.
     - on_error="fail": "fail" raises LoaderError on a bad sample, "skip" leaves it out.
-    - rank, world_size: this process's shard; default the launcher's (OMPI_COMM_WORLD_*,
-      then RANK/WORLD_SIZE), else 0 and 1.
+    - rank=None: this process's shard; default the launcher's (OMPI_COMM_WORLD_RANK,
+      then RANK), else 0.
+    - world_size=None: the number of shards; default the launcher's, else 1.
     - io_depth=8: reads in flight, 1 to 4096 (0 too in sync mode).
-    - split=None: "train"/"test" for MNIST/CIFAR-10, any split name for Parquet sets;
-      None is the training split.
     - channels=None: 1 or 3; None is 3 for encoded images, the record's own for raw.
-    - cpu_budget=None: the most decode threads of workers="auto", 1 to 1024; None is
-      every core but one.
-    - mixup=None, cutmix=None: Beta alphas (> 0) of MixUp/CutMix on each batch;
-      mix_prob=None: the chance of CutMix when both are given (0 to 1, default 0.5).
-      Batches are then `_MixedBatch` dicts.
+    - mixup=None: MixUp's Beta alpha (> 0), or `Mix(mixup=, cutmix=, prob=)` for
+      CutMix too. Batches are then `_MixedBatch` dicts.
     - fields=None: the fields to load, e.g. ["image", "boxes"]; None is all the set has.
-    - images=None: the images folder (path or URL) of a COCO file.
-    - masks=None: the folder (path or URL) of masks paired by stem.
-    - image_column="image", label_column="label", text_column, boxes_column,
-      box_format="xyxy" (or "xywh"), box_classes_column, labels_column, mask_column:
-      Parquet columns (docs/parquet.md).
     - min_box_visibility=0.0: drop a box with less than this share of its area left
       after the transforms, 0 to 1.
     - max_instances=None: the most boxes/keypoint instances kept per sample, >= 1.
-    - map=None: `fn(sample, rng) -> dict` run on every sample; map_threads=None: its
-      threads, 1 to 256 (default 2, only with map). Not with mixup/cutmix.
-    - weights=None: one per data set of a mixture, finite, >= 0, not all 0.
-    - stop=None: "first_exhausted", "all_exhausted" (default) or "never" (needs steps).
-    - steps=None: batches per epoch on each rank of a mixture, >= 1.
+    - map=None: `fn(sample, rng) -> dict` run on every sample. Not with mixup.
+    - map_threads=None: the map's threads, 1 to 256 (default 2, only with map).
     - decoded_cache=None: keep decoded images (and their fields) for later epochs, up
       to this many bytes: a string such as "256M" or "8G" (K, M, G, T), an int, or
       "auto" (what the memory bound leaves beside the batch buffers). Batches are the
       same bytes either way; None keeps none.
 
-    A bad value is a ValueError naming the argument, a wrong type a TypeError; data
-    that cannot be opened is a LoaderError.
+    The keywords of the last release (split, images, masks, the Parquet columns,
+    cpu_budget, cutmix, mix_prob, weights, stop, steps) still work, with a
+    DeprecationWarning naming the new spelling (docs/python.md, "Migration").
+
+    A bad value is a ValueError naming the argument (`argument 'batch_size': ...`), a
+    wrong type a TypeError; data that cannot be opened is a LoaderError.
     """
 
     @overload
     def __new__(
         cls,
-        data: _StrPath | Sequence[_StrPath],
+        data: _Data,
         batch_size: int = 64,
         transform: str = "",
         mode: Literal["sync", "async"] = "async",
-        workers: int | Literal["auto"] = 2,
+        workers: int | str = 2,
         prefetch: int = 2,
         seed: int = 0,
         shuffle: bool = True,
@@ -249,40 +368,24 @@ class Loader(Generic[_B]):
         rank: int | None = None,
         world_size: int | None = None,
         io_depth: int = 8,
-        split: str | None = None,
+        *,
         channels: Literal[1, 3] | None = None,
-        cpu_budget: int | None = None,
         mixup: None = None,
-        cutmix: None = None,
-        mix_prob: None = None,
         fields: Sequence[str] | None = None,
-        images: _StrPath | None = None,
-        masks: _StrPath | None = None,
-        image_column: str = "image",
-        label_column: str = "label",
-        text_column: str | None = None,
-        boxes_column: str | None = None,
-        box_format: Literal["xyxy", "xywh"] = "xyxy",
-        box_classes_column: str | None = None,
-        labels_column: str | None = None,
-        mask_column: str | None = None,
         min_box_visibility: float = 0.0,
         max_instances: int | None = None,
         map: None = None,
         map_threads: None = None,
-        weights: Sequence[float] | None = None,
-        stop: Literal["first_exhausted", "all_exhausted", "never"] | None = None,
-        steps: int | None = None,
         decoded_cache: str | int | None = None,
     ) -> Loader[_Pair | _FieldBatch]: ...
     @overload
     def __new__(
         cls,
-        data: _StrPath | Sequence[_StrPath],
+        data: _Data,
         batch_size: int = 64,
         transform: str = "",
         mode: Literal["sync", "async"] = "async",
-        workers: int | Literal["auto"] = 2,
+        workers: int | str = 2,
         prefetch: int = 2,
         seed: int = 0,
         shuffle: bool = True,
@@ -291,41 +394,24 @@ class Loader(Generic[_B]):
         rank: int | None = None,
         world_size: int | None = None,
         io_depth: int = 8,
-        split: str | None = None,
+        *,
         channels: Literal[1, 3] | None = None,
-        cpu_budget: int | None = None,
         mixup: None = None,
-        cutmix: None = None,
-        mix_prob: None = None,
         fields: Sequence[str] | None = None,
-        images: _StrPath | None = None,
-        masks: _StrPath | None = None,
-        image_column: str = "image",
-        label_column: str = "label",
-        text_column: str | None = None,
-        boxes_column: str | None = None,
-        box_format: Literal["xyxy", "xywh"] = "xyxy",
-        box_classes_column: str | None = None,
-        labels_column: str | None = None,
-        mask_column: str | None = None,
         min_box_visibility: float = 0.0,
         max_instances: int | None = None,
-        *,
         map: _MapFn,
         map_threads: int | None = None,
-        weights: Sequence[float] | None = None,
-        stop: Literal["first_exhausted", "all_exhausted", "never"] | None = None,
-        steps: int | None = None,
         decoded_cache: str | int | None = None,
     ) -> Loader[dict[str, Any]]: ...
     @overload
     def __new__(
         cls,
-        data: _StrPath | Sequence[_StrPath],
+        data: _Data,
         batch_size: int = 64,
         transform: str = "",
         mode: Literal["sync", "async"] = "async",
-        workers: int | Literal["auto"] = 2,
+        workers: int | str = 2,
         prefetch: int = 2,
         seed: int = 0,
         shuffle: bool = True,
@@ -334,74 +420,14 @@ class Loader(Generic[_B]):
         rank: int | None = None,
         world_size: int | None = None,
         io_depth: int = 8,
-        split: str | None = None,
-        channels: Literal[1, 3] | None = None,
-        cpu_budget: int | None = None,
         *,
-        mixup: float,
-        cutmix: float | None = None,
-        mix_prob: float | None = None,
+        channels: Literal[1, 3] | None = None,
+        mixup: float | Mix,
         fields: Sequence[str] | None = None,
-        images: _StrPath | None = None,
-        masks: _StrPath | None = None,
-        image_column: str = "image",
-        label_column: str = "label",
-        text_column: str | None = None,
-        boxes_column: str | None = None,
-        box_format: Literal["xyxy", "xywh"] = "xyxy",
-        box_classes_column: str | None = None,
-        labels_column: str | None = None,
-        mask_column: str | None = None,
         min_box_visibility: float = 0.0,
         max_instances: int | None = None,
         map: None = None,
         map_threads: None = None,
-        weights: Sequence[float] | None = None,
-        stop: Literal["first_exhausted", "all_exhausted", "never"] | None = None,
-        steps: int | None = None,
-        decoded_cache: str | int | None = None,
-    ) -> Loader[_MixedBatch]: ...
-    @overload
-    def __new__(
-        cls,
-        data: _StrPath | Sequence[_StrPath],
-        batch_size: int = 64,
-        transform: str = "",
-        mode: Literal["sync", "async"] = "async",
-        workers: int | Literal["auto"] = 2,
-        prefetch: int = 2,
-        seed: int = 0,
-        shuffle: bool = True,
-        drop_last: bool = False,
-        on_error: Literal["fail", "skip"] = "fail",
-        rank: int | None = None,
-        world_size: int | None = None,
-        io_depth: int = 8,
-        split: str | None = None,
-        channels: Literal[1, 3] | None = None,
-        cpu_budget: int | None = None,
-        *,
-        mixup: None = None,
-        cutmix: float,
-        mix_prob: float | None = None,
-        fields: Sequence[str] | None = None,
-        images: _StrPath | None = None,
-        masks: _StrPath | None = None,
-        image_column: str = "image",
-        label_column: str = "label",
-        text_column: str | None = None,
-        boxes_column: str | None = None,
-        box_format: Literal["xyxy", "xywh"] = "xyxy",
-        box_classes_column: str | None = None,
-        labels_column: str | None = None,
-        mask_column: str | None = None,
-        min_box_visibility: float = 0.0,
-        max_instances: int | None = None,
-        map: None = None,
-        map_threads: None = None,
-        weights: Sequence[float] | None = None,
-        stop: Literal["first_exhausted", "all_exhausted", "never"] | None = None,
-        steps: int | None = None,
         decoded_cache: str | int | None = None,
     ) -> Loader[_MixedBatch]: ...
 

@@ -11,6 +11,9 @@ import traceback
 import numpy as np
 from numpy.random.bit_generator import ISeedSequence
 
+# The native module has no stub of its own (the package stub covers `stoker`).
+from ._stoker import collate_layout as _collate_layout  # type: ignore[import-not-found]
+
 # Padded arrays of the built-in fields keep their built-in count names.
 _COUNT_NAMES = {
     "boxes": "box_count",
@@ -18,8 +21,6 @@ _COUNT_NAMES = {
     "masks": "box_count",
     "keypoints": "keypoint_count",
 }
-# And their padding values (a padded box has no class: -1, as in the built-in batch).
-_PAD = {"box_labels": -1}
 # Keys of the batch dict that become part of another key's sample value.
 _COUNTS = {"box_count", "keypoint_count"}
 
@@ -105,14 +106,15 @@ def _kind(v):
 def collate(results, indices, batch, whole):
     """The samples' dicts (in batch order; `results` holds `run`'s pairs) as one
     batch dict. When no sample was left out (`whole`), a key every sample returned
-    untouched is `batch`'s own array, with no copy; otherwise arrays of equal shapes
-    stacked; arrays whose first axis differs padded to the longest, with the lengths
-    in `<key>_count` (`box_count`, `keypoint_count` for those fields, which always
-    have their count, as in the loader's batches) as int32; str values as a list, and
-    bytes values as a list. Every sample must return str keys, the same keys, and for
-    each key the same kind (str, bytes or array), dtype and trailing axes; otherwise
-    MapOutputError naming the sample (by `indices`, the samples' indices in the data
-    set), the key and what is wrong."""
+    untouched is `batch`'s own array, with no copy; str values become a list, and
+    bytes values a list; arrays are collated by the loader's own rules
+    (docs/samples.md, "Collation"): stacked, or padded along the first axis with the
+    lengths in a count (`<key>_count`; `box_count`, `keypoint_count` for the built-in
+    fields, which always have theirs, as does a key whose count `fn` returns).
+    Every sample must return str keys, the same keys, and for each key the same kind
+    (str, bytes or array), dtype and trailing axes; otherwise MapOutputError naming
+    the sample (by `indices`, the samples' indices in the data set), the key and
+    what is wrong."""
     outs = [o for o, _ in results]
     for index, o in zip(indices, outs):
         for k in o:
@@ -130,8 +132,10 @@ def collate(results, indices, batch, whole):
                 f" (extra: {extra}, missing: {missing}): every sample must return the same keys",
             )
     mapped = {}
-    # The key that set each count, for the message when another disagrees with it.
-    counted_by = {}
+    # Arrays go through the loader's collation rules (stoker_loader::array::layout,
+    # via _stoker.collate_layout): which to stack, which to pad and with what, and
+    # which counts the batch gets.
+    arrays = {}
     for key in keys:
         if (
             whole
@@ -154,59 +158,46 @@ def collate(results, indices, batch, whole):
         if kind != "array":
             mapped[key] = values
             continue
-        arrays = []
+        column = []
         for index, v in zip(indices, values):
             try:
-                arrays.append(np.asarray(v))
+                column.append(np.asarray(v))
             except Exception as e:
                 raise MapOutputError(
                     index, f"'{key}' cannot be made a numpy array: {type(e).__name__}: {e}"
                 ) from e
-        first = arrays[0]
-        for index, a in zip(indices, arrays):
-            if a.dtype != first.dtype:
-                raise MapOutputError(
-                    index,
-                    f"'{key}' is {a.dtype} but sample {indices[0]}'s is {first.dtype}",
-                )
-            if a.ndim != first.ndim or a.shape[1:] != first.shape[1:]:
-                raise MapOutputError(
-                    index,
-                    f"'{key}' has shape {a.shape} and sample {indices[0]}'s {first.shape}: "
-                    f"only the first axis may differ (it is padded)",
-                )
-        # The built-in padded fields keep their count even when every sample has as
-        # many rows, as the loader's own batches do: a loop reads `box_count` always
-        # (unless fn returns that count itself).
-        adds_no_count = key not in _COUNT_NAMES or _COUNT_NAMES[key] in keys
-        if adds_no_count and all(a.shape == first.shape for a in arrays):
-            mapped[key] = np.stack(arrays)
-            continue
-        counts = np.array([a.shape[0] for a in arrays], dtype=np.int32)
-        name = _COUNT_NAMES.get(key, f"{key}_count")
-        if name in keys:
-            # Ragged (or every sample would have been stacked above): the first sample
-            # whose length differs from the first's.
-            j = next(j for j, n in enumerate(counts) if n != counts[0])
-            raise MapOutputError(
-                indices[j],
-                f"'{key}' has {counts[j]} rows here and {counts[0]} in sample {indices[0]}, "
-                f"so it is padded, and its count '{name}' is a key of its own",
-            )
-        if name in mapped and not np.array_equal(mapped[name], counts):
-            j = int(np.flatnonzero(mapped[name] != counts)[0])
-            raise MapOutputError(
-                indices[j],
-                f"'{key}' has {counts[j]} rows and '{counted_by[name]}' "
-                f"{mapped[name][j]}: they share the count '{name}'",
-            )
-        longest = max(a.shape[0] for a in arrays)
-        padded = np.full(
-            (len(arrays), longest) + first.shape[1:], _PAD.get(key, 0), dtype=first.dtype
-        )
-        for row, a in zip(padded, arrays):
-            row[: a.shape[0]] = a
-        mapped[key] = padded
-        mapped[name] = counts
-        counted_by.setdefault(name, key)
+        arrays[key] = column
+    if not arrays:
+        return mapped
+    described = [
+        [(key, str(a[i].dtype), a[i].shape, _int_of(a[i])) for key, a in arrays.items()]
+        for i in range(len(outs))
+    ]
+    try:
+        plan = _collate_layout(described)
+    except ValueError as e:
+        pos, key, reason = e.args
+        raise MapOutputError(
+            indices[pos], f"'{key}' {reason.replace('the first sample', f'sample {indices[0]}')}"
+        ) from None
+    for key, how, arg in plan:
+        if how == "count":
+            mapped[key] = np.array(arg, dtype=np.int32)
+        elif how == "stack":
+            mapped[key] = np.stack(arrays[key])
+        else:
+            longest, fill, _ = arg
+            column = arrays[key]
+            first = column[0]
+            padded = np.full((len(column), longest) + first.shape[1:], fill, dtype=first.dtype)
+            for row, a in zip(padded, column):
+                row[: a.shape[0]] = a
+            mapped[key] = padded
     return mapped
+
+
+def _int_of(a):
+    """The value of an integer scalar (a count a map may give), else None."""
+    if a.ndim == 0 and a.dtype.kind in "iu":
+        return int(a)
+    return None

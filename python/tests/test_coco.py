@@ -1,4 +1,4 @@
-"""COCO annotation files from Python: stoker.Loader(json, images=folder) yields one
+"""COCO annotation files from Python: stoker.Loader(stoker.Coco(json, images=folder)) yields one
 dict per batch with the documented names, dtypes and shapes; the fields follow a
 flip; the images keyword is required; a bad annotation is skipped under
 on_error="skip". The JSON is written by the json module, the PNGs from numpy."""
@@ -95,7 +95,7 @@ def make_set(tmp_path, extra_annotations=()):
 def test_batches_are_dicts_of_the_documented_fields(tmp_path):
     path, images, person_kp = make_set(tmp_path)
     loader = stoker.Loader(
-        str(path), images=str(images), batch_size=2, shuffle=False, mode="sync",
+        stoker.Coco(str(path), str(images)), batch_size=2, shuffle=False, mode="sync",
         transform="flip:p=1",
     )
     assert loader.classes == ["person", "car"]
@@ -141,7 +141,7 @@ def test_batches_are_dicts_of_the_documented_fields(tmp_path):
 def test_fields_pick_what_is_loaded(tmp_path):
     path, images, _ = make_set(tmp_path)
     loader = stoker.Loader(
-        path, images=images, batch_size=2, shuffle=False, fields=["boxes"]
+        stoker.Coco(path, images), batch_size=2, shuffle=False, fields=["boxes"]
     )
     (d,) = list(loader.epoch(0))
     assert set(d) == {"image", "boxes", "box_labels", "box_count"}
@@ -164,7 +164,7 @@ PERSON, CAR, SMALL_CAR = (
 def test_instance_masks_are_one_per_box_and_follow_a_flip(tmp_path):
     path, images, _ = make_set(tmp_path)
     loader = stoker.Loader(
-        path, images=images, batch_size=2, shuffle=False, transform="flip:p=1",
+        stoker.Coco(path, images), batch_size=2, shuffle=False, transform="flip:p=1",
         fields=["image", "boxes", "masks"],
     )
     (d,) = list(loader.epoch(0))
@@ -177,7 +177,7 @@ def test_instance_masks_are_one_per_box_and_follow_a_flip(tmp_path):
     assert (masks[1, 0] == SMALL_CAR[:, ::-1]).all()
     assert (masks[1, 1] == 0).all(), "padding is zeros"
     # Without fields, a loader leaves the instance masks out (they cost M x H x W).
-    (d,) = list(stoker.Loader(path, images=images, batch_size=2).epoch(0))
+    (d,) = list(stoker.Loader(stoker.Coco(path, images), batch_size=2).epoch(0))
     assert "masks" not in d and "mask" in d
 
 
@@ -189,7 +189,7 @@ def test_a_map_gets_and_returns_instance_masks(tmp_path):
         return {"image": s["image"], "boxes": s["boxes"][-1:], "masks": s["masks"][-1:]}
 
     loader = stoker.Loader(
-        path, images=images, batch_size=2, shuffle=False, mode="sync",
+        stoker.Coco(path, images), batch_size=2, shuffle=False, mode="sync",
         fields=["image", "boxes", "masks"], map=last_box,
     )
     (d,) = list(loader.epoch(0))
@@ -206,7 +206,7 @@ def test_masks_is_not_mask_and_the_error_says_which_is_which(tmp_path):
         a.pop("segmentation")
     path.write_text(json.dumps(coco))
     with pytest.raises(ValueError) as e:
-        stoker.Loader(path, images=images, fields=["image", "boxes", "masks"])
+        stoker.Loader(stoker.Coco(path, images), fields=["image", "boxes", "masks"])
     msg = str(e.value)
     assert "'masks' is one binary mask per instance" in msg, msg
     assert "'mask' one class map per image" in msg, msg
@@ -221,10 +221,10 @@ def test_images_is_required_for_a_coco_file(tmp_path):
 def test_a_bad_annotation_fails_or_is_skipped(tmp_path):
     bad = {"id": 9, "image_id": 2, "category_id": 42, "iscrowd": 0, "bbox": [0, 0, 1, 1]}
     path, images, _ = make_set(tmp_path, [bad])
-    loader = stoker.Loader(path, images=images, batch_size=1, shuffle=False)
+    loader = stoker.Loader(stoker.Coco(path, images), batch_size=1, shuffle=False)
     with pytest.raises(stoker.LoaderError, match="image 2.*annotation 9: unknown category id 42"):
         list(loader.epoch(0))
-    loader = stoker.Loader(path, images=images, batch_size=1, shuffle=False, on_error="skip")
+    loader = stoker.Loader(stoker.Coco(path, images), batch_size=1, shuffle=False, on_error="skip")
     batches = list(loader.epoch(0))
     assert sum(len(b["image"]) for b in batches) == 1
     assert [c for b in batches for c in b["box_count"].tolist()] == [2]

@@ -58,7 +58,7 @@ def test_resume_is_exact_with_the_cache(shapes):
         (-1, ValueError, "decoded_cache"),
         (2**70, ValueError, "decoded_cache"),
         ("99999999T", ValueError, "out of range"),
-        ("1024T", ValueError, "decoded_cache: 1125899906842624 bytes do not fit"),
+        ("1024T", ValueError, "argument 'decoded_cache': 1125899906842624 bytes do not fit"),
         (1.5, TypeError, "decoded_cache"),
     ],
 )

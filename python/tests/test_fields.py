@@ -71,9 +71,9 @@ def test_classification_keeps_its_pair(tmp_path):
 
 def test_segmentation_pairs_by_folder_and_by_keyword(scenes, tmp_path):
     a = stoker.Loader(scenes, batch_size=6, shuffle=False)
-    b = stoker.Loader(scenes / "images", masks=str(scenes / "masks"), batch_size=6, shuffle=False)
-    # masks= takes a pathlib.Path as data= and images= do.
-    c = stoker.Loader(scenes / "images", masks=scenes / "masks", batch_size=6, shuffle=False)
+    b = stoker.Loader(stoker.Pairs(scenes / "images", str(scenes / "masks")), batch_size=6, shuffle=False)
+    # Pairs takes a pathlib.Path as well as a str.
+    c = stoker.Loader(stoker.Pairs(scenes / "images", scenes / "masks"), batch_size=6, shuffle=False)
     n = 0
     for x, y, z in zip(a, b, c):
         assert set(x) == {"image", "mask"}

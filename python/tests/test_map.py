@@ -129,6 +129,40 @@ def test_a_map_may_return_the_count_of_boxes_it_did_not_make_ragged(shapes):
     assert b["box_count"].tolist() == [2, 2, 2, 2]
 
 
+def test_a_count_the_map_returns_makes_its_key_padded_and_counted_in_every_batch(shapes):
+    """The loader's rule (docs/samples.md, "Collation"): a key whose count `fn` gives
+    is variable-length, so every batch has the count, also when every sample of the
+    batch has as many rows; the count is checked against the rows."""
+
+    def f(sample, rng):
+        n = 2 if sample["label"] < 5 else 1
+        return {"points": np.ones((n, 2), np.float32), "points_count": n}
+
+    for b in stoker.Loader(shapes, batch_size=4, map=f, shuffle=False):
+        assert sorted(b) == ["points", "points_count"]
+        assert b["points_count"].dtype == np.int32
+        assert b["points"].shape == (4, b["points_count"].max(), 2)
+
+    def wrong(sample, rng):
+        return {"points": np.ones((2, 2), np.float32), "points_count": 3}
+
+    loader, msg = collation_error(shapes, wrong)
+    assert "'points' has 2 rows but its count 'points_count' says 3" in msg, msg
+
+
+def test_map_collation_is_the_loaders_rule(shapes):
+    """_map.collate asks the Rust rules (stoker._stoker.collate_layout): the same
+    layout for the same shapes."""
+    plan = stoker._stoker.collate_layout(
+        [[("boxes", "float32", (2, 4), None), ("x", "float64", (3,), None)]] * 2
+    )
+    assert plan == [
+        ("boxes", "pad", (2, 0, "box_count")),
+        ("box_count", "count", [2, 2]),
+        ("x", "stack", None),
+    ]
+
+
 def test_ragged_boxes_keep_their_built_in_count_name(shapes):
     def f(sample, rng):
         n = int(sample["label"])

@@ -16,7 +16,7 @@ def mixed_digest(batches):
 
 def test_mixed_batches_are_dicts_with_soft_labels(shapes):
     loader = stoker.Loader(
-        shapes, batch_size=16, transform="rrc:24,flip,trivialaugment", mixup=0.2, cutmix=1.0, mix_prob=0.5
+        shapes, batch_size=16, transform="rrc:24,flip,trivialaugment", mixup=stoker.Mix(mixup=0.2, cutmix=1.0, prob=0.5)
     )
     sizes = []
     for b in loader.epoch(0):
@@ -40,19 +40,19 @@ def test_mixed_batches_are_dicts_with_soft_labels(shapes):
 
 def test_mixing_is_the_same_in_every_mode_and_resumes_exactly(shapes):
     def run(**kw):
-        loader = stoker.Loader(shapes, batch_size=8, transform="rrc:20,flip", seed=3, mixup=0.4, cutmix=1.0, **kw)
+        loader = stoker.Loader(shapes, batch_size=8, transform="rrc:20,flip", seed=3, mixup=stoker.Mix(mixup=0.4, cutmix=1.0), **kw)
         return [mixed_digest(loader.epoch(e)) for e in range(2)]
 
     reference = run(mode="sync")
     assert run(mode="async", workers=1) == reference
     assert run(mode="async", workers=3) == reference
 
-    loader = stoker.Loader(shapes, batch_size=8, transform="rrc:20,flip", seed=3, mixup=0.4, cutmix=1.0)
+    loader = stoker.Loader(shapes, batch_size=8, transform="rrc:20,flip", seed=3, mixup=stoker.Mix(mixup=0.4, cutmix=1.0))
     it = iter(loader.epoch(0))
     first = [next(it) for _ in range(3)]
     state = loader.state_dict()
     del it
-    again = stoker.Loader(shapes, batch_size=8, transform="rrc:20,flip", seed=3, mixup=0.4, cutmix=1.0)
+    again = stoker.Loader(shapes, batch_size=8, transform="rrc:20,flip", seed=3, mixup=stoker.Mix(mixup=0.4, cutmix=1.0))
     again.load_state_dict(state)
     rest = list(again)
     assert mixed_digest(first + rest) == reference[0]
@@ -67,17 +67,17 @@ def test_without_mixing_batches_stay_pairs(shapes):
 @pytest.mark.parametrize(
     "kw, message",
     [
-        ({"mixup": 0.0}, "'mixup:0': alpha must be a positive number"),
+        ({"mixup": 0.0}, "argument 'mixup': bad mix setting 'mixup:0': alpha must be a positive number"),
         ({"cutmix": -1.0}, "'cutmix:-1': alpha must be a positive number"),
         ({"mixup": float("nan")}, "'mixup:NaN': alpha must be a positive number"),
-        ({"mixup": 0.2, "mix_prob": 0.5}, "needs both mixup and cutmix"),
-        ({"mixup": 0.2, "cutmix": 1.0, "mix_prob": 1.5}, "switch probability must be within 0..1"),
-        ({"mix_prob": 0.5}, "mix_prob"),
+        ({"mixup": 0.2, "prob": 0.5}, "needs both mixup and cutmix"),
+        ({"mixup": 0.2, "cutmix": 1.0, "prob": 1.5}, "switch probability must be within 0..1"),
+        ({"prob": 0.5}, "argument 'mixup'"),
     ],
 )
 def test_bad_mix_settings_are_value_errors(shapes, kw, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(".", r"\.")):
-        stoker.Loader(shapes, batch_size=8, **kw)
+        stoker.Loader(shapes, batch_size=8, mixup=stoker.Mix(**kw))
 
 
 def test_policies_and_new_ops_parse_and_bad_ones_name_the_spec(shapes):

@@ -3,6 +3,7 @@ rank/world_size from the launcher's environment."""
 
 import hashlib
 import json
+import re
 
 import pytest
 
@@ -31,23 +32,25 @@ def all_ids(path):
 
 def test_all_exhausted_gives_every_sample_of_both_and_is_deterministic(two):
     a, b = two
-    kw = dict(batch_size=8, transform="rrc:12,flip", seed=3, weights=[0.7, 0.3], stop="all_exhausted")
-    want = digest(stoker.Loader([a, b], mode="sync", **kw).epoch(0))
+    kw = dict(batch_size=8, transform="rrc:12,flip", seed=3)
+    mix = stoker.Mixture([a, b], weights=[0.7, 0.3], stop="all_exhausted")
+    want = digest(stoker.Loader(mix, mode="sync", **kw).epoch(0))
     for workers in (1, 2, 4):
-        assert digest(stoker.Loader([a, b], mode="async", workers=workers, **kw).epoch(0)) == want
-    loader = stoker.Loader([str(a), str(b)], **kw)
+        assert digest(stoker.Loader(mix, mode="async", workers=workers, **kw).epoch(0)) == want
+    loader = stoker.Loader(stoker.Mixture([str(a), str(b)], weights=[0.7, 0.3]), **kw)
     assert len(loader) == 8  # (40 + 24) / 8
     assert loader.samples_per_epoch == 64
-    other = stoker.Loader([a, b], **{**kw, "weights": [0.3, 0.7]})
+    other = stoker.Loader(stoker.Mixture([a, b], weights=[0.3, 0.7]), **kw)
     assert digest(other.epoch(0)) != want
 
 
 def test_mid_epoch_resume_is_exact_and_weights_may_change(two):
     a, b = two
-    kw = dict(batch_size=8, seed=3, weights=[0.7, 0.3], stop="never", steps=5)
-    straight = stoker.Loader([a, b], **kw)
+    kw = dict(batch_size=8, seed=3)
+    mix = stoker.Mixture([a, b], weights=[0.7, 0.3], stop="never", epoch_batches=5)
+    straight = stoker.Loader(mix, **kw)
     whole = [digest([x]) for e in range(2) for x in straight.epoch(e)]
-    first = stoker.Loader([a, b], **kw)
+    first = stoker.Loader(mix, **kw)
     got = []
     for x in first.epoch(0):
         got.append(digest([x]))
@@ -55,18 +58,20 @@ def test_mid_epoch_resume_is_exact_and_weights_may_change(two):
             break
     state = json.loads(json.dumps(first.state_dict()))
     assert "mixture" in state
-    second = stoker.Loader([a, b], **kw)
+    second = stoker.Loader(mix, **kw)
     second.load_state_dict(state)
     for _ in range(2):
         got += [digest([x]) for x in second]
     assert got == whole
     # New weights apply from the resume point: only b's samples from there on.
-    only_b = stoker.Loader([a, b], **{**kw, "weights": [0.0, 1.0]})
+    only_b = stoker.Loader(
+        stoker.Mixture([a, b], weights=[0.0, 1.0], stop="never", epoch_batches=5), **kw
+    )
     only_b.load_state_dict(state)
     rest = ids(only_b)
     assert len(rest) == 2 * 8  # the 2 steps left of epoch 0
     assert set(rest) <= all_ids(b)
-    mixed = stoker.Loader([a, b], **kw)
+    mixed = stoker.Loader(mix, **kw)
     mixed.load_state_dict(state)
     assert not set(ids(mixed)) <= all_ids(b), "with the old weights, a too"
 
@@ -79,12 +84,12 @@ def test_bad_mixtures_are_value_errors(two):
         ([0.0, 0.0], "every weight is 0"),
         ([1.0], "1 weights for 2 sources"),
     ]:
-        with pytest.raises(ValueError, match=match):
-            stoker.Loader([a, b], weights=weights)
-    with pytest.raises(ValueError, match="stop"):
-        stoker.Loader([a, b], stop="sometimes")
-    with pytest.raises(ValueError, match="steps"):
-        stoker.Loader([a, b], stop="never")
+        with pytest.raises(ValueError, match="argument 'data': .*" + re.escape(match)):
+            stoker.Loader(stoker.Mixture([a, b], weights=weights))
+    with pytest.raises(ValueError, match="argument 'data': stop must be"):
+        stoker.Loader(stoker.Mixture([a, b], stop="sometimes"))
+    with pytest.raises(ValueError, match="argument 'data': .*never"):
+        stoker.Loader(stoker.Mixture([a, b], stop="never"))
     # A state of another mixture (another seed) is refused.
     state = stoker.Loader([a, b], seed=1).state_dict()
     with pytest.raises(stoker.LoaderError, match="seed"):

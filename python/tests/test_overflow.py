@@ -58,7 +58,8 @@ def test_the_last_epoch_is_read_whole_in_async_mode_as_in_sync(shapes):
 def test_steps_past_the_draw_counter_are_a_value_error_naming_steps(shapes, many, steps):
     """A never epoch is steps x batch_size x world_size draws, counted in 64 bits: past
     2**64 the constructor raised a PanicException (an overflow)."""
-    with pytest.raises(ValueError, match=f"steps: {steps} batches of 4 on each of 1 ranks"):
+    with pytest.raises(ValueError, match=f"argument 'data': {steps} batches of 4 on each of 1 ranks"):
         stoker.Loader(
-            [shapes, many], batch_size=4, stop="never", steps=steps, rank=0, world_size=1
+            stoker.Mixture([shapes, many], stop="never", epoch_batches=steps),
+            batch_size=4, rank=0, world_size=1,
         )

@@ -60,7 +60,7 @@ def test_hf_parquet_reads_as_its_folder(shapes, tmp_path):
     for (gi, gl), (wi, wl) in zip(got, want):
         np.testing.assert_array_equal(gi, wi)
         np.testing.assert_array_equal(gl, wl)
-    loader = stoker.Loader(tmp_path / "data", text_column="text", batch_size=5, shuffle=False)
+    loader = stoker.Loader(stoker.Parquet(tmp_path / "data", text_column="text"), batch_size=5, shuffle=False)
     batch = next(iter(loader))
     assert batch["text"] == [f"a {classes[int(l)]}" for l in batch["label"]]
 
@@ -68,11 +68,11 @@ def test_hf_parquet_reads_as_its_folder(shapes, tmp_path):
 def test_a_missing_column_names_the_file_and_the_columns(shapes, tmp_path):
     write_hf(shapes, tmp_path / "data")
     with pytest.raises(stoker.LoaderError, match=r"train-00000-of-00002\.parquet.*no image column 'img'"):
-        stoker.Loader(tmp_path / "data", image_column="img")
+        stoker.Loader(stoker.Parquet(tmp_path / "data", image_column="img"))
     # A label column named by the caller too (a typo would leave the set classless);
     # the default name may be missing, for a set without classes.
     with pytest.raises(stoker.LoaderError, match=r"no label column 'fine_lable' \(the columns: image, label, text\)"):
-        stoker.Loader(tmp_path / "data", label_column="fine_lable")
+        stoker.Loader(stoker.Parquet(tmp_path / "data", label_column="fine_lable"))
 
 
 def hub_repo(folder, root):
@@ -95,12 +95,12 @@ def test_split_picks_the_files_of_a_hub_repository(shapes, tmp_path):
     want = digest(stoker.Loader(shapes, **kw))
     assert digest(stoker.Loader(tmp_path / "repo", **kw)) == want
     assert digest(stoker.Loader(str(tmp_path / "repo/data/train-*.parquet"), **kw)) == want
-    assert len(stoker.Loader(tmp_path / "repo", split="test", batch_size=1)) == 4
+    assert len(stoker.Loader(stoker.Parquet(tmp_path / "repo", split="test"), batch_size=1)) == 4
     with pytest.raises(stoker.LoaderError, match="no Parquet file of split 'validation'"):
-        stoker.Loader(tmp_path / "repo", split="validation")
+        stoker.Loader(stoker.Parquet(tmp_path / "repo", split="validation"))
     # A split's name means nothing to an image folder: refused, not ignored.
     with pytest.raises(ValueError, match="split must be 'train' or 'test'"):
-        stoker.Loader(shapes, split="validation")
+        stoker.Loader(stoker.Data(shapes, split="validation"))
 
 
 def test_files_written_by_the_datasets_library(shapes, tmp_path):

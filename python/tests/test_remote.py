@@ -82,4 +82,4 @@ def test_parquet_in_s3_reads_as_locally(s3, tmp_path):
     for mode in ("sync", "async"):
         want = digest(stoker.Loader(repo, mode=mode, **kw).epoch(0))
         assert digest(stoker.Loader("s3://hub/repo/", mode=mode, **kw).epoch(0)) == want
-    assert len(stoker.Loader("s3://hub/repo", split="test", batch_size=1)) == 4
+    assert len(stoker.Loader(stoker.Parquet("s3://hub/repo", split="test"), batch_size=1)) == 4

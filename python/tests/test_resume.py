@@ -94,9 +94,8 @@ TAMPERED = textwrap.dedent(
     data, case = sys.argv[1], sys.argv[2]
     kw = dict(batch_size=4, workers=1, seed=5, rank=0, world_size=1)
     if case.startswith("mixture"):
-        data = [data, data]
-        if case != "mixture_counter":
-            kw.update(stop="never", steps=3)
+        never = dict(stop="never", epoch_batches=3) if case != "mixture_counter" else {}
+        data = stoker.Mixture([data, data], **never)
     state = stoker.Loader(data, **kw).state_dict()
     if case.startswith("mixture"):
         m = json.loads(state["mixture"])

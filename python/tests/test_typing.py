@@ -29,7 +29,11 @@ REFERENCE = PY.parent / "docs" / "python.md"
 
 # The arguments whose type decides the batch type: an overload of Loader(...) gives
 # them without a default.
-DISCRIMINATORS = {"map", "mixup", "cutmix"}
+DISCRIMINATORS = {"map", "mixup"}
+
+# The most parameters Loader(...) may have: the issue's 25, less the four a later
+# release adds (device, dtype, layout, normalize).
+MAX_PARAMETERS = 21
 
 
 def need_mypy():
@@ -124,56 +128,74 @@ def rust_defaults():
     assert block, "no loader_args! { ... } in python/src/loader_args.rs"
     words = {"None": None, "true": True, "false": False}
     out = {}
+    keyword_only = False
     for line in block.group(1).splitlines():
         line = line.strip()
         if not line or line.startswith("//"):
             continue
+        if line == "*":
+            keyword_only = True
+            continue
         required = re.fullmatch(r"(\w+): [^=]+;", line)
         if required:
-            out[required.group(1)] = inspect.Parameter.empty
+            out[required.group(1)] = (inspect.Parameter.empty, False)
             continue
-        name, expr = re.fullmatch(r"(\w+): [^=]+ = (.+),", line).groups()
+        name, expr = re.fullmatch(r"(\w+): [^=]+ = (.+)[,;]", line).groups()
         expr = expr.removesuffix(".into()")
-        # A float argument's default, e.g. `Float(0.0)`: the float inside.
-        expr = re.sub(r"^Float\((.+)\)$", r"\1", expr)
-        number = re.fullmatch(r"(?:IntOrAuto::Int\()?Int::of\((-?\d+)\)\)?", expr)
+        # A wrapped default, e.g. `Float(0.0)`, `WorkersArg::Count(Count(2))`: the
+        # literal inside.
+        while m := re.fullmatch(r"[\w:]+\((.+)\)", expr):
+            expr = m.group(1)
+        number = re.fullmatch(r"-?\d+", expr)
         if number:
-            out[name] = int(number.group(1))
+            value = int(expr)
         elif expr in words:
-            out[name] = words[expr]
+            value = words[expr]
         else:
             # A str or float literal reads the same in both languages.
-            out[name] = ast.literal_eval(expr)
+            value = ast.literal_eval(expr)
+        out[name] = (value, keyword_only)
     return out
 
 
 def test_the_stub_has_every_loader_argument_with_its_default():
+    """One signature in four places: the binder's list (loader_args.rs), the text
+    signature the module shows (inspect.signature), the stub's overloads, and (below)
+    the docstring and docs/python.md."""
     runtime = inspect.signature(stoker.Loader).parameters
     rust = rust_defaults()
     assert list(rust) == list(runtime), "python/src/loader.rs and the built module differ"
+    assert len(runtime) <= MAX_PARAMETERS, f"Loader has {len(runtime)} parameters"
+    for name, (default, kw_only) in rust.items():
+        shown = runtime[name]
+        assert kw_only == (shown.kind is inspect.Parameter.KEYWORD_ONLY), name
+        assert default == shown.default, f"{name}: {default!r} in loader_args.rs, {shown.default!r} shown"
     overloads = stub_overloads()
     assert len(overloads) >= 2
     plain = overloads[0]
     # The first overload is the call as the module takes it: every argument, by
-    # position or keyword, with its default.
+    # position or keyword as the module takes it, with its default.
     assert [p[0] for p in plain] == list(runtime)
     for name, kw_only, default in plain:
-        assert not kw_only, f"{name}: keyword-only in the stub, not in the module"
-        assert default == rust[name], f"{name}: the stub's default {default!r}, not {rust[name]!r}"
-        # What help() and inspect.signature show: the module's text signature.
-        shown = runtime[name].default
-        assert default == shown, f"{name}: the stub's default {default!r}, the module shows {shown!r}"
-    # The others narrow the batch type by map/mixup/cutmix, and change nothing else.
+        assert kw_only == rust[name][1], f"{name}: keyword-only in one of the stub and the module"
+        assert default == rust[name][0], f"{name}: the stub's default {default!r}, not {rust[name][0]!r}"
+    # The others narrow the batch type by map/mixup, and change nothing else.
     for params in overloads[1:]:
         assert [p[0] for p in params] == list(runtime)
         for name, _, default in params:
             if default is inspect.Parameter.empty:
                 assert name in DISCRIMINATORS | {"data"}, f"{name} has no default"
             else:
-                assert default == rust[name], f"{name}: default {default!r} in an overload"
+                assert default == rust[name][0], f"{name}: default {default!r} in an overload"
 
 
-def test_every_loader_argument_is_documented():
+def documented(text):
+    """The names of a parameter list: `- name=default: ...` or `- name: ...` bullets
+    (the stub's docstring), or the first column of a Markdown table (`| `name` |`)."""
+    return re.findall(r"^\s*- (\w+)[=:]", text, re.M) + re.findall(r"^\| `(\w+)` \|", text, re.M)
+
+
+def test_every_loader_argument_is_documented_and_nothing_else():
     doc = ast.get_docstring(
         next(
             n
@@ -181,12 +203,13 @@ def test_every_loader_argument_is_documented():
             if isinstance(n, ast.ClassDef) and n.name == "Loader"
         )
     )
+    names = list(inspect.signature(stoker.Loader).parameters)
+    assert documented(doc) == names, "the stub's Loader docstring lists other parameters"
     text = REFERENCE.read_text()
     assert "## API reference" in text
     reference = text.split("## API reference", 1)[1]
-    for name in inspect.signature(stoker.Loader).parameters:
-        assert re.search(rf"\b{name}\b", doc), f"{name} is not in the stub's Loader docstring"
-        assert f"`{name}" in reference, f"{name} is not in docs/python.md, API reference"
+    table = reference.split("### `stoker.Loader(", 1)[1].split("\n### ", 1)[0]
+    assert documented(table) == names, "docs/python.md's Loader table lists other parameters"
 
 
 def test_the_package_says_it_is_typed():

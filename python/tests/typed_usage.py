@@ -80,7 +80,7 @@ def labels_of(batch: _Pair | _FieldBatch) -> list[int]:
 
 def resume(shapes: Path) -> None:
     """A checkpoint through JSON: the resumed loader gives the rest of the epoch."""
-    loader = stoker.Loader(str(shapes), batch_size=4, seed=7, workers="auto", cpu_budget=2)
+    loader = stoker.Loader(str(shapes), batch_size=4, seed=7, workers="auto:2")
     straight = [labels_of(batch) for batch in loader.epoch(0)]
     run = stoker.Loader(shapes, batch_size=4, seed=7)
     for batch in run:
@@ -146,8 +146,8 @@ def mapped(shapes: Path) -> None:
 
 
 def mixed(shapes: Path) -> None:
-    """mixup=/cutmix=: dicts with soft labels."""
-    loader = stoker.Loader(shapes, batch_size=6, mixup=0.2, cutmix=1.0, mix_prob=0.5)
+    """mixup=stoker.Mix(...): dicts with soft labels."""
+    loader = stoker.Loader(shapes, batch_size=6, mixup=stoker.Mix(mixup=0.2, cutmix=1.0, prob=0.5))
     if TYPE_CHECKING:
         assert_type(loader, stoker.Loader[_MixedBatch])
     digest = stoker.Digest()

@@ -34,8 +34,9 @@ enum Command {
     Upload(upload::Args),
     /// Describe a data set: count, classes, image sizes; decodes every record.
     Inspect(inspect::Args),
-    /// Measure loader throughput and where the time goes.
-    Bench(bench::Args),
+    /// Measure loader throughput and where the time goes (boxed: its many flags would
+    /// make every command as large).
+    Bench(Box<bench::Args>),
     /// Draw a grid of augmented samples with their boxes, masks, keypoints and captions.
     Show(show::Args),
     /// Make a demo set if needed and compare sync and async reading side by side.
@@ -50,7 +51,7 @@ fn main() {
         Command::Pack(a) => pack::run(a),
         Command::Upload(a) => upload::run(a),
         Command::Inspect(a) => inspect::run(a),
-        Command::Bench(a) => bench::run(a),
+        Command::Bench(a) => bench::run(*a),
         Command::Show(a) => show::run(a),
         Command::Demo(a) => demo::run(a),
     };

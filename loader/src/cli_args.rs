@@ -109,12 +109,12 @@ pub struct MixtureArgs {
     #[arg(long)]
     pub stop: Option<Stop>,
     /// Batches per epoch on each rank with `--stop never`.
-    #[arg(long, value_name = "N", value_parser = count_in::<1, { 1 << 40 }>)]
+    #[arg(long, value_name = "N", value_parser = count::<1, { 1 << 40 }, usize>)]
     pub epoch_batches: Option<usize>,
     /// The old spelling of --epoch-batches (deprecated: `steps` are the per-sample
     /// steps).
     #[arg(long, hide = true, value_name = "N", conflicts_with = "epoch_batches",
-          value_parser = count_in::<1, { 1 << 40 }>)]
+          value_parser = count::<1, { 1 << 40 }, usize>)]
     pub steps: Option<usize>,
 }
 
@@ -159,10 +159,10 @@ pub struct ReadArgs {
     #[arg(long, default_value = "fail")]
     pub on_error: OnError,
     /// Reads in flight (async mode; `--workers auto` may raise it).
-    #[arg(long, default_value_t = 8, value_parser = count_in::<1, { MAX_IO_DEPTH as u64 }>)]
+    #[arg(long, default_value_t = 8, value_parser = count::<1, { MAX_IO_DEPTH as u64 }, usize>)]
     pub io_depth: usize,
     /// Refuse images of more pixels than this, from their header.
-    #[arg(long, default_value_t = stoker_augment::DEFAULT_MAX_PIXELS, value_parser = count_in::<1, { 1 << 40 }>)]
+    #[arg(long, default_value_t = stoker_augment::DEFAULT_MAX_PIXELS, value_parser = count::<1, { 1 << 40 }, usize>)]
     pub max_pixels: usize,
     /// Keep decoded images (and their fields) for later epochs, up to SIZE bytes (K, M,
     /// G, T suffixes), or `auto`: what the memory bound leaves beside the batch buffers.
@@ -170,12 +170,13 @@ pub struct ReadArgs {
     #[arg(long, value_name = "SIZE", value_parser = decoded_cache)]
     pub decoded_cache: Option<DecodedCacheSize>,
     /// Samples in the shuffle buffer of tar shards (1: each shard in order).
-    #[arg(long, default_value_t = crate::sampler::DEFAULT_SHUFFLE_BUFFER, value_parser = count_in::<1, { MAX_SHUFFLE_BUFFER as u64 }>)]
+    #[arg(long, default_value_t = crate::sampler::DEFAULT_SHUFFLE_BUFFER, value_parser = count::<1, { MAX_SHUFFLE_BUFFER as u64 }, usize>)]
     pub shuffle_buffer: usize,
 }
 
-/// A whole number from LO to HI.
-fn count_in<const LO: u64, const HI: u64>(s: &str) -> Result<usize, String> {
+/// A whole number from LO to HI, as the integer type a flag holds (a clap value
+/// parser for counts; the binaries' own count flags use it too).
+pub fn count<const LO: u64, const HI: u64, T: TryFrom<u64>>(s: &str) -> Result<T, String> {
     let v: u64 = s
         .trim()
         .parse()
@@ -183,7 +184,7 @@ fn count_in<const LO: u64, const HI: u64>(s: &str) -> Result<usize, String> {
     if !(LO..=HI).contains(&v) {
         return Err(format!("{v} is out of range (expected {LO} to {HI})"));
     }
-    usize::try_from(v).map_err(|_| format!("{v} does not fit this machine"))
+    T::try_from(v).map_err(|_| format!("{v} does not fit this machine"))
 }
 
 /// The bound of `--cache`: 1M to 1P.

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use clap::{Parser, ValueEnum};
-use stoker_loader::cli_args::{MixtureArgs, OpenArgs, ReadArgs};
+use stoker_loader::cli_args::{count, MixtureArgs, OpenArgs, ReadArgs};
 use stoker_loader::config::{MAX_PREFETCH, MAX_WORKERS};
 use stoker_loader::{Mode, Workers};
 use stoker_trainer::{DevicePref, ModelKind, OptimizerKind, ParseDeviceError};
@@ -229,18 +229,6 @@ fn parse_timeout(s: &str) -> Result<f64, String> {
             "{s:?} is not a number of seconds from 0 (excluded) to {MAX_TIMEOUT_S}"
         )),
     }
-}
-
-/// A whole number from LO to HI, for counts (epochs, batch size, threads...).
-fn count<const LO: u64, const HI: u64, T: TryFrom<u64>>(s: &str) -> Result<T, String> {
-    let v: u64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a whole number from {LO} to {HI}"))?;
-    if !(LO..=HI).contains(&v) {
-        return Err(format!("{v} is out of range (expected {LO} to {HI})"));
-    }
-    T::try_from(v).map_err(|_| format!("{v} does not fit this machine"))
 }
 
 /// A finite number in `lo..=hi` (`lo` itself excluded when `open_lo`).

@@ -336,7 +336,8 @@ pub const MAX_WORLD: usize = 1 << 20;
 /// The largest shuffle buffer accepted (samples).
 pub const MAX_SHUFFLE_BUFFER: usize = 1 << 24;
 
-fn setting(name: Setting, reason: String) -> LoaderError {
+/// An error about the setting `name`.
+pub(crate) fn setting(name: Setting, reason: String) -> LoaderError {
     SettingError::new(name, reason).into()
 }
 

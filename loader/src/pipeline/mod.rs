@@ -26,6 +26,7 @@ use std::sync::Arc;
 
 use stoker_augment::Pipeline;
 
+use crate::config::setting;
 use crate::config::{LoaderConfig, Mode, OnError};
 use crate::metrics::{Counters, Metrics};
 use crate::pool::Pool;
@@ -34,12 +35,7 @@ use crate::sampler::{Sampler, ShardPolicy};
 use crate::source::Source;
 use crate::state::LoaderState;
 use crate::trace::Trace;
-use crate::{Batch, LoaderError, Setting, SettingError};
-
-/// An error about `which` setting.
-fn setting(which: Setting, problem: String) -> LoaderError {
-    SettingError::new(which, problem).into()
-}
+use crate::{Batch, LoaderError, Setting};
 
 pub use cursor::{Cursor, Next};
 

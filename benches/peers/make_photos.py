@@ -14,6 +14,10 @@ meaningless; this is a throughput set. The output depends only on (count, classe
 seed): image i is drawn from its own generator seeded by (seed, i).
 
     python make_photos.py /tmp/photos --count 1000
+    python make_photos.py /tmp/photos-b --count 1000 --sizes 640x480,800x600,600x800,400x300,320x320
+
+`--sizes` gives a second set of other shapes (a comma-separated list of WxH): larger
+sides than the sources are upscales, which hold less detail per pixel.
 
 No network access: the sample images are read from the installed scikit-learn.
 """
@@ -48,12 +52,23 @@ def load_sources():
     return [Image.fromarray(np.asarray(a, dtype=np.uint8)).convert("RGB") for a in data.images]
 
 
-def make_one(sources, index, seed):
+def parse_sizes(text):
+    """'640x480,800x600' -> [(640, 480), (800, 600)]."""
+    sizes = []
+    for part in text.split(","):
+        w, sep, h = part.strip().partition("x")
+        if not sep or not w.isdigit() or not h.isdigit() or int(w) < 8 or int(h) < 8:
+            raise ValueError(f"--sizes: {part!r} is not WxH with sides of at least 8")
+        sizes.append((int(w), int(h)))
+    return sizes
+
+
+def make_one(sources, index, seed, sizes=SIZES):
     """Image `index`: a random crop of a source with the target's aspect ratio,
     resized to the target size, maybe mirrored."""
     rng = np.random.default_rng([seed, index])
     src = sources[int(rng.integers(len(sources)))]
-    tw, th = SIZES[int(rng.integers(len(SIZES)))]
+    tw, th = sizes[int(rng.integers(len(sizes)))]
     sw, sh = src.size
     aspect = tw / th
     # The largest crop of this aspect ratio that fits, then a random fraction of it
@@ -79,6 +94,11 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     p.add_argument("--quality", type=int, default=90, help="JPEG quality (default 90)")
     p.add_argument(
+        "--sizes",
+        default=None,
+        help="output sizes, a comma-separated list of WxH (default: around 500x375)",
+    )
+    p.add_argument(
         "--overwrite",
         action="store_true",
         help="if OUT_DIR is not empty, first delete its class_*/*.jpg files",
@@ -86,6 +106,10 @@ def main(argv=None):
     a = p.parse_args(argv)
     if a.count < 1 or a.classes < 1:
         p.error("--count and --classes must be at least 1")
+    try:
+        sizes = parse_sizes(a.sizes) if a.sizes else SIZES
+    except ValueError as e:
+        p.error(str(e))
     if os.path.isdir(a.out_dir) and os.listdir(a.out_dir):
         if not a.overwrite:
             p.error(f"{a.out_dir} exists and is not empty (stale images would join the set); "
@@ -104,7 +128,7 @@ def main(argv=None):
         os.makedirs(os.path.join(a.out_dir, f"class_{c:02d}"), exist_ok=True)
     total = 0
     for i in range(a.count):
-        img = make_one(sources, i, a.seed)
+        img = make_one(sources, i, a.seed, sizes)
         path = os.path.join(a.out_dir, f"class_{i % a.classes:02d}", f"{i:06d}.jpg")
         img.save(path, format="JPEG", quality=a.quality)
         total += os.path.getsize(path)

@@ -13,6 +13,7 @@ mod handle;
 mod loader;
 mod loader_args;
 mod map;
+mod map_buffers;
 mod signals;
 mod tokens;
 mod tools;
@@ -26,6 +27,7 @@ const _: () = {
     assert!(align_of::<handle::PyLoader>() <= 16);
     assert!(align_of::<epoch::EpochIter>() <= 16);
     assert!(align_of::<batch::BatchBuffer>() <= 16);
+    assert!(align_of::<map_buffers::MapBuffer>() <= 16);
     assert!(align_of::<digest::PyDigest>() <= 16);
 };
 
@@ -39,6 +41,8 @@ fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<handle::PyLoader>()?;
     m.add_class::<epoch::EpochIter>()?;
     m.add_class::<batch::BatchBuffer>()?;
+    m.add_class::<map_buffers::MapBuffers>()?;
+    m.add_class::<map_buffers::MapBuffer>()?;
     m.add_class::<digest::PyDigest>()?;
     m.add_class::<tokens::PyTokenLoader>()?;
     m.add_function(wrap_pyfunction!(tools::pack, m)?)?;

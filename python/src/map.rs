@@ -21,6 +21,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::errors::LoaderError;
+use crate::map_buffers::MapBuffers;
 use crate::signals::POLL;
 
 /// A batch to map, as one thread sees it: the samples of `batch` (`indices[pos]` the
@@ -30,6 +31,11 @@ use crate::signals::POLL;
 /// more than itself.
 struct Job {
     batch: Py<PyDict>,
+    /// The batch's arrays that the threads copy outputs into, by key
+    /// (`stoker._map.place`): a dict made here, as no Python code may run on the
+    /// consumer's thread between taking a batch and handing it over (a Ctrl-C landing
+    /// there would lose the batch).
+    rows: Py<PyDict>,
     indices: Arc<[usize]>,
     next: Arc<AtomicUsize>,
     epoch: u64,
@@ -131,6 +137,7 @@ pub enum MapOutcome {
 /// of it. Dropping it tells the threads to leave its remaining samples unrun.
 pub struct InFlight {
     batch: Py<PyDict>,
+    rows: Py<PyDict>,
     indices: Vec<usize>,
     replies: Receiver<(usize, PyResult<Py<PyAny>>)>,
     outs: Vec<Option<PyResult<Py<PyAny>>>>,
@@ -177,6 +184,8 @@ impl MapPool {
             }),
             skip,
         };
+        // The memory of the mapped batches' arrays, reused from batch to batch.
+        let buffers = Py::new(py, MapBuffers::new())?;
         {
             let mut live = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
             live.retain(|t| t.strong_count() > 0);
@@ -185,9 +194,10 @@ impl MapPool {
         for id in 0..threads {
             let (rx, stop) = (rx.clone(), pool.threads.stop.clone());
             let (run, func) = (run.clone_ref(py), func.clone_ref(py));
+            let buffers = buffers.clone_ref(py);
             let spawned = std::thread::Builder::new()
                 .name(format!("stoker-map-{id}"))
-                .spawn(move || map_thread(&rx, &stop, run, func, seed));
+                .spawn(move || map_thread(&rx, &stop, [run, func, buffers.into_any()], seed));
             match spawned {
                 Ok(h) => pool.handles().push(h),
                 Err(e) => {
@@ -224,6 +234,7 @@ impl MapPool {
         epoch: u64,
     ) -> PyResult<InFlight> {
         self.threads.check_process()?;
+        let rows = PyDict::new(batch.py()).unbind();
         let jobs = self
             .threads
             .jobs
@@ -240,6 +251,7 @@ impl MapPool {
         for _ in 0..self.handles().len().min(n) {
             let job = Job {
                 batch: batch.clone().unbind(),
+                rows: rows.clone_ref(batch.py()),
                 indices: shared.clone(),
                 next: next.clone(),
                 epoch,
@@ -252,6 +264,7 @@ impl MapPool {
         }
         Ok(InFlight {
             batch: batch.unbind(),
+            rows,
             outs: (0..n).map(|_| None).collect(),
             indices,
             got: 0,
@@ -330,6 +343,7 @@ impl MapPool {
                 PyList::new(py, &kept_indices)?,
                 batch,
                 skipped == 0,
+                job.rows.bind(py),
             ))
         });
         match collated {
@@ -406,12 +420,15 @@ fn sample_error(
     err
 }
 
-fn map_thread(rx: &Receiver<Job>, stop: &AtomicBool, run: Py<PyAny>, func: Py<PyAny>, seed: u64) {
+/// `python`: `stoker._map.run`, the map function and the loader's `MapBuffers`.
+fn map_thread(rx: &Receiver<Job>, stop: &AtomicBool, python: [Py<PyAny>; 3], seed: u64) {
+    let [run, func, buffers] = python;
     while let Ok(job) = rx.recv() {
         // Every Python object is used and released with the thread attached.
         Python::attach(|py| {
             let Job {
                 batch,
+                rows,
                 indices,
                 next,
                 epoch,
@@ -429,7 +446,14 @@ fn map_thread(rx: &Receiver<Job>, stop: &AtomicBool, run: Py<PyAny>, func: Py<Py
                 let words = rng_words(seed, epoch, index);
                 let out = run
                     .bind(py)
-                    .call1((func.bind(py), batch.bind(py), pos, words))
+                    .call1((
+                        func.bind(py),
+                        batch.bind(py),
+                        pos,
+                        words,
+                        rows.bind(py),
+                        buffers.bind(py),
+                    ))
                     .map(Bound::unbind);
                 // The consumer may have gone (an interrupt): the result is dropped here.
                 if let Err(back) = reply.send((pos, out)) {
@@ -437,11 +461,13 @@ fn map_thread(rx: &Receiver<Job>, stop: &AtomicBool, run: Py<PyAny>, func: Py<Py
                 }
             }
             drop(batch);
+            drop(rows);
         });
     }
     Python::attach(|py| {
         drop(run);
         drop(func);
+        drop(buffers);
         let _ = py;
     });
 }

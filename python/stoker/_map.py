@@ -2,9 +2,12 @@
 `fn` gets, the call itself (run by the loader's map threads), and the collation of
 the samples `fn` returned into a batch, by the rules of the built-in fields.
 
-The loader's map threads call `run` for each sample; the consumer's thread calls
-`collate` once the batch's samples are back. Nothing here keeps state between calls,
-so any number of threads may run `run` at once (with or without a GIL)."""
+The loader's map threads call `run` for each sample, which also copies the arrays
+`fn` returned into the batch's arrays (`place`), so the copies run on the map threads,
+in parallel and while each output is still in cache; the consumer's thread calls
+`collate` once the batch's samples are back. Nothing here keeps state between
+batches but the idle memory of `_stoker.MapBuffers`, so any number of threads may
+run `run` at once (with or without a GIL)."""
 
 import traceback
 
@@ -75,17 +78,68 @@ def rng_of(words):
     return np.random.Generator(np.random.PCG64(_Words(words)))
 
 
-def run(fn, batch, i, words):
+def place(rows, buffers, n, out, i, same):
+    """`out` with each array value copied into row `i` of its key's array in `rows`
+    and replaced by a view of that row, and the keys so placed.
+
+    `rows` is the batch's dict (made empty by the loader, shared by its threads) of
+    the arrays being filled: for each key, an array of the batch's `n` rows, shaped
+    and typed as the first sample to return the key had it, whose memory comes from
+    the loader's `buffers` (`_stoker.MapBuffers`) and goes back there once the batch
+    is gone. A sample whose value has another shape or dtype keeps its own array
+    (`collate` then pads or refuses the key, by the usual rules). Left as they are:
+    values handed back untouched (`same`), anything not a plain ndarray, object
+    arrays, empty ones, and keys that are padded in any case (the built-in padded
+    fields, and a key returned with its count), whose rows would be copied again
+    into the padded array."""
+    placed = []
+    for key, v in out.items():
+        if (
+            type(v) is not np.ndarray
+            or key in same
+            or not isinstance(key, str)
+            or v.dtype.hasobject
+            or v.size == 0
+            or key in _COUNT_NAMES
+            or f"{key}_count" in out
+        ):
+            continue
+        filling = rows.get(key)
+        if filling is None:
+            block = buffers.take(n * v.nbytes)
+            made = block.view(v.dtype).reshape((n,) + v.shape)
+            # Another thread may have made one first: one dict operation decides, with
+            # or without a GIL (the loser's block goes back idle).
+            filling = rows.setdefault(key, made)
+        if filling.dtype != v.dtype or filling.shape[1:] != v.shape:
+            continue
+        row = filling[i, ...]
+        np.copyto(row, v)
+        placed.append((key, row))
+    if not placed:
+        return out, ()
+    # A copy: `fn` may keep the dict it returned (a cache), which must not end up
+    # viewing a batch whose memory is reused.
+    out = dict(out)
+    for key, row in placed:
+        out[key] = row
+    return out, frozenset(key for key, _ in placed)
+
+
+def run(fn, batch, i, words, rows, buffers):
     """Calls `fn(sample, rng)` for sample `i` of `batch`; its rng is a fresh generator
     seeded by `words`, the sample's (seed, epoch, index) stream, so the result is the
-    same on any thread. Returns `fn`'s dict and the keys whose value `fn` handed back
-    as it got it (the batch's own view), which `collate` need not copy."""
+    same on any thread. Returns `fn`'s dict (its arrays copied into the batch's
+    `rows`, see `place`, and viewed from there), the keys whose value `fn` handed
+    back as it got it (the batch's own view) and the keys copied into `rows`:
+    `collate` need copy neither again."""
     sample = sample_of(batch, i)
     out = fn(sample, rng_of(words))
     if not isinstance(out, dict):
         raise TypeError(f"map must return a dict, it returned {type(out).__name__}")
     same = [k for k, v in out.items() if sample.get(k) is v]
-    return out, same
+    out, placed = place(rows, buffers, len(batch["image"]), out, i, same)
+    return out, same, placed
 
 
 def describe(exc):
@@ -103,10 +157,11 @@ def _kind(v):
     return "array"
 
 
-def collate(results, indices, batch, whole):
-    """The samples' dicts (in batch order; `results` holds `run`'s pairs) as one
+def collate(results, indices, batch, whole, rows):
+    """The samples' dicts (in batch order; `results` holds `run`'s triples) as one
     batch dict. When no sample was left out (`whole`), a key every sample returned
-    untouched is `batch`'s own array, with no copy; str values become a list, and
+    untouched is `batch`'s own array, with no copy, and a key every sample's value
+    was copied into `rows` (see `place`) is that array; str values become a list, and
     bytes values a list; arrays are collated by the loader's own rules
     (docs/samples.md, "Collation"): stacked, or padded along the first axis with the
     lengths in a count (`<key>_count`; `box_count`, `keypoint_count` for the built-in
@@ -115,7 +170,17 @@ def collate(results, indices, batch, whole):
     (str, bytes or array), dtype and trailing axes; otherwise MapOutputError naming
     the sample (by `indices`, the samples' indices in the data set), the key and
     what is wrong."""
-    outs = [o for o, _ in results]
+    mapped = _collate(results, indices, batch, whole, rows)
+    # Every sample is back, so no thread places into these arrays again: let the
+    # batch dict be what keeps them, so that their memory is idle again (and reused)
+    # as soon as the caller drops the batch, whichever thread still holds `rows`.
+    rows.clear()
+    return mapped
+
+
+def _collate(results, indices, batch, whole, rows):
+    """`collate` without its last step."""
+    outs = [o for o, _, _ in results]
     for index, o in zip(indices, outs):
         for k in o:
             if not isinstance(k, str):
@@ -141,7 +206,7 @@ def collate(results, indices, batch, whole):
             whole
             and key not in _COUNT_NAMES
             and isinstance(batch.get(key), np.ndarray)
-            and all(key in same for _, same in results)
+            and all(key in same for _, same, _ in results)
         ):
             mapped[key] = batch[key]
             continue
@@ -184,7 +249,11 @@ def collate(results, indices, batch, whole):
         if how == "count":
             mapped[key] = np.array(arg, dtype=np.int32)
         elif how == "stack":
-            mapped[key] = np.stack(arrays[key])
+            filled = rows.get(key)
+            if whole and filled is not None and all(key in p for _, _, p in results):
+                mapped[key] = filled
+            else:
+                mapped[key] = np.stack(arrays[key])
         else:
             longest, fill, _ = arg
             column = arrays[key]

@@ -93,6 +93,102 @@ def test_ragged_outputs_are_padded_with_counts(shapes):
     assert seen == {0, 1, 2, 3}, "the rng draws every length"
 
 
+def test_mapped_arrays_are_the_stack_of_the_samples_outputs_byte_for_byte(shapes):
+    """The map threads copy each output into the batch's array as it comes back:
+    the batch is exactly np.stack of what fn returned, in both modes."""
+
+    def f(sample, rng):
+        img = sample["image"].astype(np.float32) * rng.random()
+        return {
+            "image": img.transpose(2, 0, 1),
+            "noise": rng.standard_normal(5),
+            "label": sample["label"],
+        }
+
+    kw = dict(batch_size=7, transform="center:16", shuffle=False, seed=4)
+    plain = stoker.Loader(shapes, mode="sync", **kw)
+    for mode in ("sync", "async"):
+        mapped = stoker.Loader(shapes, mode=mode, map=f, map_threads=3, **kw)
+        start = 0
+        for (images, labels), b in zip(plain.epoch(1), mapped.epoch(1)):
+            outs = [
+                f({"image": images[i], "label": labels[i]}, stoker.map_rng(4, 1, start + i))
+                for i in range(len(labels))
+            ]
+            for key in ("image", "noise"):
+                want = np.stack([o[key] for o in outs])
+                assert (b[key].dtype, b[key].shape) == (want.dtype, want.shape), key
+                assert b[key].tobytes() == want.tobytes(), (mode, key)
+            np.testing.assert_array_equal(b["label"], labels)
+            start += len(labels)
+        assert start == 60
+
+
+def test_a_mapped_batchs_memory_is_reused_once_dropped_never_while_held(shapes):
+    def f(sample, rng):
+        return {"x": sample["image"].astype(np.float32)}
+
+    def address(a):
+        return a.__array_interface__["data"][0]
+
+    kw = dict(batch_size=6, transform="center:16", mode="sync", shuffle=False)
+    images, _ = next(iter(stoker.Loader(shapes, **kw).epoch(0)))
+    it = iter(stoker.Loader(shapes, map=f, **kw).epoch(0))
+    first = next(it)["x"]
+    kept = first.copy()
+    np.testing.assert_array_equal(kept, images.astype(np.float32))
+    owner = first
+    while isinstance(owner, np.ndarray):
+        owner = owner.base
+    assert type(owner).__name__ == "MapBuffer", "the loader lends the batch's memory"
+    second = next(it)["x"]
+    assert not np.shares_memory(first, second), "a batch held keeps its memory"
+    dropped = address(second)
+    del second
+    third = next(it)["x"]
+    assert address(third) == dropped, "a dropped batch's memory is reused"
+    view = third[1:]
+    del third
+    fourth = next(it)["x"]
+    assert not np.shares_memory(view, fourth), "a view keeps the memory too"
+    np.testing.assert_array_equal(first, kept)
+
+
+def test_idle_map_memory_is_bounded():
+    buffers = stoker._stoker.MapBuffers()
+    a = buffers.take(1000)
+    assert (a.dtype, a.shape, a.flags.writeable) == (np.uint8, (1000,), True)
+    held = [buffers.take(8 * n) for n in range(1, 7)]
+    assert len(buffers) == 0
+    del a
+    while held:
+        del held[0]  # 8, 16, ..., 48 bytes: the last four back are kept
+    assert len(buffers) == 4, "the four last returned are kept, no more"
+    again = buffers.take(48)
+    assert len(buffers) == 3, "a block of the size asked for is taken from the idle ones"
+    fresh = buffers.take(8)
+    assert len(buffers) == 3, "the first ones back were let go"
+    again[:] = 7
+    fresh[:] = 7
+
+
+def test_the_dict_the_map_returned_is_left_as_it_was(shapes):
+    """The outputs are copied into the batch, and the batch views them there; the
+    map's own dict (a cache may keep it) still holds the map's own arrays."""
+    returned = []
+
+    def f(sample, rng):
+        out = {"x": np.full(4, int(sample["label"]), np.int64)}
+        returned.append((out, out["x"]))
+        return out
+
+    for _ in stoker.Loader(shapes, batch_size=5, map=f, mode="sync").epoch(0):
+        pass
+    assert len(returned) == 60
+    for out, x in returned:
+        assert out["x"] is x
+
+
 @pytest.fixture(scope="module")
 def scenes(tmp_path_factory):
     """12 scenes with boxes and keypoints, made by stoker.gen_scenes."""

@@ -60,6 +60,7 @@ pub mod report;
 pub mod sample;
 pub mod sampler;
 mod setting;
+pub mod slots;
 pub mod source;
 pub mod spec;
 pub mod state;

@@ -1,12 +1,18 @@
 //! The `stoker` Python module (native part, `stoker._stoker`): the loader, its
-//! iterator, zero-copy batch arrays, the batch digest, `pack`, `gen_shapes` and
-//! `cache_dir`.
+//! iterator, zero-copy batch arrays (and device arrays, `device="cuda"`), the batch
+//! digest, `pack`, `gen_shapes` and `cache_dir`.
 
 mod args;
 mod batch;
 mod bind;
 mod collate;
+mod convert;
+mod device;
+#[cfg(feature = "cuda")]
+mod device_array;
 mod digest;
+#[cfg(feature = "cuda")]
+mod dlpack;
 mod epoch;
 mod errors;
 mod handle;
@@ -27,6 +33,8 @@ const _: () = {
     assert!(align_of::<epoch::EpochIter>() <= 16);
     assert!(align_of::<batch::BatchBuffer>() <= 16);
     assert!(align_of::<digest::PyDigest>() <= 16);
+    #[cfg(feature = "cuda")]
+    assert!(align_of::<device_array::DeviceArray>() <= 16);
 };
 
 // Safe without the GIL (free-threaded CPython 3.13t+): what was checked is in
@@ -39,6 +47,8 @@ fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<handle::PyLoader>()?;
     m.add_class::<epoch::EpochIter>()?;
     m.add_class::<batch::BatchBuffer>()?;
+    #[cfg(feature = "cuda")]
+    m.add_class::<device_array::DeviceArray>()?;
     m.add_class::<digest::PyDigest>()?;
     m.add_class::<tokens::PyTokenLoader>()?;
     m.add_function(wrap_pyfunction!(tools::pack, m)?)?;

@@ -172,6 +172,10 @@ else
     python3 -m pip install -q --no-deps --no-index --target "$pydir/site" "$wheel" >"$logs/py_install.log" 2>&1 \
         || { tail -n 5 "$logs/py_install.log"; }
     export PYTHONPATH="$pydir/site${PYTHONPATH:+:$PYTHONPATH}"
+    # libnvrtc (the conversion kernel's compiler) from PyTorch's pip dependency where
+    # the system has none on its library path.
+    nvrtc_lib=$(python3 -c 'import nvidia, glob, os; print(next((os.path.dirname(p) for d in nvidia.__path__ for p in glob.glob(os.path.join(d, "*", "lib", "libnvrtc.so*"))), ""))' 2>/dev/null || true)
+    [ -n "$nvrtc_lib" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$nvrtc_lib"
     cd "$here/python/tests" || exit 1
     if python3 -c 'import pytest' 2>/dev/null; then
         run py_gpu_batches 120 python3 -m pytest -q -rs -p no:cacheprovider test_gpu_batches.py || true

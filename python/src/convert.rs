@@ -119,7 +119,7 @@ impl Output {
             Output::Host(spec) if spec.is_identity() => Ok(batch),
             Output::Host(spec) => convert_host(batch, spec),
             #[cfg(feature = "cuda")]
-            Output::Cuda(dev) => dev.to_device(batch),
+            Output::Cuda(dev) => dev.upload(batch),
         }
     }
 }

@@ -258,7 +258,7 @@ mod imp {
 
     impl DeviceOut {
         /// `batch` with its images, labels and masks on the device.
-        pub fn to_device<'py>(&mut self, batch: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        pub fn upload<'py>(&mut self, batch: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
             let py = batch.py();
             let ord = self.dev.ordinal;
             let Some(images) = images_of(&batch)? else {

@@ -3,8 +3,8 @@
 //! (`stoker_loader::output`, one pass with the GIL released) into a new numpy array,
 //! and the loader's pooled buffer goes back to the pool at once: the pool, and so the
 //! memory bound, is the same as without conversion. With the defaults nothing is
-//! done: the batch is the same object as before, with no extra pass. On a CUDA
-//! device, `device.rs` uploads and converts.
+//! done: the batch is the same object as before, with no extra pass. (On a CUDA
+//! device `device.rs` converts; `output.rs` picks which.)
 
 use numpy::{PyArray4, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -101,27 +101,6 @@ pub fn output_spec(
 pub fn check_channels(spec: &OutputSpec, channels: usize) -> PyResult<()> {
     spec.check(channels)
         .map_err(|e| PyValueError::new_err(format!("argument 'normalize': {e}")))
-}
-
-/// What `EpochIter` does to each batch before handing it out.
-pub enum Output {
-    /// On the host: the spec's conversion, or nothing for the identity.
-    Host(OutputSpec),
-    /// On a CUDA device.
-    #[cfg(feature = "cuda")]
-    Cuda(Box<crate::device::DeviceOut>),
-}
-
-impl Output {
-    /// `batch` as the consumer gets it.
-    pub fn finish<'py>(&mut self, batch: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        match self {
-            Output::Host(spec) if spec.is_identity() => Ok(batch),
-            Output::Host(spec) => convert_host(batch, spec),
-            #[cfg(feature = "cuda")]
-            Output::Cuda(dev) => dev.upload(batch),
-        }
-    }
 }
 
 /// The images of a batch as Python has it: the first of an `(images, labels)` pair,

@@ -1,6 +1,6 @@
 //! `device="cuda"`: batches uploaded through pinned staging on a copy stream of their
 //! own, converted on the device by one kernel (`device_kernel.cu`), and handed out as
-//! `stoker.DeviceArray`s (`device_array.rs`, DLPack). Ragged fields stay numpy.
+//! `stoker.DeviceArray`s (`device/array.rs`, DLPack). Ragged fields stay numpy.
 //!
 //! The design of the loader's upload stage (`stoker_loader::upload`: cached pinned
 //! staging, a copy stream, events; the driver probed before cudarc loads it), with
@@ -24,12 +24,13 @@
 //! - the host waits on the slot's previous `ready` before rewriting its pinned buffer
 //!   (long done in steady state: the consumer dropped the batch since).
 
+#[cfg(feature = "cuda")]
+pub mod array;
+
 #[cfg(not(feature = "cuda"))]
 mod imp {
     use pyo3::prelude::*;
-    use stoker_loader::output::OutputSpec;
 
-    use crate::convert::Output;
     use crate::errors::LoaderError;
 
     /// Never made without CUDA support.
@@ -40,10 +41,6 @@ mod imp {
             "argument 'device': cuda:{ordinal}: this build of stoker has no CUDA support \
              (built without the `cuda` feature)"
         )))
-    }
-
-    pub fn output(dev: Opened, _spec: OutputSpec) -> Output {
-        match dev {}
     }
 }
 
@@ -63,8 +60,8 @@ mod imp {
     use stoker_loader::slots::{Slots, SlotsError};
     use stoker_loader::upload::open_cuda_context;
 
-    use crate::convert::{images_of, u8_images, Output};
-    use crate::device_array::DeviceArray;
+    use super::array::DeviceArray;
+    use crate::convert::{images_of, u8_images};
     use crate::dlpack::{DLDataType, KDL_BFLOAT, KDL_BOOL, KDL_FLOAT, KDL_UINT};
     use crate::errors::LoaderError;
 
@@ -136,12 +133,15 @@ mod imp {
         })
     }
 
-    pub fn output(dev: Opened, spec: OutputSpec) -> Output {
-        Output::Cuda(Box::new(DeviceOut {
-            dev,
-            spec,
-            slots: Slots::new(MAX_SLOTS),
-        }))
+    impl DeviceOut {
+        /// Batches for the opened device, converted as `spec` says.
+        pub fn new(dev: Opened, spec: OutputSpec) -> Self {
+            DeviceOut {
+                dev,
+                spec,
+                slots: Slots::new(MAX_SLOTS),
+            }
+        }
     }
 
     /// A device buffer, freed when dropped.

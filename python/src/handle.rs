@@ -43,7 +43,7 @@ pub struct PyLoader {
     pub(crate) map_skipped: usize,
     /// What each batch's images become at handout (`device`, `dtype`, `layout`,
     /// `normalize`).
-    pub(crate) output: crate::convert::Output,
+    pub(crate) output: crate::output::Output,
 }
 
 impl PyLoader {

@@ -8,8 +8,6 @@ mod bind;
 mod collate;
 mod convert;
 mod device;
-#[cfg(feature = "cuda")]
-mod device_array;
 mod digest;
 #[cfg(feature = "cuda")]
 mod dlpack;
@@ -19,6 +17,7 @@ mod handle;
 mod loader;
 mod loader_args;
 mod map;
+mod output;
 mod signals;
 mod tokens;
 mod tools;
@@ -34,7 +33,7 @@ const _: () = {
     assert!(align_of::<batch::BatchBuffer>() <= 16);
     assert!(align_of::<digest::PyDigest>() <= 16);
     #[cfg(feature = "cuda")]
-    assert!(align_of::<device_array::DeviceArray>() <= 16);
+    assert!(align_of::<device::array::DeviceArray>() <= 16);
 };
 
 // Safe without the GIL (free-threaded CPython 3.13t+): what was checked is in
@@ -48,7 +47,7 @@ fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<epoch::EpochIter>()?;
     m.add_class::<batch::BatchBuffer>()?;
     #[cfg(feature = "cuda")]
-    m.add_class::<device_array::DeviceArray>()?;
+    m.add_class::<device::array::DeviceArray>()?;
     m.add_class::<digest::PyDigest>()?;
     m.add_class::<tokens::PyTokenLoader>()?;
     m.add_function(wrap_pyfunction!(tools::pack, m)?)?;

@@ -246,10 +246,7 @@ impl PyLoader {
             py.detach(move || drop((map, inner)));
             return Err(e);
         }
-        let output = match cuda {
-            None => crate::convert::Output::Host(out_spec),
-            Some(dev) => crate::device::output(dev, out_spec),
-        };
+        let output = crate::output::Output::new(out_spec, cuda);
         Ok(PyLoader {
             output,
             map,

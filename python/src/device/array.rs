@@ -8,7 +8,7 @@ use cudarc::driver::{result as drv, sys};
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 
-use crate::device::SlotMem;
+use super::SlotMem;
 use crate::dlpack::{self, DLDataType, Export, KDL_BFLOAT, KDL_FLOAT, KDL_UINT};
 use crate::errors::LoaderError;
 

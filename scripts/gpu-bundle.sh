@@ -6,6 +6,8 @@
 #           cuda_parity, cuda_train, cuda_nccl (trainer, with its nccl feature, which
 #           does not link MPI), cuda_cli (stoker-train --device cuda), loader_upload
 #           (the loader's lib tests)
+#   python/ the wheel (scripts/wheel.sh, release), python/tests/test_gpu_batches.py
+#           and python/examples/train_resnet_gpu.py (Python's device batches)
 #   gpu-check.sh, MANIFEST
 # and the same folder as .gpu-bundle.tar.xz (ignored too), the form that fits the
 # 64 MiB a device call carries: the binaries hold arrow, parquet and object_store.
@@ -54,6 +56,14 @@ mkdir -p "$out/lib"
 for lib in $(ldd "$out/bin/stoker-train" "$out/bin/stoker-load" | grep -o '/[^ ]*lib\(jpeg\|turbojpeg\)[^ ]*' | sort -u); do
     cp -L "$lib" "$out/lib/"
 done
+# Python's device batches: the wheel users install (no CUDA inside: it loads libcuda
+# and libnvrtc at run time), its GPU tests and the ResNet example.
+echo "== building the wheel"
+wheel=$(bash scripts/wheel.sh --profile "${STOKER_WHEEL_PROFILE:-release}")
+mkdir -p "$out/python/tests" "$out/python/examples"
+cp "$wheel" "$out/python/"
+cp python/tests/test_gpu_batches.py "$out/python/tests/"
+cp python/examples/train_resnet_gpu.py "$out/python/examples/"
 cp scripts/gpu-check.sh "$out/gpu-check.sh"
 chmod +x "$out/gpu-check.sh" "$out"/bin/* "$out"/tests/*
 

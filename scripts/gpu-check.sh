@@ -4,7 +4,8 @@
 # the upload stage against the CPU (cuda_train), `stoker-train --device cuda` on a tiny
 # set (cuda_cli), a one-rank NCCL all-reduce (cuda_nccl), the loader's upload round-trip test, the
 # upload bench (pinned vs pageable GB/s) and `stoker-train --device cuda --compare-readers
-# --epochs 2 --json` on the demo set. Prints a summary; the whole run stays under 5
+# --epochs 2 --json` on the demo set, and Python's device batches (the wheel's
+# test_gpu_batches.py, then train_resnet_gpu.py's figures). Prints a summary; the whole run stays under 10
 # minutes (each piece has a time limit). Logs go to $LOGDIR (default: a fresh temporary
 # folder). On a machine without a usable GPU every piece reports SKIPPED with the reason.
 # Exit status: 0 when every piece that exists passed, 1 otherwise (SKIPPED included).
@@ -153,6 +154,54 @@ else
     elif grep -q "no usable CUDA device" "$logs/train_cuda.log"; then
         unset 'summary[${#summary[@]}-1]'
         note train_cuda SKIPPED "$(grep -m1 -o 'no usable CUDA device.*' "$logs/train_cuda.log")"
+    fi
+fi
+
+# 5. Python's device batches (docs/gpu-batches.md): the bundle's wheel installed into a
+# folder of its own (no network, no Rust), then python/tests/test_gpu_batches.py (under
+# pytest where the machine has it, else as a script), then the ResNet example in its
+# three modes for the figures. Needs torch (and torchvision for the example).
+wheel=$(ls "$here"/python/stoker-*.whl 2>/dev/null | head -1)
+if [ -z "$wheel" ]; then
+    missing py_gpu_batches "python/stoker-*.whl not in the bundle"
+elif ! python3 -c 'import torch' 2>/dev/null; then
+    note py_gpu_batches SKIPPED "GPU-only Python tests need torch, which python3 lacks"
+    failed=1
+else
+    pydir=$(mktemp -d /tmp/stoker-py.XXXXXX)
+    python3 -m pip install -q --no-deps --no-index --target "$pydir/site" "$wheel" >"$logs/py_install.log" 2>&1 \
+        || { tail -n 5 "$logs/py_install.log"; }
+    export PYTHONPATH="$pydir/site${PYTHONPATH:+:$PYTHONPATH}"
+    # libnvrtc (the conversion kernel's compiler) from PyTorch's pip dependency where
+    # the system has none on its library path.
+    nvrtc_lib=$(python3 -c 'import nvidia, glob, os; print(next((os.path.dirname(p) for d in nvidia.__path__ for p in glob.glob(os.path.join(d, "*", "lib", "libnvrtc.so*"))), ""))' 2>/dev/null || true)
+    [ -n "$nvrtc_lib" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$nvrtc_lib"
+    cd "$here/python/tests" || exit 1
+    if python3 -c 'import pytest' 2>/dev/null; then
+        run py_gpu_batches 120 python3 -m pytest -q -rs -p no:cacheprovider test_gpu_batches.py || true
+    else
+        run py_gpu_batches 120 python3 test_gpu_batches.py "$pydir/shapes" || true
+    fi
+    cd - >/dev/null || exit 1
+    if grep -q "SKIPPED" "$logs/py_gpu_batches.log"; then
+        unset 'summary[${#summary[@]}-1]'
+        note py_gpu_batches SKIPPED "$(grep -m1 -o 'SKIPPED.*' "$logs/py_gpu_batches.log" | tr -d '"')"
+        failed=1
+    fi
+    grep -E "passed|failed|SKIPPED|Error|^ok " "$logs/py_gpu_batches.log" | head -10 | sed 's/^/   /'
+    # The figures: ResNet-18, batch 256, 224 px, every core but one; stoker, the
+    # synthetic upper bound, DataLoader(pin_memory=True). Short runs: the lead's idle
+    # machine takes the final ones (benches/RESULTS.md).
+    if grep -q "SKIPPED" "$logs/py_gpu_batches.log"; then
+        echo "== resnet18_*: not run (no usable GPU, above)"
+    elif python3 -c 'import torchvision' 2>/dev/null; then
+        for mode in synthetic stoker torch; do
+            run "resnet18_$mode" 150 env STOKER_CACHE="$pydir/cache" python3 "$here/python/examples/train_resnet_gpu.py" \
+                --arch resnet18 --mode "$mode" --warmup 5 --steps 20 --json || true
+            summary[${#summary[@]} - 1]+=" $(tail -n 1 "$logs/resnet18_$mode.log" | cut -c1-200)"
+        done
+    else
+        note resnet_example SKIPPED "torchvision missing"
     fi
 fi
 

@@ -49,6 +49,7 @@ pub mod gpu_test;
 pub mod malloc;
 pub mod metrics;
 pub mod mixup;
+pub mod output;
 /// The old name of [`mixup`] (MixUp/CutMix; data sets are mixed by a [`Mixture`]).
 #[doc(hidden)]
 pub use mixup as mix;
@@ -59,6 +60,7 @@ pub mod report;
 pub mod sample;
 pub mod sampler;
 mod setting;
+pub mod slots;
 pub mod source;
 pub mod spec;
 pub mod state;

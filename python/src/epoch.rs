@@ -164,11 +164,17 @@ impl EpochIter {
         this: &mut PyLoader,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         py.check_signals()?;
+        let Some(Ahead::Ready(b, _)) = self.mapping.front() else {
+            return Err(LoaderError::new_err("no mapped batch to hand over"));
+        };
+        // Converted as it is handed over (`device`, `dtype`, ...); where that fails
+        // (every device slot held) the batch stays at the front for the next call.
+        let out = this.output.finish(b.bind(py).clone())?;
         match self.mapping.pop_front() {
-            Some(Ahead::Ready(b, after)) => {
+            Some(Ahead::Ready(_, after)) => {
                 this.position = after;
                 this.last_batch = Some(Instant::now());
-                Ok(Some(b.into_bound(py)))
+                Ok(Some(out))
             }
             _ => Err(LoaderError::new_err("no mapped batch to hand over")),
         }
@@ -258,6 +264,16 @@ impl EpochIter {
                 }
             },
         };
+        // Converted here (`device`, `dtype`, ...), leaving `batch` as it was: where the
+        // conversion fails (every device slot held), or a handler raises, the batch
+        // is kept for the next call, which converts it again.
+        let out = match this.output.finish(batch.clone()) {
+            Ok(out) => out,
+            Err(e) => {
+                me.held = Some(batch.unbind());
+                return Err(e);
+            }
+        };
         // Handlers of signals that came while the batch was made or turned into arrays
         // run here, before it is handed over; Python would otherwise run them right
         // after this call and drop the batch it returned. (One that comes after this
@@ -268,7 +284,7 @@ impl EpochIter {
         }
         this.position = (me.cursor.epoch(), me.cursor.position());
         this.last_batch = Some(Instant::now());
-        Ok(Some(batch))
+        Ok(Some(out))
     }
 
     /// Batches left in this epoch (at most: under on_error="skip", a batch whose

@@ -41,6 +41,9 @@ pub struct PyLoader {
     pub(crate) map: Option<MapPool>,
     /// Samples a map left out under on_error="skip".
     pub(crate) map_skipped: usize,
+    /// What each batch's images become at handout (`device`, `dtype`, `layout`,
+    /// `normalize`).
+    pub(crate) output: crate::output::Output,
 }
 
 impl PyLoader {

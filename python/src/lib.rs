@@ -1,12 +1,16 @@
 //! The `stoker` Python module (native part, `stoker._stoker`): the loader, its
-//! iterator, zero-copy batch arrays, the batch digest, `pack`, `gen_shapes` and
-//! `cache_dir`.
+//! iterator, zero-copy batch arrays (and device arrays, `device="cuda"`), the batch
+//! digest, `pack`, `gen_shapes` and `cache_dir`.
 
 mod args;
 mod batch;
 mod bind;
 mod collate;
+mod convert;
+mod device;
 mod digest;
+#[cfg(feature = "cuda")]
+mod dlpack;
 mod epoch;
 mod errors;
 mod handle;
@@ -14,6 +18,7 @@ mod loader;
 mod loader_args;
 mod map;
 mod map_buffers;
+mod output;
 mod signals;
 mod tokens;
 mod tools;
@@ -29,6 +34,8 @@ const _: () = {
     assert!(align_of::<batch::BatchBuffer>() <= 16);
     assert!(align_of::<map_buffers::MapBuffer>() <= 16);
     assert!(align_of::<digest::PyDigest>() <= 16);
+    #[cfg(feature = "cuda")]
+    assert!(align_of::<device::array::DeviceArray>() <= 16);
 };
 
 // Safe without the GIL (free-threaded CPython 3.13t+): what was checked is in
@@ -43,6 +50,8 @@ fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<batch::BatchBuffer>()?;
     m.add_class::<map_buffers::MapBuffers>()?;
     m.add_class::<map_buffers::MapBuffer>()?;
+    #[cfg(feature = "cuda")]
+    m.add_class::<device::array::DeviceArray>()?;
     m.add_class::<digest::PyDigest>()?;
     m.add_class::<tokens::PyTokenLoader>()?;
     m.add_function(wrap_pyfunction!(tools::pack, m)?)?;

@@ -28,13 +28,13 @@ const MAX_MAP_THREADS: usize = 256;
 
 #[pymethods]
 impl PyLoader {
-    // Twenty-one parameters: bound into one struct (`loader_args.rs`), as pyo3 would
+    // Twenty-five parameters: bound into one struct (`loader_args.rs`), as pyo3 would
     // bind them to as many Rust parameters. The text signature, which `help()` and
     // `inspect.signature` show, is written out with every default as a Python literal.
     #[new]
     #[pyo3(
         signature = (*args, **kwargs),
-        text_signature = "(data, batch_size=64, transform=\"\", mode=\"async\", workers=2, prefetch=2, seed=0, shuffle=True, drop_last=False, on_error=\"fail\", rank=None, world_size=None, io_depth=8, *, channels=None, mixup=None, fields=None, min_box_visibility=0.0, max_instances=None, map=None, map_threads=None, decoded_cache=None)"
+        text_signature = "(data, batch_size=64, transform=\"\", mode=\"async\", workers=2, prefetch=2, seed=0, shuffle=True, drop_last=False, on_error=\"fail\", rank=None, world_size=None, io_depth=8, *, channels=None, mixup=None, fields=None, min_box_visibility=0.0, max_instances=None, map=None, map_threads=None, decoded_cache=None, device=\"cpu\", dtype=\"uint8\", layout=\"NHWC\", normalize=None)"
     )]
     fn new(
         py: Python<'_>,
@@ -81,7 +81,19 @@ impl PyLoader {
             map,
             map_threads,
             decoded_cache,
+            device,
+            dtype,
+            layout,
+            normalize,
         } = LoaderArgs::bind(args, kwargs)?;
+        let device = crate::convert::device(&device)?;
+        let out_spec = crate::convert::output_spec(&dtype, &layout, normalize)?;
+        // Before the data is opened: without a GPU this fails at once, leaving nothing
+        // behind.
+        let cuda = match device {
+            crate::convert::Device::Cpu => None,
+            crate::convert::Device::Cuda(n) => Some(crate::device::open(py, n)?),
+        };
         let (transform, mode, on_error) = (transform.as_str(), mode.as_str(), on_error.as_str());
         let Float(min_box_visibility) = min_box_visibility;
         let map_threads = match (&map, map_threads) {
@@ -229,7 +241,14 @@ impl PyLoader {
                 }
             },
         };
+        let channels = inner.image_shape().2;
+        if let Err(e) = crate::convert::check_channels(&out_spec, channels) {
+            py.detach(move || drop((map, inner)));
+            return Err(e);
+        }
+        let output = crate::output::Output::new(out_spec, cuda);
         Ok(PyLoader {
+            output,
             map,
             map_skipped: 0,
             inner: ManuallyDrop::new(inner),

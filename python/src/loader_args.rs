@@ -6,6 +6,7 @@ use pyo3::types::{PyDict, PyTuple};
 
 use crate::args::{Count, DataArg, Float, Int, MixArg, Seed, SizeArg, WorkersArg};
 use crate::bind::{arg, bind, required};
+use crate::convert::NormalizeArg;
 
 /// The struct, the parameter names in order, and the binding, from one list: the
 /// required first parameter, then `name: type = default` for those that may come by
@@ -50,7 +51,7 @@ macro_rules! loader_args {
     };
 }
 
-// The signature of `stoker.Loader`: 21 parameters (the source options live on the
+// The signature of `stoker.Loader`: 25 parameters (the source options live on the
 // sources, `stoker.Data` and its kin, and a mixture's on `stoker.Mixture`). The text
 // signature on `Loader.__new__` (python/src/loader.rs), the stub's first overload
 // (python/stoker/__init__.pyi) and docs/python.md's list must agree with it:
@@ -79,4 +80,8 @@ loader_args! {
     map: Option<Py<PyAny>> = None,
     map_threads: Option<Int> = None,
     decoded_cache: Option<SizeArg> = None,
+    device: String = "cpu".into(),
+    dtype: String = "uint8".into(),
+    layout: String = "NHWC".into(),
+    normalize: Option<NormalizeArg> = None,
 }

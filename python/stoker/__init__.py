@@ -42,6 +42,7 @@ import atexit as _atexit
 
 from ._stoker import (
     BatchBuffer,
+    DeviceArray,
     Digest,
     EpochIterator,
     Loader,
@@ -66,6 +67,7 @@ __all__ = [
     "BatchBuffer",
     "Coco",
     "Data",
+    "DeviceArray",
     "Digest",
     "EpochIterator",
     "Loader",

@@ -31,6 +31,7 @@ __all__ = [
     "BatchBuffer",
     "Coco",
     "Data",
+    "DeviceArray",
     "Digest",
     "EpochIterator",
     "Loader",
@@ -343,6 +344,16 @@ class Loader(Generic[_B]):
       to this many bytes: a string such as "256M" or "8G" (K, M, G, T), an int, or
       "auto" (what the memory bound leaves beside the batch buffers). Batches are the
       same bytes either way; None keeps none.
+    - device="cpu": where batches go: "cpu" (numpy arrays), or "cuda" / "cuda:N"
+      (images, labels and masks as `DeviceArray`s on that GPU, through pinned memory
+      and a copy stream; ragged fields stay numpy). Without a usable GPU, "cuda" is
+      a LoaderError at once (docs/gpu-batches.md).
+    - dtype="uint8": the images' type: "uint8", "float32", "float16" or "bfloat16"
+      (a float is x / 255, or normalised). On the CPU "bfloat16" is a uint16 array of
+      the bf16 bit patterns (numpy has no bfloat16).
+    - layout="NHWC": "NHWC" or "NCHW".
+    - normalize=None: (mean, std) per channel on the 0-1 scale, torchvision's
+      convention: (x / 255 - mean) / std, computed in float32. Float dtypes only.
 
     The keywords of the last release (split, images, masks, the Parquet columns,
     cpu_budget, cutmix, mix_prob, weights, stop, steps) still work, with a
@@ -377,6 +388,10 @@ class Loader(Generic[_B]):
         map: None = None,
         map_threads: None = None,
         decoded_cache: str | int | None = None,
+        device: str = "cpu",
+        dtype: Literal["uint8", "float32", "float16", "bfloat16"] = "uint8",
+        layout: Literal["NHWC", "NCHW"] = "NHWC",
+        normalize: tuple[Sequence[float], Sequence[float]] | None = None,
     ) -> Loader[_Pair | _FieldBatch]: ...
     @overload
     def __new__(
@@ -403,6 +418,10 @@ class Loader(Generic[_B]):
         map: _MapFn,
         map_threads: int | None = None,
         decoded_cache: str | int | None = None,
+        device: str = "cpu",
+        dtype: Literal["uint8", "float32", "float16", "bfloat16"] = "uint8",
+        layout: Literal["NHWC", "NCHW"] = "NHWC",
+        normalize: tuple[Sequence[float], Sequence[float]] | None = None,
     ) -> Loader[dict[str, Any]]: ...
     @overload
     def __new__(
@@ -429,6 +448,10 @@ class Loader(Generic[_B]):
         map: None = None,
         map_threads: None = None,
         decoded_cache: str | int | None = None,
+        device: str = "cpu",
+        dtype: Literal["uint8", "float32", "float16", "bfloat16"] = "uint8",
+        layout: Literal["NHWC", "NCHW"] = "NHWC",
+        normalize: tuple[Sequence[float], Sequence[float]] | None = None,
     ) -> Loader[_MixedBatch]: ...
 
     def __len__(self) -> int:
@@ -507,6 +530,38 @@ class BatchBuffer:
     @property
     def position(self) -> tuple[int, int]:
         """(epoch, batch) of the batch these images belong to."""
+
+@final
+class DeviceArray:
+    """One array of a `device="cuda"` batch, on the GPU: hand it to
+    `torch.from_dlpack`, `jax.dlpack.from_dlpack` or `cupy.from_dlpack` (no copy). The
+    consumer's stream waits on the device for the upload. Its memory stays valid while
+    it or any tensor made from it lives; the loader reuses it only after. Not made by
+    hand (docs/gpu-batches.md)."""
+
+    def __dlpack__(
+        self,
+        *,
+        stream: int | None = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
+    def __len__(self) -> int: ...
+    @property
+    def shape(self) -> list[int]: ...
+    @property
+    def dtype(self) -> str:
+        """numpy's name of the element type ("bfloat16" for bfloat16)."""
+    @property
+    def device(self) -> str:
+        """"cuda:N"."""
+    @property
+    def data_ptr(self) -> int:
+        """The device address of the first element."""
+    @property
+    def nbytes(self) -> int: ...
 
 @final
 class Digest:

@@ -154,7 +154,7 @@ def test_arguments_bind_by_position_or_keyword_as_the_signature_says(shapes):
     params = list(inspect.signature(stoker.Loader).parameters.values())
     assert [p.name for p in params[:4]] == ["data", "batch_size", "transform", "mode"]
     assert params[2].default == "" and params[3].default == "async"
-    assert len(params) == 21
+    assert len(params) == 25
     assert [p.name for p in params if p.kind is p.KEYWORD_ONLY][0] == "channels"
     by_position = stoker.Loader(shapes, 8, "flip", "sync", seed=3)
     by_keyword = stoker.Loader(data=shapes, batch_size=8, transform="flip", mode="sync", seed=3)

@@ -31,9 +31,9 @@ REFERENCE = PY.parent / "docs" / "python.md"
 # them without a default.
 DISCRIMINATORS = {"map", "mixup"}
 
-# The most parameters Loader(...) may have: the 25, less the four a later
-# release adds (device, dtype, layout, normalize).
-MAX_PARAMETERS = 21
+# The most parameters Loader(...) may have: the 25 (the last four device,
+# dtype, layout, normalize).
+MAX_PARAMETERS = 25
 
 
 def need_mypy():

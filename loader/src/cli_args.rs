@@ -113,21 +113,21 @@ pub struct MixtureArgs {
     pub epoch_batches: Option<usize>,
     /// The old spelling of --epoch-batches (deprecated: `steps` are the per-sample
     /// steps).
-    #[arg(long, hide = true, value_name = "N", conflicts_with = "epoch_batches",
+    #[arg(long = "steps", hide = true, value_name = "N", conflicts_with = "epoch_batches",
           value_parser = count::<1, { 1 << 40 }, usize>)]
-    pub steps: Option<usize>,
+    pub old_steps: Option<usize>,
 }
 
 impl MixtureArgs {
     /// `--epoch-batches`, or its old spelling `--steps` with a note on stderr.
     pub fn epoch_batches(&self) -> Option<usize> {
-        if self.steps.is_some() {
+        if self.old_steps.is_some() {
             eprintln!(
                 "note: --steps is deprecated and will be removed: the batches per epoch of a \
                  never-ending mixture are --epoch-batches"
             );
         }
-        self.epoch_batches.or(self.steps)
+        self.epoch_batches.or(self.old_steps)
     }
 
     /// Whether any mixing flag was given.
@@ -135,7 +135,7 @@ impl MixtureArgs {
         self.weights.is_some()
             || self.stop.is_some()
             || self.epoch_batches.is_some()
-            || self.steps.is_some()
+            || self.old_steps.is_some()
     }
 }
 

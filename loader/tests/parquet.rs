@@ -770,7 +770,7 @@ fn row_groups_resume_on_another_rank_count_delivering_each_sample_once() {
         for rank in 0..world {
             let c = LoaderConfig {
                 rank,
-                world,
+                world_size: world,
                 ..cfg(true, Mode::Async)
             };
             let mut l = Loader::new(pq.clone(), c).unwrap();
@@ -829,7 +829,7 @@ fn uneven_row_groups_give_each_sample_once_per_epoch_on_any_rank_count() {
             for rank in 0..world {
                 let c = LoaderConfig {
                     rank,
-                    world,
+                    world_size: world,
                     seed,
                     ..cfg(true, Mode::Sync)
                 };

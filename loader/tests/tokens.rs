@@ -235,7 +235,7 @@ fn ranks_share_the_documents_and_each_packs_its_own() {
             Some(&tok),
             TokenConfig {
                 rank,
-                world: 2,
+                world_size: 2,
                 seed: 3,
                 ..cfg(8, 2)
             },
@@ -292,7 +292,7 @@ fn a_resume_mid_document_delivers_the_batches_an_uninterrupted_run_does() {
     );
     // Another world size is refused, naming what differs.
     let mut state = loader.epoch(1).unwrap().state().clone();
-    state.world = 2;
+    state.world_size = 2;
     let err = loader.resume(&state).err().unwrap().to_string();
     assert!(err.contains("world size 2"), "{err}");
 }
@@ -588,7 +588,7 @@ fn an_elastic_resume_deals_the_rest_and_goes_on_with_partly_read_documents() {
             Some(&tok),
             TokenConfig {
                 rank,
-                world,
+                world_size: world,
                 seed: 4,
                 ..cfg(8, 2)
             },

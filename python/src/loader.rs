@@ -155,7 +155,7 @@ impl PyLoader {
             shuffle,
             drop_last,
             rank,
-            world,
+            world_size: world,
             transform: Pipeline::parse(transform).map_err(|e| {
                 PyValueError::new_err(format!("argument 'transform': '{transform}': {e}"))
             })?,
@@ -163,7 +163,7 @@ impl PyLoader {
             on_error: on_error
                 .parse::<OnError>()
                 .map_err(|e| PyValueError::new_err(format!("argument 'on_error': {e}")))?,
-            mix: match mixup {
+            mixup: match mixup {
                 None => None,
                 Some(m) => Some(
                     Mix::new(m.mixup, m.cutmix, m.prob)
@@ -306,7 +306,7 @@ impl PyLoader {
         d.set_item("batch_size", s.batch_size)?;
         d.set_item("samples", s.samples)?;
         d.set_item("rank", s.rank)?;
-        d.set_item("world", s.world)?;
+        d.set_item("world_size", s.world_size)?;
         if let Some(f) = s.fingerprint {
             d.set_item("fingerprint", f)?;
         }
@@ -351,7 +351,11 @@ impl PyLoader {
             batch_size: big("batch_size")? as usize,
             samples: big("samples")? as usize,
             rank: big("rank")? as usize,
-            world: big("world")? as usize,
+            // "world" is how states of the 0.x releases spell it.
+            world_size: match map.get_item("world_size") {
+                Err(_) if map.get_item("world").is_ok() => big("world")? as usize,
+                _ => big("world_size")? as usize,
+            },
             // Absent from states saved before it existed.
             fingerprint: match map.get_item("fingerprint") {
                 Ok(_) => Some(big("fingerprint")?),

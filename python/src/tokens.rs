@@ -262,7 +262,7 @@ impl PyTokenLoader {
 
     /// Where the loader stands: after the last batch delivered, or at the start of the
     /// next epoch. A dict of ints and bools (JSON-able; after an elastic resume also
-    /// `elastic`, a dict of `world` and `at`, a list of [doc, offset] pairs).
+    /// `elastic`, a dict of `world_size` and `at`, a list of [doc, offset] pairs).
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let v =
             serde_json::to_value(&self.next).map_err(|e| PyValueError::new_err(e.to_string()))?;

@@ -127,7 +127,7 @@ def test_state_dict_resumes_mid_document(tok, parquet_docs):
         np.testing.assert_array_equal(a[1], b[1])
     # After the epoch, the state is the next epoch's start.
     assert again.state_dict()["epoch"] == 1 and again.state_dict()["batches"] == 0
-    bad = dict(state, world=2)
+    bad = dict(state, world_size=2)
     with pytest.raises(ValueError, match="world size 2"):
         again.load_state_dict(bad)
 
@@ -219,7 +219,7 @@ def test_elastic_resume_from_every_ranks_state(tmp_path, tok):
         loader.load_state_dict(states)
         first = next(iter(loader))
         saved = json.loads(json.dumps(loader.state_dict()))
-        assert saved["elastic"]["world"] == 2 and len(saved["elastic"]["at"]) == 2
+        assert saved["elastic"]["world_size"] == 2 and len(saved["elastic"]["at"]) == 2
         rest = batches(loader)
         # Its own state (elastic) resumes within the new layout.
         again = stoker.TokenLoader(lines, tok, rank=rank, world_size=3, **kw)

@@ -64,7 +64,7 @@ pub struct TokenConfig {
     /// This process's rank, and the number of ranks.
     pub rank: usize,
     /// Number of ranks.
-    pub world: usize,
+    pub world_size: usize,
     /// The id width of a `.bin` file.
     pub token_dtype: TokenDtype,
     /// The largest text chunk tokenized at once.
@@ -91,7 +91,7 @@ impl Default for TokenConfig {
             seed: 0,
             shuffle: true,
             rank: 0,
-            world: 1,
+            world_size: 1,
             token_dtype: TokenDtype::U16,
             chunk_bytes: DEFAULT_CHUNK_BYTES,
             ahead: 64,
@@ -291,7 +291,7 @@ impl TokenLoader {
 
     /// This rank's documents (windows, for a `.bin` file) of `epoch`, in order.
     pub fn order(&self, epoch: u64) -> Vec<usize> {
-        self.order_of(epoch, self.cfg.rank, self.cfg.world)
+        self.order_of(epoch, self.cfg.rank, self.cfg.world_size)
     }
 
     /// The documents of `rank` of `world` in `epoch`, in order.
@@ -307,7 +307,7 @@ impl TokenLoader {
                 // The draws are the epoch's order of all ranks, dealt as any order is.
                 let one = Sampler {
                     rank: 0,
-                    world: 1,
+                    world_size: 1,
                     ..sampler.clone()
                 };
                 let weights = mix.spec().weights.clone();
@@ -331,7 +331,7 @@ impl TokenLoader {
             seq_len: self.cfg.seq_len,
             batch_size: self.cfg.batch_size,
             rank: self.cfg.rank,
-            world: self.cfg.world,
+            world_size: self.cfg.world_size,
             shuffle: self.cfg.shuffle,
             documents: self.documents(),
             elastic: None,
@@ -364,12 +364,12 @@ impl TokenLoader {
                 "elastic resume is for documents, not a .bin file".into(),
             ));
         }
-        let world = first.world;
+        let world = first.world_size;
         let mut at = vec![None; world];
         for s in states {
             let mut now = self.state_at(first.epoch);
             now.rank = s.rank;
-            now.world = world;
+            now.world_size = world;
             s.check(&now)?;
             if s.elastic.is_some() {
                 return Err(TokenError::State(
@@ -410,9 +410,9 @@ impl TokenLoader {
         };
         // Each rank's rest, its first document from where it stopped; interleaved
         // (the first of each rank, rank by rank, then the second ...).
-        let tails: Vec<Vec<(usize, u64)>> = (0..el.world)
+        let tails: Vec<Vec<(usize, u64)>> = (0..el.world_size)
             .map(|r| {
-                let order = self.order_of(state.epoch, r, el.world);
+                let order = self.order_of(state.epoch, r, el.world_size);
                 let (doc, offset) = el.at[r];
                 order
                     .get(doc..)
@@ -430,7 +430,7 @@ impl TokenLoader {
         let mine = deal(
             (0..rest.len()).collect(),
             self.cfg.rank,
-            self.cfg.world,
+            self.cfg.world_size,
             ShardPolicy::Exact,
         );
         let order = mine.iter().map(|&i| rest[i].0).collect();

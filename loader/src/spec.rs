@@ -177,6 +177,10 @@ impl SpecError {
     pub fn setting(&self) -> Option<Setting> {
         match self {
             SpecError::Loader(e) => e.setting(),
+            SpecError::Open {
+                source: SourceError::Setting(e),
+                ..
+            } => Some(e.setting),
             _ => None,
         }
     }

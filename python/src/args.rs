@@ -203,9 +203,10 @@ impl<'a, 'py> FromPyObject<'a, 'py> for SizeArg {
     }
 }
 
-/// `decoded_cache=`: `"auto"`, a size with an optional K, M, G or T, or an int of at
-/// least one byte; a ValueError naming the argument otherwise (TypeError for a type
-/// that is neither). Whether it fits in the memory bound is the loader's check.
+/// `decoded_cache=`: `"auto"`, a size with an optional K, M, G or T, or an int of
+/// bytes; a ValueError naming the argument otherwise (TypeError for a type that is
+/// neither). Whether it is at least a byte and fits in the memory bound is the
+/// loader's check.
 pub fn decoded_cache(arg: SizeArg) -> PyResult<stoker_loader::DecodedCacheSize> {
     match arg {
         SizeArg::Text(s) => s
@@ -215,10 +216,11 @@ pub fn decoded_cache(arg: SizeArg) -> PyResult<stoker_loader::DecodedCacheSize> 
             "decoded_cache must be a size (a str such as \"256M\" or \"auto\", or an int \
              of bytes), got {ty}"
         ))),
+        // 0 converts, and the loader refuses it (LoaderConfig::validate).
         SizeArg::Int(n) => Ok(stoker_loader::DecodedCacheSize::Bytes(in_range(
             "decoded_cache",
             n,
-            1,
+            0,
             u64::MAX as i128,
         )? as u64)),
     }

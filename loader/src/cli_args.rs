@@ -12,7 +12,9 @@ use std::error::Error;
 use std::path::PathBuf;
 
 use crate::config::{parse_size, MAX_IO_DEPTH, MAX_SHUFFLE_BUFFER};
-use crate::source::{BoxFormat, OpenOptions, ParquetColumns, DEFAULT_CACHE_BYTES};
+use crate::source::{
+    BoxFormat, OpenOptions, ParquetColumns, SourceError, Split, DEFAULT_CACHE_BYTES,
+};
 use crate::{DecodedCacheSize, LoaderError, OnError, Setting, SettingError, Stop};
 
 /// How a data set is opened: the memory map, the cache of remote data, the files
@@ -72,10 +74,14 @@ pub struct OpenArgs {
 
 impl OpenArgs {
     /// The library's options for these flags, for the training part of a data set
-    /// (`train`) or its held-out part.
+    /// (`train`) or its held-out part; `--split` picks a part by name instead.
     pub fn options(&self, train: bool) -> OpenOptions {
         OpenOptions {
-            train,
+            split: match &self.split {
+                Some(name) => Split::named(name.as_str()),
+                None if train => Split::Train,
+                None => Split::Test,
+            },
             mmap: self.mmap,
             cache: self.cache.clone(),
             cache_bytes: self.cache_size,
@@ -91,7 +97,6 @@ impl OpenArgs {
                 labels: self.labels_column.clone(),
                 mask: self.mask_column.clone(),
             },
-            split: self.split.clone(),
             ..OpenOptions::default()
         }
     }
@@ -113,21 +118,21 @@ pub struct MixtureArgs {
     pub epoch_batches: Option<usize>,
     /// The old spelling of --epoch-batches (deprecated: `steps` are the per-sample
     /// steps).
-    #[arg(long, hide = true, value_name = "N", conflicts_with = "epoch_batches",
+    #[arg(long = "steps", hide = true, value_name = "N", conflicts_with = "epoch_batches",
           value_parser = count::<1, { 1 << 40 }, usize>)]
-    pub steps: Option<usize>,
+    pub old_steps: Option<usize>,
 }
 
 impl MixtureArgs {
     /// `--epoch-batches`, or its old spelling `--steps` with a note on stderr.
     pub fn epoch_batches(&self) -> Option<usize> {
-        if self.steps.is_some() {
+        if self.old_steps.is_some() {
             eprintln!(
                 "note: --steps is deprecated and will be removed: the batches per epoch of a \
                  never-ending mixture are --epoch-batches"
             );
         }
-        self.epoch_batches.or(self.steps)
+        self.epoch_batches.or(self.old_steps)
     }
 
     /// Whether any mixing flag was given.
@@ -135,7 +140,7 @@ impl MixtureArgs {
         self.weights.is_some()
             || self.stop.is_some()
             || self.epoch_batches.is_some()
-            || self.steps.is_some()
+            || self.old_steps.is_some()
     }
 }
 
@@ -234,7 +239,13 @@ pub fn setting_error<'a>(e: &'a (dyn Error + 'static)) -> Option<&'a SettingErro
         if let Some(s) = c.downcast_ref::<SettingError>() {
             return Some(s);
         }
-        if let Some(LoaderError::Setting(s)) = c.downcast_ref::<LoaderError>() {
+        if let Some(LoaderError::Setting(s) | LoaderError::Source(SourceError::Setting(s))) =
+            c.downcast_ref::<LoaderError>()
+        {
+            return Some(s);
+        }
+        // Transparent: its cause is the setting error's own, so it is looked in here.
+        if let Some(SourceError::Setting(s)) = c.downcast_ref::<SourceError>() {
             return Some(s);
         }
         cause = c.source();
@@ -332,8 +343,11 @@ mod tests {
         assert_eq!(o.parquet.image, "img");
         assert_eq!(o.parquet.label.as_deref(), Some("y"));
         assert_eq!(o.parquet.box_format, BoxFormat::Xywh);
-        assert_eq!(o.split.as_deref(), Some("dev"));
-        assert!(o.mmap && !o.train);
+        assert_eq!(o.split, Split::named("dev"));
+        assert!(o.mmap);
+        let plain = Cli::try_parse_from(["x"]).unwrap();
+        assert_eq!(plain.open.options(false).split, Split::Test);
+        assert_eq!(plain.open.options(true).split, Split::Train);
         assert!(Cli::try_parse_from(["x", "--box-format", "cxcy"]).is_err());
         assert!(Cli::try_parse_from(["x", "--io-depth", "0"]).is_err());
     }

@@ -225,7 +225,7 @@ pub struct LoaderConfig {
     /// This process's shard: its rank, in `0..world` (default 0).
     pub rank: usize,
     /// Number of processes that share the data, 1..=[`MAX_WORLD`] (default 1).
-    pub world: usize,
+    pub world_size: usize,
     /// How the ranks' shards are made equal in length (default [`ShardPolicy::Pad`]).
     pub shard_policy: ShardPolicy,
     /// Samples in the shuffle buffer of a sharded source (tar shards); 1 reads each
@@ -253,7 +253,7 @@ pub struct LoaderConfig {
     pub max_buffer_bytes: Option<usize>,
     /// MixUp and/or CutMix on each finished batch, with soft labels (see
     /// [`crate::mixup`]); `None` leaves batches as they are.
-    pub mix: Option<crate::Mix>,
+    pub mixup: Option<crate::Mix>,
     /// The fields batches carry (see [`crate::sample`]): `None` means every field the
     /// source has but the instance masks (`masks`), which come only when listed. A
     /// field left out is not read at all.
@@ -288,7 +288,7 @@ impl Default for LoaderConfig {
             shuffle: true,
             drop_last: false,
             rank: 0,
-            world: 1,
+            world_size: 1,
             shard_policy: ShardPolicy::Pad,
             shuffle_buffer: DEFAULT_SHUFFLE_BUFFER,
             transform: Pipeline::identity(),
@@ -298,7 +298,7 @@ impl Default for LoaderConfig {
             trace: None,
             max_pixels: stoker_augment::DEFAULT_MAX_PIXELS,
             max_buffer_bytes: None,
-            mix: None,
+            mixup: None,
             fields: None,
             min_box_visibility: 0.0,
             max_instances: None,
@@ -316,7 +316,7 @@ impl LoaderConfig {
             shuffle: self.shuffle,
             seed: self.seed,
             rank: self.rank,
-            world: self.world,
+            world_size: self.world_size,
             shard_policy: self.shard_policy,
             shuffle_buffer: self.shuffle_buffer,
         }
@@ -364,7 +364,7 @@ impl LoaderConfig {
         }
         in_range(Setting::Prefetch, self.prefetch, min, MAX_PREFETCH)?;
         in_range(Setting::IoDepth, self.io_depth, min, MAX_IO_DEPTH)?;
-        in_range(Setting::WorldSize, self.world, 1, MAX_WORLD)?;
+        in_range(Setting::WorldSize, self.world_size, 1, MAX_WORLD)?;
         in_range(
             Setting::ShuffleBuffer,
             self.shuffle_buffer,
@@ -639,7 +639,7 @@ mod tests {
             ),
             (
                 LoaderConfig {
-                    world: 0,
+                    world_size: 0,
                     ..Default::default()
                 },
                 "world",

@@ -37,7 +37,7 @@ pub(crate) fn remainder(
     let batch_size = origin.batch_size.max(1);
     let first = Sampler {
         rank: 0,
-        world: origin.world.max(1),
+        world_size: origin.world_size.max(1),
         ..sampler.clone()
     };
     // Every rank's plan of the first layout, made together: one at a time, a world of
@@ -118,7 +118,7 @@ pub(crate) fn plan(
     elastic: Elastic,
 ) -> Plan {
     let rest = remainder[elastic.offset.min(remainder.len())..].to_vec();
-    let mine = deal(rest, sampler.rank, sampler.world, sampler.shard_policy);
+    let mine = deal(rest, sampler.rank, sampler.world_size, sampler.shard_policy);
     Plan::from_indices(
         epoch,
         mine,
@@ -140,12 +140,12 @@ mod tests {
         drop_last: bool,
         origin: &Elastic,
     ) -> Vec<usize> {
-        let world = origin.world;
+        let world = origin.world_size;
         let plans: Vec<Plan> = (0..world)
             .map(|rank| {
                 let s = Sampler {
                     rank,
-                    world,
+                    world_size: world,
                     ..sampler.clone()
                 };
                 Plan::with_shards(&s, len, shards, 3, origin.batch_size, drop_last)
@@ -165,7 +165,7 @@ mod tests {
                 for (world, batch_size, batches) in [(1, 4, 2), (3, 2, 1), (4, 3, 2), (9, 2, 1)] {
                     for drop_last in [false, true] {
                         let origin = Elastic {
-                            world,
+                            world_size: world,
                             batch_size,
                             batches,
                             offset: 0,
@@ -190,7 +190,7 @@ mod tests {
         // 10 samples on 3 ranks, padded to 4 each; 1 batch of 2 taken per rank.
         let s = Sampler::shuffled(5).distributed(0, 3, ShardPolicy::Pad);
         let origin = Elastic {
-            world: 3,
+            world_size: 3,
             batch_size: 2,
             batches: 1,
             offset: 0,

@@ -122,7 +122,7 @@ fn read_reason(e: &SourceError) -> String {
         SourceError::Format { reason, .. } | SourceError::Record { reason, .. } => reason.clone(),
         // The sample names the shard or file; the URL may be another object (an
         // index), so it stays in the reason.
-        SourceError::Remote { .. } => e.to_string(),
+        SourceError::Remote { .. } | SourceError::Setting(_) => e.to_string(),
     }
 }
 
@@ -143,7 +143,9 @@ impl LoaderError {
     /// or the [`Trace`](LoaderError::Trace) file): front ends name it their own way.
     pub fn setting(&self) -> Option<crate::Setting> {
         match self {
-            LoaderError::Setting(e) => Some(e.setting),
+            LoaderError::Setting(e) | LoaderError::Source(SourceError::Setting(e)) => {
+                Some(e.setting)
+            }
             LoaderError::Trace { .. } => Some(crate::Setting::Trace),
             _ => None,
         }

@@ -45,7 +45,8 @@ pub struct Sampler {
     /// This process's rank and the world size; (0, 1) for a single process.
     pub rank: usize,
     /// Number of processes that share the data (at least 1).
-    pub world: usize,
+    #[serde(alias = "world")]
+    pub world_size: usize,
     /// How the ranks' shards are made equal in length.
     pub shard_policy: ShardPolicy,
     /// Samples held by the shuffle buffer of a sharded source (1: shards are read in
@@ -67,7 +68,7 @@ impl Default for Sampler {
             shuffle: true,
             seed: 0,
             rank: 0,
-            world: 1,
+            world_size: 1,
             shard_policy: ShardPolicy::Pad,
             shuffle_buffer: DEFAULT_SHUFFLE_BUFFER,
         }
@@ -131,7 +132,7 @@ impl Sampler {
     /// This sampler restricted to one rank's shard.
     pub fn distributed(mut self, rank: usize, world: usize, policy: ShardPolicy) -> Self {
         self.rank = rank;
-        self.world = world;
+        self.world_size = world;
         self.shard_policy = policy;
         self
     }
@@ -139,18 +140,18 @@ impl Sampler {
     /// Checks the rank and world size.
     pub fn validate(&self) -> Result<(), crate::SettingError> {
         use crate::{Setting, SettingError};
-        if self.world == 0 {
+        if self.world_size == 0 {
             return Err(SettingError::new(
                 Setting::WorldSize,
                 "world size must be at least 1",
             ));
         }
-        if self.rank >= self.world {
+        if self.rank >= self.world_size {
             return Err(SettingError::new(
                 Setting::Rank,
                 format!(
                     "rank {} is out of range for world size {}",
-                    self.rank, self.world
+                    self.rank, self.world_size
                 ),
             ));
         }
@@ -159,7 +160,7 @@ impl Sampler {
 
     /// The number of samples this rank sees per epoch out of `len`.
     pub fn shard_len(&self, len: usize) -> usize {
-        let world = self.world.max(1);
+        let world = self.world_size.max(1);
         match self.shard_policy {
             ShardPolicy::Pad => len.div_ceil(world),
             ShardPolicy::Drop => len / world,
@@ -183,7 +184,7 @@ impl Sampler {
     }
 
     fn shard_order(&self, len: usize, shards: &[Range<usize>], epoch: u64) -> Vec<usize> {
-        let world = self.world.max(1);
+        let world = self.world_size.max(1);
         let rank = self.rank.min(world - 1);
         self.shard_orders(len, shards, epoch, rank..rank + 1)
             .pop()
@@ -207,7 +208,7 @@ impl Sampler {
             let j = rng.below(i as u64 + 1) as usize;
             order.swap(i, j);
         }
-        let world = self.world.max(1);
+        let world = self.world_size.max(1);
         let mut stream: Vec<usize> = order.iter().flat_map(|&s| shards[s].clone()).collect();
         // The padding rule is `deal`'s: Pad repeats the stream's first samples after
         // its end, Drop leaves its tail out, Exact neither.
@@ -248,7 +249,7 @@ impl Sampler {
         shards: Option<&[Range<usize>]>,
         epoch: u64,
     ) -> Vec<Vec<usize>> {
-        let world = self.world.max(1);
+        let world = self.world_size.max(1);
         match shards {
             Some(s) if self.shuffle && partitions(s, len) => {
                 self.shard_orders(len, s, epoch, 0..world)
@@ -256,7 +257,7 @@ impl Sampler {
             _ => {
                 let one = Sampler {
                     rank: 0,
-                    world: 1,
+                    world_size: 1,
                     ..self.clone()
                 };
                 deal_all(one.indices(len, epoch), world, self.shard_policy)
@@ -276,7 +277,7 @@ impl Sampler {
                 order.swap(i, j);
             }
         }
-        deal(order, self.rank, self.world, self.shard_policy)
+        deal(order, self.rank, self.world_size, self.shard_policy)
     }
 }
 

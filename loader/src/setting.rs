@@ -116,11 +116,13 @@ pub enum Setting {
     EpochBatches,
     /// A mixture's weights, one per data set.
     Weights,
+    /// The part of a data set to read (a Parquet split by name, MNIST's test files).
+    Split,
 }
 
 impl Setting {
     /// Every setting, for a front end's check that it spells each one.
-    pub const ALL: [Setting; 24] = [
+    pub const ALL: [Setting; 25] = [
         Setting::BatchSize,
         Setting::Mode,
         Setting::Workers,
@@ -145,6 +147,7 @@ impl Setting {
         Setting::DecodedCache,
         Setting::EpochBatches,
         Setting::Weights,
+        Setting::Split,
     ];
 
     /// The setting's name: its field's name in the loader's configuration.
@@ -174,6 +177,7 @@ impl Setting {
             Setting::DecodedCache => "decoded_cache",
             Setting::EpochBatches => "epoch_batches",
             Setting::Weights => "weights",
+            Setting::Split => "split",
         }
     }
 }

@@ -94,7 +94,7 @@ pub struct OrderSpec {
     pub seed: u64,
     /// A new order each epoch (else source order).
     pub shuffle: bool,
-    /// This process's rank, in `0..world_size`.
+    /// This process's rank, in `0..world`.
     pub rank: usize,
     /// The processes that share the data.
     pub world_size: usize,
@@ -177,6 +177,10 @@ impl SpecError {
     pub fn setting(&self) -> Option<Setting> {
         match self {
             SpecError::Loader(e) => e.setting(),
+            SpecError::Open {
+                source: SourceError::Setting(e),
+                ..
+            } => Some(e.setting),
             _ => None,
         }
     }
@@ -201,13 +205,13 @@ impl LoaderSpec {
             },
             augment: AugmentSpec {
                 transform: cfg.transform.clone(),
-                mixup: cfg.mix,
+                mixup: cfg.mixup,
             },
             order: OrderSpec {
                 seed: cfg.seed,
                 shuffle: cfg.shuffle,
                 rank: cfg.rank,
-                world_size: cfg.world,
+                world_size: cfg.world_size,
                 shard_policy: cfg.shard_policy,
                 shuffle_buffer: cfg.shuffle_buffer,
             },
@@ -237,7 +241,7 @@ impl LoaderSpec {
             shuffle: o.shuffle,
             drop_last: out.drop_last,
             rank: o.rank,
-            world: o.world_size,
+            world_size: o.world_size,
             shard_policy: o.shard_policy,
             shuffle_buffer: o.shuffle_buffer,
             transform: a.transform.clone(),
@@ -247,7 +251,7 @@ impl LoaderSpec {
             trace: r.trace.clone(),
             max_pixels: r.max_pixels,
             max_buffer_bytes: r.max_buffer_bytes,
-            mix: a.mixup,
+            mixup: a.mixup,
             fields: out.fields,
             min_box_visibility: out.min_box_visibility,
             max_instances: out.max_instances,
@@ -311,7 +315,7 @@ impl DataSpec {
                 .clone()
                 .unwrap_or_else(|| vec![1.0; self.sources.len()]),
             stop: self.stop.unwrap_or(Stop::AllExhausted),
-            steps: self.epoch_batches,
+            epoch_batches: self.epoch_batches,
         }
     }
 
@@ -347,7 +351,9 @@ fn mixture_error(e: MixtureError) -> SpecError {
         MixtureError::WeightCount { .. }
         | MixtureError::BadWeight { .. }
         | MixtureError::AllZero => Setting::Weights,
-        MixtureError::NeedsSteps | MixtureError::StepsWithoutNever => Setting::EpochBatches,
+        MixtureError::NeedsEpochBatches | MixtureError::EpochBatchesWithoutNever => {
+            Setting::EpochBatches
+        }
         e => return SpecError::Mixture(e),
     };
     SpecError::Loader(SettingError::new(setting, e.to_string()).into())

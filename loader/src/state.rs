@@ -28,7 +28,8 @@ pub struct LoaderState {
     /// Rank of the process that saved the state.
     pub rank: usize,
     /// Number of ranks of the run that saved the state.
-    pub world: usize,
+    #[serde(alias = "world")]
+    pub world_size: usize,
     /// The data set's [`fingerprint`]: a state of another data set with the same
     /// number of samples is refused. `None` in states saved before it existed (they
     /// are checked as before, without it).
@@ -136,7 +137,8 @@ impl LoaderState {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Elastic {
     /// Number of ranks of the epoch's first layout.
-    pub world: usize,
+    #[serde(alias = "world")]
+    pub world_size: usize,
     /// Samples per batch of the epoch's first layout.
     pub batch_size: usize,
     /// Batches each rank of the first layout took before the takeover.
@@ -144,4 +146,27 @@ pub struct Elastic {
     /// Samples of the remainder taken by the later layouts, up to the plan the
     /// state's `next_batch` counts in.
     pub offset: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_state_saved_with_the_old_world_key_loads() {
+        // As the last release wrote it: `world`, in the state and in its elastic part.
+        let old = r#"{"seed":7,"epoch":2,"next_batch":1,"batch_size":3,"samples":10,
+            "rank":1,"world":2,
+            "elastic":{"world":4,"batch_size":3,"batches":1,"offset":0}}"#;
+        let s = LoaderState::from_json(old).expect("an old state loads");
+        assert_eq!((s.rank, s.world_size), (1, 2));
+        assert_eq!(s.elastic.as_ref().map(|e| e.world_size), Some(4));
+        // Written back, it takes the new spelling, and reads back the same.
+        let new = s.to_json();
+        assert!(
+            new.contains(r#""world_size":2"#) && !new.contains(r#""world":"#),
+            "{new}"
+        );
+        assert_eq!(LoaderState::from_json(&new).unwrap(), s);
+    }
 }

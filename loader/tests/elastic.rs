@@ -67,7 +67,7 @@ fn cfg(rank: usize, world: usize, batch_size: usize) -> LoaderConfig {
     LoaderConfig {
         batch_size,
         rank,
-        world,
+        world_size: world,
         mode: Mode::Sync,
         seed: 21,
         shuffle_buffer: 5,
@@ -186,7 +186,7 @@ fn mixed(a: usize, b: usize) -> Arc<dyn Source> {
     let spec = MixtureSpec {
         weights: vec![0.6, 0.4],
         stop: Stop::AllExhausted,
-        steps: None,
+        epoch_batches: None,
     };
     let parts: Vec<Arc<dyn Source>> = vec![plain(a), Arc::new(Sharded::new(&[b / 2, b - b / 2]))];
     Arc::new(Mixture::new(parts, spec).unwrap())
@@ -268,7 +268,7 @@ fn a_state_of_a_layout_no_loader_has_is_refused_naming_the_field() {
     let mut l = Loader::new(plain(40), cfg(0, 1, 4)).unwrap();
     let good = l.state_at(0, 2);
     let taken_over = Elastic {
-        world: 1 << 40,
+        world_size: 1 << 40,
         batch_size: 4,
         batches: 1,
         offset: 0,
@@ -278,17 +278,17 @@ fn a_state_of_a_layout_no_loader_has_is_refused_naming_the_field() {
         // process on allocation.
         (
             LoaderState {
-                world: 1 << 40,
+                world_size: 1 << 40,
                 ..good.clone()
             },
-            "the state's world is 1099511627776, out of range (a loader has 1 to 1048576)",
+            "the state's world_size is 1099511627776, out of range (a loader has 1 to 1048576)",
         ),
         (
             LoaderState {
-                world: 0,
+                world_size: 0,
                 ..good.clone()
             },
-            "the state's world is 0, out of range",
+            "the state's world_size is 0, out of range",
         ),
         // Loaded silently before.
         (
@@ -296,7 +296,7 @@ fn a_state_of_a_layout_no_loader_has_is_refused_naming_the_field() {
                 rank: 5,
                 ..good.clone()
             },
-            "the state's rank is 5, out of range for its world of 1 ranks",
+            "the state's rank is 5, out of range for its world_size of 1",
         ),
         (
             LoaderState {
@@ -314,11 +314,11 @@ fn a_state_of_a_layout_no_loader_has_is_refused_naming_the_field() {
         ),
         (
             LoaderState {
-                world: 2,
+                world_size: 2,
                 elastic: Some(taken_over),
                 ..good.clone()
             },
-            "the state's elastic world is 1099511627776, out of range",
+            "the state's elastic world_size is 1099511627776, out of range",
         ),
     ] {
         let m = refused(&mut l, &state);
@@ -342,9 +342,9 @@ fn a_state_from_the_largest_world_is_taken_over_in_one_pass() {
         let state = match src.shards() {
             Some(_) => saved,
             None => LoaderState {
-                world: 2,
+                world_size: 2,
                 elastic: Some(Elastic {
-                    world: most,
+                    world_size: most,
                     batch_size: 4,
                     batches: 0,
                     offset: 0,

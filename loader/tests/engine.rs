@@ -370,7 +370,7 @@ fn bad_configurations_are_errors() {
         },
         LoaderConfig {
             rank: 2,
-            world: 2,
+            world_size: 2,
             ..LoaderConfig::default()
         },
         LoaderConfig {
@@ -407,7 +407,7 @@ fn distributed_ranks_split_each_epoch() {
     for rank in 0..3 {
         let cfg = LoaderConfig {
             rank,
-            world: 3,
+            world_size: 3,
             shard_policy: stoker_loader::ShardPolicy::Drop,
             ..config(Mode::Async, 1, "")
         };
@@ -432,7 +432,7 @@ fn exact_shards_visit_each_sample_once_and_may_be_empty() {
         for rank in 0..5 {
             let cfg = LoaderConfig {
                 rank,
-                world: 5,
+                world_size: 5,
                 shard_policy: stoker_loader::ShardPolicy::Exact,
                 last_epoch: Some(0),
                 ..config(mode, 1, "")

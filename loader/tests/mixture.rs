@@ -29,7 +29,7 @@ fn mixture(
     let spec = MixtureSpec {
         weights: weights.to_vec(),
         stop,
-        steps,
+        epoch_batches: steps,
     };
     Arc::new(Mixture::new(parts.to_vec(), spec).expect("mixture"))
 }
@@ -280,7 +280,7 @@ fn never_steps_past_what_a_plan_can_count_or_hold_are_refused_naming_steps() {
     let refused = |steps: usize, batch_size: usize, world: usize| {
         let c = LoaderConfig {
             batch_size,
-            world,
+            world_size: world,
             ..cfg(Mode::Sync, 1)
         };
         let src = mixture(&parts, &[0.6, 0.4], Stop::Never, Some(steps));
@@ -320,7 +320,7 @@ fn the_draws_end_at_the_last_counter_value() {
     let parts = [raw(50, 0), raw(30, 1)];
     let src = mixture(&parts, &[0.6, 0.4], Stop::Never, Some(4));
     let c = LoaderConfig {
-        world: 2,
+        world_size: 2,
         ..cfg(Mode::Sync, 1)
     };
     let mut l = Loader::new(src, c).unwrap();
@@ -476,7 +476,7 @@ fn bad_input_is_refused_before_reading() {
         let spec = MixtureSpec {
             weights: weights.to_vec(),
             stop: Stop::AllExhausted,
-            steps: None,
+            epoch_batches: None,
         };
         Mixture::new((0..n).map(|_| u()).collect(), spec)
             .err()

@@ -21,14 +21,14 @@ fn config(mode: Mode, workers: usize, mix: &str) -> LoaderConfig {
         io_depth: 4,
         seed: 42,
         transform: Pipeline::parse("rrc:8,flip,randaugment").expect("spec"),
-        mix: Some(Mix::parse(mix).expect("mix")),
+        mixup: Some(Mix::parse(mix).expect("mix")),
         ..LoaderConfig::default()
     }
 }
 
 /// Digest of each batch (pixels, labels and soft labels) of `epochs`.
 fn digests(src: Arc<dyn Source>, cfg: LoaderConfig, epochs: u64) -> Vec<String> {
-    let mixed = cfg.mix.is_some();
+    let mixed = cfg.mixup.is_some();
     let mut loader = Loader::new(src, cfg).expect("loader");
     let mut out = Vec::new();
     for e in 0..epochs {
@@ -64,7 +64,7 @@ fn mixed_batches_are_identical_in_every_mode_and_worker_count() {
         let plain = digests(
             src.clone(),
             LoaderConfig {
-                mix: None,
+                mixup: None,
                 ..config(Mode::Sync, 1, mix)
             },
             1,
@@ -209,7 +209,7 @@ fn mixing_a_set_without_a_class_per_sample_is_refused() {
         .expect("refused")
         .to_string();
     assert!(
-        e.contains("mix 'cutmix:1'") && e.contains("no class per sample (its fields: image)"),
+        e.contains("mixup 'cutmix:1'") && e.contains("no class per sample (its fields: image)"),
         "{e}"
     );
 }
@@ -218,7 +218,7 @@ fn mixing_a_set_without_a_class_per_sample_is_refused() {
 fn batches_without_mixing_carry_no_soft_labels() {
     let src: Arc<dyn Source> = Arc::new(RawSource::new(20, 8));
     let cfg = LoaderConfig {
-        mix: None,
+        mixup: None,
         ..config(Mode::Async, 2, "mixup:1")
     };
     let mut loader = Loader::new(src, cfg).expect("loader");

@@ -381,8 +381,11 @@ fn the_hub_layout_globs_and_braces_pick_the_same_files() {
     let root = hub_repo(dir.path(), src.as_ref());
     let want = digests(src.clone(), cfg(false, Mode::Sync));
     let split = |s: Option<&str>, train: bool| OpenOptions {
-        split: s.map(String::from),
-        train,
+        split: match (s, train) {
+            (Some(name), _) => source::Split::named(name),
+            (None, true) => source::Split::Train,
+            (None, false) => source::Split::Test,
+        },
         ..OpenOptions::default()
     };
     // The repository's root: the train split by default, test for evaluation or by name.
@@ -524,7 +527,7 @@ fn parquet_from_s3_reads_as_locally() {
     let remote = |url: &str, split: Option<&str>| {
         let opts = OpenOptions {
             remote: o.clone(),
-            split: split.map(String::from),
+            split: split.map_or(source::Split::Train, source::Split::named),
             ..OpenOptions::default()
         };
         source::open_with(Path::new(url), &opts).unwrap_or_else(|e| panic!("{url}: {e}"))
@@ -770,7 +773,7 @@ fn row_groups_resume_on_another_rank_count_delivering_each_sample_once() {
         for rank in 0..world {
             let c = LoaderConfig {
                 rank,
-                world,
+                world_size: world,
                 ..cfg(true, Mode::Async)
             };
             let mut l = Loader::new(pq.clone(), c).unwrap();
@@ -829,7 +832,7 @@ fn uneven_row_groups_give_each_sample_once_per_epoch_on_any_rank_count() {
             for rank in 0..world {
                 let c = LoaderConfig {
                     rank,
-                    world,
+                    world_size: world,
                     seed,
                     ..cfg(true, Mode::Sync)
                 };

@@ -639,7 +639,6 @@ fn a_url_is_detected_by_the_rules_of_a_local_path() {
     moto.create_bucket("rules");
     let local = local_data(12);
     let dir = local._dir.path();
-    let train = source::Split::Train;
     let c = cfg(Mode::Sync);
 
     // A packed file named like a shard: its magic decides, here and there (a URL
@@ -647,8 +646,16 @@ fn a_url_is_detected_by_the_rules_of_a_local_path() {
     let disguised = dir.join("data.tar");
     std::fs::copy(&local.pack, &disguised).unwrap();
     storage::upload_file(&disguised, "s3://rules/data.tar", &o).unwrap();
-    let want = digest(source::open(&local.pack, train).unwrap(), c.clone());
-    assert_eq!(source::open(&disguised, train).unwrap().format(), "packed");
+    let want = digest(
+        source::open(&local.pack, source::Split::Train).unwrap(),
+        c.clone(),
+    );
+    assert_eq!(
+        source::open(&disguised, source::Split::Train)
+            .unwrap()
+            .format(),
+        "packed"
+    );
     let got = open("s3://rules/data.tar", &o);
     assert_eq!(got.format(), "packed");
     assert_eq!(digest(got, c.clone()), want);
@@ -671,7 +678,7 @@ fn a_url_is_detected_by_the_rules_of_a_local_path() {
     std::fs::copy(&local.pack, mixed.join("a.parquet")).unwrap();
     std::fs::copy(local.shards.join("shard-000000.tar"), mixed.join("b.tar")).unwrap();
     storage::upload_dir(&mixed, "s3://rules/mixed/", &o, 4).unwrap();
-    let local_err = match source::open(mixed.join("{a.parquet,b.tar}"), train) {
+    let local_err = match source::open(mixed.join("{a.parquet,b.tar}"), source::Split::Train) {
         Ok(s) => panic!("the mixed pattern opened as {}", s.format()),
         Err(e) => e.to_string(),
     };
@@ -720,8 +727,11 @@ fn a_url_is_detected_by_the_rules_of_a_local_path() {
     )
     .unwrap();
     storage::upload_dir(&stray, "s3://rules/stray/", &o, 8).unwrap();
-    let want = digest(source::open(&local.folder, train).unwrap(), c.clone());
-    let here = source::open(&stray, train).unwrap();
+    let want = digest(
+        source::open(&local.folder, source::Split::Train).unwrap(),
+        c.clone(),
+    );
+    let here = source::open(&stray, source::Split::Train).unwrap();
     assert_eq!(here.format(), "folder");
     assert_eq!(digest(here, c.clone()), want);
     let got = open("s3://rules/stray", &o);

@@ -268,7 +268,7 @@ fn a_step_may_change_pixels_in_place() {
 fn steps_and_mixing_are_refused_together() {
     let (_dir, src) = data();
     let cfg = LoaderConfig {
-        mix: Some(stoker_loader::Mix::new(Some(0.2), None, None).expect("mix")),
+        mixup: Some(stoker_loader::Mix::new(Some(0.2), None, None).expect("mix")),
         ..config(Mode::Sync, 0)
     };
     let err = Loader::new(src, cfg).err().expect("refused");

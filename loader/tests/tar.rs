@@ -606,7 +606,7 @@ fn ranks_deliver(
     for rank in 0..world {
         let c = LoaderConfig {
             rank,
-            world,
+            world_size: world,
             ..cfg(Mode::Async, 2)
         };
         let mut l = Loader::new(src.clone(), c).unwrap();
@@ -688,7 +688,7 @@ fn uneven_shards_give_each_sample_once_per_epoch_on_any_rank_count() {
             for rank in 0..world {
                 let c = LoaderConfig {
                     rank,
-                    world,
+                    world_size: world,
                     seed,
                     ..cfg(Mode::Async, 2)
                 };

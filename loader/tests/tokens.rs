@@ -13,7 +13,8 @@ use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 use stoker_loader::tokens::{
-    Eos, TokenBatch, TokenConfig, TokenDtype, TokenError, TokenLoader, TokenMode, TokenState,
+    Eos, TokenBatch, TokenConfig, TokenDtype, TokenError, TokenLoader, TokenMode, TokenSetting,
+    TokenState,
 };
 use stoker_loader::Stop;
 
@@ -235,7 +236,7 @@ fn ranks_share_the_documents_and_each_packs_its_own() {
             Some(&tok),
             TokenConfig {
                 rank,
-                world: 2,
+                world_size: 2,
                 seed: 3,
                 ..cfg(8, 2)
             },
@@ -292,7 +293,7 @@ fn a_resume_mid_document_delivers_the_batches_an_uninterrupted_run_does() {
     );
     // Another world size is refused, naming what differs.
     let mut state = loader.epoch(1).unwrap().state().clone();
-    state.world = 2;
+    state.world_size = 2;
     let err = loader.resume(&state).err().unwrap().to_string();
     assert!(err.contains("world size 2"), "{err}");
 }
@@ -408,7 +409,35 @@ fn bad_input_is_an_error_naming_the_file_and_what_is_wrong() {
     assert!(m.contains("broken.json") && m.contains("tokenizer"), "{m}");
 
     let m = err(open(&data, &tok, cfg(0, 2)));
-    assert!(m.contains("seq_len must be at least 1"), "{m}");
+    assert!(
+        m.starts_with("seq_len: must be 1 to 2147483646, not 0"),
+        "{m}"
+    );
+    // A setting's error names its field, for each front end to spell its way.
+    for (c, want) in [
+        (cfg(0, 2), TokenSetting::SeqLen),
+        (cfg(8, 0), TokenSetting::BatchSize),
+        (
+            TokenConfig {
+                chunk_bytes: 1 << 40,
+                ..cfg(8, 2)
+            },
+            TokenSetting::ChunkBytes,
+        ),
+        (
+            TokenConfig {
+                rank: 2,
+                world_size: 2,
+                ..cfg(8, 2)
+            },
+            TokenSetting::Rank,
+        ),
+    ] {
+        match open(&data, &tok, c).err() {
+            Some(TokenError::Setting { setting, .. }) => assert_eq!(setting, want),
+            other => panic!("{want}: {other:?}"),
+        }
+    }
 
     let m = err(open(
         &data,
@@ -588,7 +617,7 @@ fn an_elastic_resume_deals_the_rest_and_goes_on_with_partly_read_documents() {
             Some(&tok),
             TokenConfig {
                 rank,
-                world,
+                world_size: world,
                 seed: 4,
                 ..cfg(8, 2)
             },

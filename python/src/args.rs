@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use pyo3::types::{PyBool, PyInt, PyString};
 use pyo3::Borrowed;
 use stoker_loader::config::parse_size;
-use stoker_loader::source::{BoxFormat, OpenOptions, ParquetColumns};
+use stoker_loader::source::{BoxFormat, OpenOptions, ParquetColumns, Split};
 
 /// A Python int as given, judged later by [`in_range`], which knows the argument's
 /// name for the message.
@@ -203,9 +203,10 @@ impl<'a, 'py> FromPyObject<'a, 'py> for SizeArg {
     }
 }
 
-/// `decoded_cache=`: `"auto"`, a size with an optional K, M, G or T, or an int of at
-/// least one byte; a ValueError naming the argument otherwise (TypeError for a type
-/// that is neither). Whether it fits in the memory bound is the loader's check.
+/// `decoded_cache=`: `"auto"`, a size with an optional K, M, G or T, or an int of
+/// bytes; a ValueError naming the argument otherwise (TypeError for a type that is
+/// neither). Whether it is at least a byte and fits in the memory bound is the
+/// loader's check.
 pub fn decoded_cache(arg: SizeArg) -> PyResult<stoker_loader::DecodedCacheSize> {
     match arg {
         SizeArg::Text(s) => s
@@ -215,10 +216,11 @@ pub fn decoded_cache(arg: SizeArg) -> PyResult<stoker_loader::DecodedCacheSize> 
             "decoded_cache must be a size (a str such as \"256M\" or \"auto\", or an int \
              of bytes), got {ty}"
         ))),
+        // 0 converts, and the loader refuses it (LoaderConfig::validate).
         SizeArg::Int(n) => Ok(stoker_loader::DecodedCacheSize::Bytes(in_range(
             "decoded_cache",
             n,
-            1,
+            0,
             u64::MAX as i128,
         )? as u64)),
     }
@@ -245,7 +247,6 @@ pub fn in_range(name: &str, value: Int, min: i128, max: i128) -> PyResult<i128> 
 /// (`stoker.Data`, `Parquet`, `Coco`, `Pairs`, `Packed`), or none for a plain path.
 pub struct SourceArg {
     pub path: PathBuf,
-    pub split: Option<String>,
     pub options: OpenOptions,
 }
 
@@ -334,7 +335,6 @@ fn source_arg(obj: &Borrowed<'_, '_, PyAny>) -> PyResult<SourceArg> {
     if let Ok(path) = obj.extract::<PathBuf>() {
         return Ok(SourceArg {
             path,
-            split: None,
             options: OpenOptions::default(),
         });
     }
@@ -380,7 +380,8 @@ fn source_arg(obj: &Borrowed<'_, '_, PyAny>) -> PyResult<SourceArg> {
         Some(SizeArg::Int(n)) => in_range("cache_size", n, 1, u64::MAX as i128)? as u64,
     };
     let options = OpenOptions {
-        train: split.as_deref().is_none_or(|s| s == "train"),
+        // Checked where the data set is opened, which knows whether it has splits.
+        split: split.map_or(Split::Train, Split::Named),
         mmap: get(&d, "mmap")?.unwrap_or(false),
         cache: get(&d, "cache")?,
         cache_bytes,
@@ -396,14 +397,9 @@ fn source_arg(obj: &Borrowed<'_, '_, PyAny>) -> PyResult<SourceArg> {
             labels: get(&d, "labels_column")?,
             mask: get(&d, "mask_column")?,
         },
-        split: split.clone(),
         ..OpenOptions::default()
     };
-    Ok(SourceArg {
-        path,
-        split,
-        options,
-    })
+    Ok(SourceArg { path, options })
 }
 
 /// `rank` and `world_size`: as given, else from the launcher's environment (MPI's

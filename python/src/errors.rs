@@ -4,7 +4,8 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::PyErr;
-use stoker_loader::Setting;
+use stoker_loader::spec::SpecError;
+use stoker_loader::{Setting, SettingError, SourceError};
 
 create_exception!(
     stoker,
@@ -20,14 +21,8 @@ create_exception!(
 /// ([`py_name`]); everything else is a LoaderError.
 pub fn loader_error(e: stoker_loader::LoaderError) -> PyErr {
     match e {
-        stoker_loader::LoaderError::Setting(s) => {
-            let what = match py_name(s.setting) {
-                Some(name) => format!("argument '{name}'"),
-                // Not one of Loader's arguments (a default the loader refuses).
-                None => format!("setting '{}'", s.setting.name()),
-            };
-            pyo3::exceptions::PyValueError::new_err(format!("{what}: {}", s.problem))
-        }
+        stoker_loader::LoaderError::Setting(s) => setting_error(&s, ""),
+        stoker_loader::LoaderError::Source(e) => source_error(e),
         stoker_loader::LoaderError::Trace { .. } => {
             pyo3::exceptions::PyValueError::new_err(e.to_string())
         }
@@ -59,8 +54,9 @@ pub fn py_name(s: Setting) -> Option<&'static str> {
         Setting::MinBoxVisibility => "min_box_visibility",
         Setting::MaxInstances => "max_instances",
         Setting::DecodedCache => "decoded_cache",
-        // `stoker.Mixture(..., epoch_batches=)`, given as `data`.
-        Setting::EpochBatches => "data",
+        // `stoker.Mixture(..., epoch_batches=)` and `stoker.Data(..., split=)`, given
+        // as `data`.
+        Setting::EpochBatches | Setting::Split => "data",
         Setting::ShardPolicy
         | Setting::ShuffleBuffer
         | Setting::Trace
@@ -80,8 +76,43 @@ pub fn _setting_names() -> Vec<(&'static str, Option<&'static str>)> {
         .collect()
 }
 
+/// The ValueError of a setting the loader refuses, naming the argument; `data`
+/// (`"path: "`, or empty) says which data set it does not fit.
+fn setting_error(s: &SettingError, data: &str) -> PyErr {
+    let what = match py_name(s.setting) {
+        Some(name) => format!("argument '{name}'"),
+        // Not one of Loader's arguments (a default the loader refuses).
+        None => format!("setting '{}'", s.setting.name()),
+    };
+    // A setting given inside `data` (a source's split) says its own name too.
+    let inner = match s.setting {
+        Setting::Split => format!("{}: ", s.setting.name()),
+        _ => String::new(),
+    };
+    pyo3::exceptions::PyValueError::new_err(format!("{what}: {data}{inner}{}", s.problem))
+}
+
 pub fn source_error(e: stoker_loader::SourceError) -> PyErr {
-    LoaderError::new_err(e.to_string())
+    match e {
+        stoker_loader::SourceError::Setting(s) => setting_error(&s, ""),
+        e => LoaderError::new_err(e.to_string()),
+    }
+}
+
+/// A loader that cannot be built from its spec: a setting names its argument (and,
+/// for an option of one data set, that data set), bad data is a LoaderError.
+pub fn spec_error(e: SpecError) -> PyErr {
+    match e {
+        SpecError::Loader(e) => loader_error(e),
+        SpecError::Open {
+            path,
+            source: SourceError::Setting(s),
+        } => setting_error(&s, &format!("{}: ", path.display())),
+        SpecError::Open { source, .. } => source_error(source),
+        e @ (SpecError::Mixture(_) | SpecError::NoData) => {
+            pyo3::exceptions::PyValueError::new_err(format!("argument 'data': {e}"))
+        }
+    }
 }
 
 /// `what` (a loader or one of its iterators) is in the middle of a call on another

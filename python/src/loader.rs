@@ -9,14 +9,14 @@ use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyMapping, PyTuple};
 use stoker_augment::Pipeline;
+use stoker_loader::spec::{DataSpec, LoaderSpec, SourceSpec};
 use stoker_loader::{
-    source, Cursor, Field, Fields, Loader, LoaderConfig, LoaderState, Mix, Mode, OnError, Stop,
-    Workers,
+    Cursor, Field, Fields, Loader, LoaderConfig, LoaderState, Mix, Mode, OnError, Stop, Workers,
 };
 
 use crate::args::{in_range, launch_rank, Count, DataArg, Float, Int, WorkersArg};
 use crate::epoch::EpochIter;
-use crate::errors::{loader_error, source_error};
+use crate::errors::{loader_error, spec_error};
 use crate::handle::PyLoader;
 use crate::loader_args::{LoaderArgs, NAMES};
 use crate::map::MapPool;
@@ -167,7 +167,7 @@ impl PyLoader {
             shuffle,
             drop_last,
             rank,
-            world,
+            world_size: world,
             transform: Pipeline::parse(transform).map_err(|e| {
                 PyValueError::new_err(format!("argument 'transform': '{transform}': {e}"))
             })?,
@@ -175,7 +175,7 @@ impl PyLoader {
             on_error: on_error
                 .parse::<OnError>()
                 .map_err(|e| PyValueError::new_err(format!("argument 'on_error': {e}")))?,
-            mix: match mixup {
+            mixup: match mixup {
                 None => None,
                 Some(m) => Some(
                     Mix::new(m.mixup, m.cutmix, m.prob)
@@ -188,19 +188,6 @@ impl PyLoader {
             decoded_cache: decoded_cache.map(crate::args::decoded_cache).transpose()?,
             ..LoaderConfig::default()
         };
-        for s in &sources {
-            // "train" and "test" pick MNIST/CIFAR-10's splits; any name picks the files
-            // of a Parquet set in the Hub's layout (docs/parquet.md).
-            if let Some(split) = s.split.as_deref() {
-                if split.trim().is_empty() || split.contains('/') {
-                    return Err(PyValueError::new_err(format!(
-                        "argument 'data': {}: split must be a split's name (train, test, \
-                         validation, ...), got {split:?}",
-                        s.path.display()
-                    )));
-                }
-            }
-        }
         let data = sources
             .iter()
             .map(|s| s.path.display().to_string())
@@ -208,28 +195,24 @@ impl PyLoader {
             .join(" + ");
         let seed = cfg.seed;
         let skip = cfg.on_error == OnError::Skip;
-        let inner = py.detach(move || {
-            let mut opened = Vec::with_capacity(sources.len());
-            for s in &sources {
-                let src = source::open_with(&s.path, &s.options).map_err(source_error)?;
-                // Only Parquet sets have splits by name: another name would read
-                // MNIST's test split, or a folder whole, without a word.
-                if let Some(split) = s.split.as_deref() {
-                    if src.format() != "parquet" && split != "train" && split != "test" {
-                        return Err(PyValueError::new_err(format!(
-                            "argument 'data': split must be 'train' or 'test' for a {} data \
-                             set, got '{split}' (other names pick the files of a Parquet set \
-                             in the Hub's layout)",
-                            src.format()
-                        )));
-                    }
-                }
-                opened.push(src);
-            }
-            let src = stoker_loader::mixture::combine(opened, weights, stop, epoch_batches)
-                .map_err(|e| PyValueError::new_err(format!("argument 'data': {e}")))?;
-            Loader::new(src, cfg).map_err(loader_error)
-        })?;
+        // The library judges the settings, opens the data (and its split) and mixes it,
+        // as it does for both command lines.
+        let spec = LoaderSpec::from_config(
+            DataSpec {
+                sources: sources
+                    .into_iter()
+                    .map(|s| SourceSpec {
+                        path: s.path,
+                        options: s.options,
+                    })
+                    .collect(),
+                weights,
+                stop,
+                epoch_batches,
+            },
+            &cfg,
+        );
+        let inner = py.detach(move || spec.build().map_err(spec_error))?;
         // Started after the loader, so that a loader error leaves no thread behind.
         let map = match map {
             None => None,
@@ -325,7 +308,7 @@ impl PyLoader {
         d.set_item("batch_size", s.batch_size)?;
         d.set_item("samples", s.samples)?;
         d.set_item("rank", s.rank)?;
-        d.set_item("world", s.world)?;
+        d.set_item("world_size", s.world_size)?;
         if let Some(f) = s.fingerprint {
             d.set_item("fingerprint", f)?;
         }
@@ -370,7 +353,11 @@ impl PyLoader {
             batch_size: big("batch_size")? as usize,
             samples: big("samples")? as usize,
             rank: big("rank")? as usize,
-            world: big("world")? as usize,
+            // "world" is how states of the 0.x releases spell it.
+            world_size: match map.get_item("world_size") {
+                Err(_) if map.get_item("world").is_ok() => big("world")? as usize,
+                _ => big("world_size")? as usize,
+            },
             // Absent from states saved before it existed.
             fingerprint: match map.get_item("fingerprint") {
                 Ok(_) => Some(big("fingerprint")?),

@@ -8,7 +8,8 @@ use pyo3::exceptions::{PyStopIteration, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyList, PyString};
 use stoker_loader::tokens::{
-    Eos, TokenBatch, TokenConfig, TokenEpoch, TokenError, TokenLoader, TokenMode, TokenState,
+    Eos, TokenBatch, TokenConfig, TokenEpoch, TokenError, TokenLoader, TokenMode, TokenSetting,
+    TokenState,
 };
 
 use crate::args::{in_range, launch_rank, Int};
@@ -34,35 +35,32 @@ impl<'a, 'py> FromPyObject<'a, 'py> for TokenData {
     }
 }
 
-/// `value` if it is one of `choices`, else a ValueError naming the argument and them.
-fn choice<'c>(name: &str, value: &str, choices: &[&'c str]) -> PyResult<&'c str> {
-    choices
-        .iter()
-        .find(|c| **c == value)
-        .copied()
-        .ok_or_else(|| {
-            PyValueError::new_err(format!(
-                "{name} must be one of {}, got '{value}'",
-                choices
-                    .iter()
-                    .map(|c| format!("'{c}'"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-        })
+/// A count as a usize: the conversion of a Python int, nothing more (a negative
+/// number cannot be one); its range is the token loader's to judge.
+fn whole(name: &str, v: Int) -> PyResult<usize> {
+    in_range(name, v, 0, usize::MAX as i128).map(|n| n as usize)
 }
 
 /// An optional count (`rank`, `world_size`) as a usize.
 fn count(name: &str, v: Option<Int>) -> PyResult<Option<usize>> {
-    v.map(|v| in_range(name, v, 0, i128::from(u32::MAX)).map(|n| n as usize))
-        .transpose()
+    v.map(|v| whole(name, v)).transpose()
 }
 use crate::errors::{busy, LoaderError};
 
-/// A bad setting or a state that does not fit is a ValueError; bad data a LoaderError.
+/// A bad setting (named as `TokenLoader`'s argument, as `Loader` names its own) or a
+/// state that does not fit is a ValueError; bad data a LoaderError.
 fn token_error(e: TokenError) -> PyErr {
     match e {
-        TokenError::Settings(_) | TokenError::State(_) => PyValueError::new_err(e.to_string()),
+        TokenError::Setting { setting, problem } => {
+            let what = match setting {
+                // Not an argument of TokenLoader: the loader's own default.
+                TokenSetting::Ahead => format!("setting '{setting}'"),
+                // Every other setting is the argument of the same name.
+                _ => format!("argument '{setting}'"),
+            };
+            PyValueError::new_err(format!("{what}: {problem}"))
+        }
+        TokenError::State(_) => PyValueError::new_err(e.to_string()),
         e => LoaderError::new_err(e.to_string()),
     }
 }
@@ -136,27 +134,28 @@ impl PyTokenLoader {
     ) -> PyResult<Self> {
         let (rank, world) = launch_rank(count("rank", rank)?, count("world_size", world_size)?)?;
         let cfg = TokenConfig {
-            seq_len: in_range("seq_len", seq_len, 1, i128::from(i32::MAX) - 1)? as usize,
-            batch_size: in_range("batch_size", batch_size, 1, 1 << 24)? as usize,
+            seq_len: whole("seq_len", seq_len)?,
+            batch_size: whole("batch_size", batch_size)?,
             text_column: text_column.to_string(),
             eos: eos_arg(eos)?,
-            mode: choice("mode", mode, &["sync", "async"])?
+            mode: mode
                 .parse::<TokenMode>()
-                .map_err(PyValueError::new_err)?,
-            workers: in_range("workers", workers, 1, 256)? as usize,
+                .map_err(|e| PyValueError::new_err(format!("argument 'mode': {e}")))?,
+            workers: whole("workers", workers)?,
             seed: in_range("seed", seed, 0, i128::from(u64::MAX))? as u64,
             shuffle,
             rank,
-            world,
-            token_dtype: choice("token_dtype", token_dtype, &["uint16", "uint32"])?
+            world_size: world,
+            token_dtype: token_dtype
                 .parse()
-                .map_err(PyValueError::new_err)?,
-            chunk_bytes: in_range("chunk_bytes", chunk_bytes, 64, 1 << 30)? as usize,
+                .map_err(|e| PyValueError::new_err(format!("argument 'token_dtype': {e}")))?,
+            chunk_bytes: whole("chunk_bytes", chunk_bytes)?,
             weights,
-            stop: choice("stop", stop, &["all_exhausted", "first_exhausted"])?
+            // `never` parses, and the token loader refuses it (an epoch of documents ends).
+            stop: stop
                 .parse()
                 .map_err(|e: stoker_loader::ParseSettingError| {
-                    PyValueError::new_err(e.to_string())
+                    PyValueError::new_err(format!("argument 'stop': {e}"))
                 })?,
             ..TokenConfig::default()
         };
@@ -262,7 +261,7 @@ impl PyTokenLoader {
 
     /// Where the loader stands: after the last batch delivered, or at the start of the
     /// next epoch. A dict of ints and bools (JSON-able; after an elastic resume also
-    /// `elastic`, a dict of `world` and `at`, a list of [doc, offset] pairs).
+    /// `elastic`, a dict of `world_size` and `at`, a list of [doc, offset] pairs).
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let v =
             serde_json::to_value(&self.next).map_err(|e| PyValueError::new_err(e.to_string()))?;

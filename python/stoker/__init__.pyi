@@ -236,11 +236,11 @@ class _StateDict(TypedDict):
     batch_size: int
     samples: int
     rank: int
-    world: int
+    world_size: int
     fingerprint: NotRequired[int]
     """The data set's fingerprint (absent from states saved before it existed)."""
     elastic: NotRequired[str]
-    """JSON text: an epoch taken over from another world or batch size."""
+    """JSON text: an epoch taken over from another world size or batch size."""
     mixture: NotRequired[str]
     """JSON text: the position of a mixture of data sets."""
 
@@ -656,7 +656,7 @@ class _TokenState(TypedDict):
     seq_len: int
     batch_size: int
     rank: int
-    world: int
+    world_size: int
     shuffle: bool
     documents: int
     elastic: NotRequired[dict[str, Any]]

@@ -123,12 +123,12 @@ def test_rank_and_world_size_come_from_the_launcher(two, monkeypatch):
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
     loader = stoker.Loader(a, batch_size=4)
-    assert loader.state_dict()["rank"] == 1 and loader.state_dict()["world"] == 2
+    assert loader.state_dict()["rank"] == 1 and loader.state_dict()["world_size"] == 2
     assert len(loader) == 5  # 20 of 40 samples
     monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "0")
     monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "4")
-    assert stoker.Loader(a, batch_size=4).state_dict()["world"] == 4
-    assert stoker.Loader(a, batch_size=4, rank=0, world_size=1).state_dict()["world"] == 1
+    assert stoker.Loader(a, batch_size=4).state_dict()["world_size"] == 4
+    assert stoker.Loader(a, batch_size=4, rank=0, world_size=1).state_dict()["world_size"] == 1
     monkeypatch.delenv("OMPI_COMM_WORLD_SIZE")
     with pytest.raises(ValueError, match="OMPI_COMM_WORLD"):
         stoker.Loader(a)

@@ -45,6 +45,21 @@ def test_epoch_of_the_loaded_state_resumes_and_others_start_afresh(shapes):
     assert digest(b.epoch(2)) == epoch2
 
 
+def test_a_state_saved_with_the_old_world_key_still_loads(shapes):
+    a = stoker.Loader(shapes, **SETTINGS)
+    rest = [digest([b]) for b in list(a.epoch(0))[2:]]
+    state = {**a.state_dict(), "epoch": 0, "next_batch": 2}
+    assert state["world_size"] == 1 and "world" not in state
+    # As the releases before `world_size` wrote it.
+    old = {("world" if k == "world_size" else k): v for k, v in state.items()}
+    b = stoker.Loader(shapes, **SETTINGS)
+    b.load_state_dict(old)
+    assert [digest([x]) for x in b.epoch(0)] == rest
+    assert b.state_dict()["world_size"] == 1
+    with pytest.raises(KeyError, match="world_size"):
+        b.load_state_dict({k: v for k, v in state.items() if k != "world_size"})
+
+
 def test_state_from_another_loader_is_refused(shapes):
     a = stoker.Loader(shapes, **SETTINGS)
     state = a.state_dict()
@@ -109,8 +124,8 @@ TAMPERED = textwrap.dedent(
     else:
         state.update(
             {
-                "world": {"world": 2**40},
-                "rank": {"rank": 5, "world": 1},
+                "world": {"world_size": 2**40},
+                "rank": {"rank": 5, "world_size": 1},
                 "batch_size": {"batch_size": 0},
             }[case]
         )
@@ -126,8 +141,8 @@ TAMPERED = textwrap.dedent(
 @pytest.mark.parametrize(
     "case,says",
     [
-        ("world", "the state's world is 1099511627776, out of range (a loader has 1 to"),
-        ("rank", "the state's rank is 5, out of range for its world of 1 ranks"),
+        ("world", "the state's world_size is 1099511627776, out of range (a loader has 1 to"),
+        ("rank", "the state's rank is 5, out of range for its world_size of 1"),
         ("batch_size", "the state's batch_size is 0, out of range"),
         ("mixture_no_end", 'the state\'s mixture has no "end"'),
         ("mixture_huge_end", 'the state\'s mixture "end" is 18446744073709551615'),

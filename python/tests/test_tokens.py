@@ -127,7 +127,7 @@ def test_state_dict_resumes_mid_document(tok, parquet_docs):
         np.testing.assert_array_equal(a[1], b[1])
     # After the epoch, the state is the next epoch's start.
     assert again.state_dict()["epoch"] == 1 and again.state_dict()["batches"] == 0
-    bad = dict(state, world=2)
+    bad = dict(state, world_size=2)
     with pytest.raises(ValueError, match="world size 2"):
         again.load_state_dict(bad)
 
@@ -163,7 +163,7 @@ def test_bad_input_is_named(tmp_path, tok, parquet_docs):
     broken.write_text('{"model": ')
     with pytest.raises(stoker.LoaderError, match="broken.json"):
         stoker.TokenLoader(parquet_docs, broken, seq_len=8)
-    with pytest.raises(ValueError, match="seq_len"):
+    with pytest.raises(ValueError, match="argument 'seq_len'"):
         stoker.TokenLoader(parquet_docs, tok, seq_len=0)
     with pytest.raises(stoker.LoaderError, match="eos '</s>'"):
         stoker.TokenLoader(parquet_docs, tok, seq_len=8, eos="</s>")
@@ -181,6 +181,40 @@ def test_bad_input_is_named(tmp_path, tok, parquet_docs):
     loader = stoker.TokenLoader(bad, tok, seq_len=2, batch_size=1)
     with pytest.raises(stoker.LoaderError, match=r"bad.txt.*invalid UTF-8 at byte 6"):
         batches(loader)
+
+
+@pytest.mark.parametrize(
+    "kwargs,says",
+    [
+        (dict(seq_len=0), "argument 'seq_len': must be 1 to 2147483646, not 0"),
+        (dict(seq_len=2**31), "argument 'seq_len': must be 1 to 2147483646, not 2147483648"),
+        (dict(batch_size=0), "argument 'batch_size': must be at least 1, not 0"),
+        (dict(batch_size=2**30), "argument 'batch_size': a batch of 1073741824 windows of 9"),
+        (dict(workers=0), "argument 'workers': must be 1 to 256, not 0"),
+        (dict(chunk_bytes=63), "argument 'chunk_bytes': must be 64 to 1073741824, not 63"),
+        (dict(rank=2, world_size=2), "argument 'rank': "),
+        (dict(world_size=0), "argument 'world_size': "),
+        (dict(tokenizer=None), "argument 'tokenizer': "),
+    ],
+)
+def test_bad_token_settings_name_their_argument(tok, parquet_docs, kwargs, says):
+    """The ranges are the token loader's (TokenConfig's check, in Rust), and its typed
+    error names the setting, spelled as TokenLoader's argument."""
+    kw = {"tokenizer": tok, "seq_len": 8, **kwargs}
+    with pytest.raises(ValueError) as e:
+        stoker.TokenLoader(parquet_docs, **kw)
+    assert str(e.value).startswith(says), str(e.value)
+
+
+def test_a_token_mixture_that_never_stops_names_stop(tmp_path, tok):
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    for p in (a, b):
+        pq.write_table(pa.table({"text": [text(d) for d in range(5)]}), p)
+    with pytest.raises(ValueError) as e:
+        stoker.TokenLoader([a, b], tok, seq_len=8, stop="never")
+    assert str(e.value).startswith("argument 'stop': 'never' is not for token streams"), str(e.value)
+    with pytest.raises(ValueError, match="argument 'weights': "):
+        stoker.TokenLoader([a, b], tok, seq_len=8, weights=[1.0, -1.0])
 
 
 def test_a_mixture_of_parquet_sets_keeps_to_the_weights(tmp_path, tok):
@@ -219,7 +253,7 @@ def test_elastic_resume_from_every_ranks_state(tmp_path, tok):
         loader.load_state_dict(states)
         first = next(iter(loader))
         saved = json.loads(json.dumps(loader.state_dict()))
-        assert saved["elastic"]["world"] == 2 and len(saved["elastic"]["at"]) == 2
+        assert saved["elastic"]["world_size"] == 2 and len(saved["elastic"]["at"]) == 2
         rest = batches(loader)
         # Its own state (elastic) resumes within the new layout.
         again = stoker.TokenLoader(lines, tok, rank=rank, world_size=3, **kw)

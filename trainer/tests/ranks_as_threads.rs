@@ -112,7 +112,7 @@ fn trainer(dir: &Path, rank: usize, world: usize) -> Trainer<CpuBackend> {
         mode: Mode::Sync,
         seed: 7,
         rank,
-        world,
+        world_size: world,
         shard_policy: ShardPolicy::Pad,
         transform: Pipeline::parse("flip").unwrap(),
         ..LoaderConfig::default()

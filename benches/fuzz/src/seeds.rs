@@ -492,7 +492,7 @@ fn state() -> Vec<Seed> {
         batch_size,
         samples,
         rank,
-        world,
+        world_size: world,
         fingerprint: None,
         ..LoaderState::default()
     };

@@ -81,7 +81,7 @@ pub fn exercise(data: &[u8]) -> Outcome {
         Ok(back) => assert_eq!(back, state, "{json} reads back differently"),
         Err(e) => panic!("{state:?} writes {json:?}, which does not parse: {e}"),
     }
-    if state.samples > MAX_SAMPLES || state.batch_size > MAX_BATCH || state.world > MAX_WORLD {
+    if state.samples > MAX_SAMPLES || state.batch_size > MAX_BATCH || state.world_size > MAX_WORLD {
         return Outcome::Skipped(format!("too large to resume here: {json}"));
     }
     let config = LoaderConfig {
@@ -90,7 +90,7 @@ pub fn exercise(data: &[u8]) -> Outcome {
         seed: state.seed,
         shuffle: true,
         rank: state.rank,
-        world: state.world,
+        world_size: state.world_size,
         shard_policy: ShardPolicy::Pad,
         ..LoaderConfig::default()
     };

@@ -245,6 +245,24 @@ fn bench_flags() {
         "{}",
         r.stderr
     );
+    // A split the data cannot have: the library's check where the data is opened,
+    // named as the flag, with the data set (as stoker-train and Python say it).
+    for (value, says) in [
+        (
+            "validation",
+            "--split: 'validation' is a split by name, and an image folder",
+        ),
+        ("x/y", "--split: \"x/y\" is not a split's name"),
+        ("", "--split: \"\" is not a split's name"),
+    ] {
+        let r = run(&s(&["bench", d, "--epochs", "1", "--split", value]));
+        assert_eq!(r.code, Some(1), "{}", r.stderr);
+        assert!(
+            r.stderr.contains(&format!("error: opening {d}: {says}")),
+            "{}",
+            r.stderr
+        );
+    }
     // Missing, empty and odd data arguments.
     for bad in ["", "/nonexistent", "/dev/null", "/proc/self/status"] {
         assert_ne!(check(&s(&["bench", bad, "--epochs", "1"])), 0, "{bad}");

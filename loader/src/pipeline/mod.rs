@@ -55,7 +55,7 @@ pub(crate) struct Shared {
     /// What `workers = auto` chose, when it is on.
     pub auto: Option<Arc<tune::AutoState>>,
     /// MixUp/CutMix, and the class count of the soft labels.
-    pub mix: Option<(crate::Mix, usize)>,
+    pub mixup: Option<(crate::Mix, usize)>,
     /// Fields beyond image and class; `None` for classification, whose samples
     /// take the path they always took.
     pub fields: Option<fields::FieldPlan>,
@@ -112,7 +112,7 @@ impl Loader {
             return Err(LoaderError::NoSamples);
         }
         if let Some(mix) = source.mixture() {
-            plan_state::check_never_steps(mix, cfg.batch_size, cfg.world)?;
+            plan_state::check_never_steps(mix, cfg.batch_size, cfg.world_size)?;
         }
         // A mixture's epochs are as long as its stop rule makes them (checked below).
         let per_rank = match source.mixture() {
@@ -136,7 +136,7 @@ impl Loader {
                 format!(
                     "{} samples cannot be shared among {} ranks with drop",
                     source.len(),
-                    cfg.world
+                    cfg.world_size
                 ),
             ));
         }
@@ -148,7 +148,7 @@ impl Loader {
         }
         let c = cfg.channels.or(raw_c).unwrap_or(3);
         let shape = (oh, ow, c);
-        let mix = match cfg.mix {
+        let mixup = match cfg.mixup {
             None => None,
             // Without a class per sample every label is 0, and every soft label would
             // be all on class 0: nothing to learn from.
@@ -156,7 +156,7 @@ impl Loader {
                 return Err(setting(
                     Setting::Mixup,
                     format!(
-                        "mix '{m}' mixes the samples' classes, and this data set has no class \
+                        "mixup '{m}' mixes the samples' classes, and this data set has no class \
                      per sample (its fields: {}): leave mixing out",
                         source.fields()
                     ),
@@ -167,7 +167,7 @@ impl Loader {
                     return Err(setting(
                         Setting::Mixup,
                         format!(
-                            "mix '{m}': soft labels need at least 2 classes, and this data set \
+                            "mixup '{m}': soft labels need at least 2 classes, and this data set \
                          has {}",
                             source.classes().len()
                         ),
@@ -177,23 +177,23 @@ impl Loader {
             },
         };
         let fields = field_plan(source.as_ref(), cfg, (oh, ow))?;
-        if let (Some((m, _)), false) = (&mix, cfg.steps.is_empty()) {
+        if let (Some((m, _)), false) = (&mixup, cfg.steps.is_empty()) {
             // A step may add arrays or change classes, which mixing has no rule for.
             return Err(setting(
                 Setting::Mixup,
                 format!(
-                    "mix '{m}' and user steps cannot be combined yet: mix in the step, or \
+                    "mixup '{m}' and user steps cannot be combined yet: mix in the step, or \
                  leave mixing out"
                 ),
             ));
         }
-        if let (Some((m, _)), Some(plan)) = (&mix, &fields) {
+        if let (Some((m, _)), Some(plan)) = (&mixup, &fields) {
             // Mixing blends images and classes; boxes, masks and captions have no
             // blend that a loss could use, so the two are not combined.
             return Err(setting(
                 Setting::Mixup,
                 format!(
-                    "mix '{m}' mixes classes, and this loader's batches carry {}: pick \
+                    "mixup '{m}' mixes classes, and this loader's batches carry {}: pick \
                  fields=[\"image\", \"label\"] to mix, or leave mixing out",
                     plan.fields
                 ),
@@ -251,7 +251,7 @@ impl Loader {
                     let io_cap = cfg.pool_capacity().saturating_mul(cfg.batch_size);
                     Arc::new(tune::AutoState::new(budget, cfg.io_depth, io_cap))
                 }),
-            mix,
+            mixup,
             fields,
             fingerprint: std::sync::OnceLock::new(),
             steps: cfg.steps.clone(),
@@ -263,7 +263,7 @@ impl Loader {
                 Setting::Rank,
                 format!(
                     "the mixture's first epoch gives rank {} of {} no batch",
-                    cfg.rank, cfg.world
+                    cfg.rank, cfg.world_size
                 ),
             ));
         }
@@ -316,7 +316,7 @@ impl Loader {
             batch_size: self.config.batch_size,
             samples: self.shared.source.len(),
             rank: self.config.rank,
-            world: self.config.world,
+            world_size: self.config.world_size,
             fingerprint: Some(self.fingerprint()),
             elastic: None,
             mixture: None,

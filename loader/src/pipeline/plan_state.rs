@@ -68,7 +68,7 @@ pub(crate) fn check_never_steps(
     world: usize,
 ) -> Result<(), LoaderError> {
     let spec = mix.spec();
-    let Some(steps) = spec.steps.filter(|_| spec.stop == Stop::Never) else {
+    let Some(steps) = spec.epoch_batches.filter(|_| spec.stop == Stop::Never) else {
         return Ok(());
     };
     let why = match never_draws(steps, batch_size, world) {
@@ -102,16 +102,16 @@ fn check_layout(state: &LoaderState) -> Result<(), String> {
             ))
         }
     };
-    range("world", state.world, MAX_WORLD)?;
+    range("world_size", state.world_size, MAX_WORLD)?;
     range("batch_size", state.batch_size, MAX_BATCH_SIZE)?;
-    if state.rank >= state.world {
+    if state.rank >= state.world_size {
         return Err(format!(
-            "the state's rank is {}, out of range for its world of {} ranks",
-            state.rank, state.world
+            "the state's rank is {}, out of range for its world_size of {}",
+            state.rank, state.world_size
         ));
     }
     if let Some(e) = &state.elastic {
-        range("elastic world", e.world, MAX_WORLD)?;
+        range("elastic world_size", e.world_size, MAX_WORLD)?;
         range("elastic batch_size", e.batch_size, MAX_BATCH_SIZE)?;
     }
     Ok(())
@@ -236,9 +236,9 @@ impl Shared {
 
     /// Global draws in one `never` epoch on this layout: `steps` batches per rank.
     fn never_len(&self, mix: &Mixture) -> u64 {
-        let steps = mix.spec().steps.unwrap_or(1);
+        let steps = mix.spec().epoch_batches.unwrap_or(1);
         // Loader::new refused a count past 2^64 (check_never_steps).
-        never_draws(steps, self.batch_size, self.sampler.world).unwrap_or(u64::MAX)
+        never_draws(steps, self.batch_size, self.sampler.world_size).unwrap_or(u64::MAX)
     }
 
     fn mix_epoch_end(&self, mix: &Mixture, base: &MixPos) -> Option<u64> {
@@ -288,7 +288,7 @@ impl Shared {
     /// This rank's plan of `mix` from `base`: until the stop rule ends the epoch, or
     /// (under `never`) until `end`, rounded up to whole samples per rank.
     fn mix_plan(&self, mix: &Mixture, epoch: u64, base: MixPos, end: Option<u64>) -> Plan {
-        let world = self.sampler.world.max(1);
+        let world = self.sampler.world_size.max(1);
         let bw = self.batch_size * world;
         let weights = mix.spec().weights.clone();
         let key_epoch = if end.is_some() { 0 } else { epoch };
@@ -346,7 +346,7 @@ impl Shared {
         else {
             return None;
         };
-        let world = self.sampler.world.max(1);
+        let world = self.sampler.world_size.max(1);
         let bw = self.batch_size * world;
         let t = elastic::taken(
             *drawn,
@@ -441,7 +441,8 @@ impl Shared {
             ));
         }
         check_layout(state).map_err(LoaderError::Resume)?;
-        let same_layout = state.world == mine.world && state.batch_size == mine.batch_size;
+        let same_layout =
+            state.world_size == mine.world_size && state.batch_size == mine.batch_size;
         let plan = match (self.source.mixture(), &state.mixture) {
             (Some(_), None) => {
                 return refuse(
@@ -505,18 +506,18 @@ impl Shared {
                 // takes the same samples in the same steps.
                 let strided = self.source.shards().is_none() || !self.sampler.shuffle;
                 let seen = state.next_batch.saturating_mul(state.batch_size);
-                let step = self.batch_size * self.sampler.world.max(1);
-                if strided && state.elastic.is_none() && state.world > 0 {
+                let step = self.batch_size * self.sampler.world_size.max(1);
+                if strided && state.elastic.is_none() && state.world_size > 0 {
                     let own = self.own_plan(state.epoch);
                     let per = self.sampler.shard_len(self.source.len());
                     let old = crate::sampler::Sampler {
                         rank: 0,
-                        world: state.world,
+                        world_size: state.world_size,
                         ..self.sampler.clone()
                     }
                     .shard_len(self.source.len());
                     if seen < old {
-                        let seen = seen * state.world;
+                        let seen = seen * state.world_size;
                         if seen.is_multiple_of(step) && seen / step <= own.len() && per > 0 {
                             return self.checked(own, seen / step, false);
                         }
@@ -524,7 +525,7 @@ impl Shared {
                 }
                 {
                     let mut origin = state.elastic.clone().unwrap_or(Elastic {
-                        world: state.world,
+                        world_size: state.world_size,
                         batch_size: state.batch_size,
                         batches: state.next_batch,
                         offset: 0,
@@ -543,7 +544,7 @@ impl Shared {
                         if state.elastic.is_some() {
                             origin.offset += elastic::taken(
                                 rest.len().saturating_sub(origin.offset),
-                                state.world.max(1),
+                                state.world_size.max(1),
                                 state.batch_size.max(1),
                                 state.next_batch,
                                 self.sampler.shard_policy,

@@ -513,7 +513,7 @@ impl Shared {
         indices: &[usize],
         labels: &[u32],
     ) -> Result<Option<Vec<f32>>, LoaderError> {
-        let Some((mix, classes)) = &self.mix else {
+        let Some((mix, classes)) = &self.mixup else {
             return Ok(None);
         };
         let classes = *classes;

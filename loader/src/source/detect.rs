@@ -115,8 +115,8 @@ fn detect_folder(
     }
     let names = folder.parquet_names()?;
     if !names.is_empty() {
-        let chosen = files::select_split(&names, options.split.as_deref(), options.train, arg)
-            .map_err(|r| location.error(r))?;
+        let chosen =
+            files::select_split(&names, &options.split, arg).map_err(|r| location.error(r))?;
         return Ok(Format::Parquet(folder.pick(&chosen)));
     }
     Ok(Format::ImageFolder(folder))
@@ -159,6 +159,22 @@ fn detect_file(file: FileAt, location: &Location) -> Result<Format, SourceError>
 }
 
 impl Format {
+    /// What this data set is, in words, when it has no parts by name (all but
+    /// Parquet); `None` for Parquet.
+    pub(crate) fn without_splits(&self) -> Option<&'static str> {
+        Some(match self {
+            Format::Parquet(_) => return None,
+            Format::Coco => "a COCO annotation file",
+            Format::Manifest => "a JSON-lines manifest",
+            Format::Pairs { .. } => "a set of segmentation pairs",
+            Format::Packed(_) => "a packed file",
+            Format::Tar(_) => "a set of tar shards",
+            Format::MnistFolder(_) | Format::MnistFile(_) => "an MNIST set",
+            Format::CifarFolder(_) | Format::CifarFile(_) => "a CIFAR-10 set",
+            Format::ImageFolder(_) => "an image folder",
+        })
+    }
+
     /// Opens the detected format; `arg` names the data set in messages.
     pub(crate) fn open(
         self,
@@ -200,10 +216,10 @@ impl Format {
                 Arc::new(ParquetSource::open_remote(objects, &options.parquet, arg)?)
             }
             Format::MnistFolder(Folder::Local(dir)) => {
-                Arc::new(Mnist::open_dir(&dir, options.train)?)
+                Arc::new(Mnist::open_dir(&dir, options.split.is_train())?)
             }
             Format::CifarFolder(Folder::Local(dir)) => {
-                Arc::new(Cifar10::open_dir(&dir, options.train)?)
+                Arc::new(Cifar10::open_dir(&dir, options.split.is_train())?)
             }
             Format::MnistFile(Place::Local(path)) => Arc::new(Mnist::open_file(&path)?),
             Format::CifarFile(Place::Local(path)) => Arc::new(Cifar10::open_file(&path)?),

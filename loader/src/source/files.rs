@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::Why;
+use super::{Split, Why};
 
 /// True when `s` has a glob character (`*`, `?` or `[`) in its last part.
 pub fn is_glob(s: &str) -> bool {
@@ -216,26 +216,21 @@ fn config_of<'a>(rel: &'a str, split: &str) -> String {
 
 /// Picks the files of one split from the Parquet files under a root (`names`, relative
 /// and sorted):
-/// - with `split`, the files whose name or folder says that split;
-/// - without it, when the names say splits (`train`, `validation`, `test`, ...), the
-///   `train` split for training (`train` true), and for evaluation `validation`, else
-///   `test`; files whose names say no split, or no such split, are read whole.
+/// - for a split by name, the files whose name or folder says that split;
+/// - for [`Split::Train`] or [`Split::Test`], when the names say splits (`train`,
+///   `validation`, `test`, ...), the `train` split for training, and for evaluation
+///   `validation`, else `test`; files whose names say no split, or no such split, are read whole.
 ///
 /// Files of several configurations in the chosen split are an error that names them
 /// (give the folder of one). `what` names the root in messages.
-pub fn select_split(
-    names: &[String],
-    split: Option<&str>,
-    train: bool,
-    what: &str,
-) -> Result<Vec<String>, String> {
+pub fn select_split(names: &[String], split: &Split, what: &str) -> Result<Vec<String>, String> {
     let splits = || {
         let mut s: Vec<&str> = names.iter().map(|n| split_of(n)).collect();
         s.sort();
         s.dedup();
         s.join(", ")
     };
-    let chosen: Vec<String> = match split {
+    let chosen: Vec<String> = match split.name() {
         Some(s) => {
             let v: Vec<String> = names.iter().filter(|n| in_split(n, s)).cloned().collect();
             if v.is_empty() {
@@ -248,18 +243,18 @@ pub fn select_split(
         }
         None if !names.iter().any(|n| KNOWN_SPLITS.contains(&split_of(n))) => names.to_vec(),
         None => {
-            let wanted: &[&str] = if train {
+            let wanted: &[&str] = if split.is_train() {
                 &["train"]
             } else {
                 &["validation", "valid", "val", "test"]
             };
             match wanted.iter().find(|s| names.iter().any(|n| in_split(n, s))) {
-                Some(s) => return select_split(names, Some(s), train, what),
+                Some(s) => return select_split(names, &Split::named(*s), what),
                 None => names.to_vec(),
             }
         }
     };
-    let split_name = split.unwrap_or("");
+    let split_name = split.name().unwrap_or("");
     let mut configs: Vec<String> = chosen.iter().map(|n| config_of(n, split_name)).collect();
     configs.sort();
     configs.dedup();
@@ -314,14 +309,14 @@ mod tests {
             "data/train-00000-of-00002.parquet",
             "data/train-00001-of-00002.parquet",
         ]);
-        let train = select_split(&flat, None, true, "r").unwrap();
+        let train = select_split(&flat, &Split::Train, "r").unwrap();
         assert_eq!(train, flat[1..].to_vec());
-        assert_eq!(select_split(&flat, None, false, "r").unwrap(), flat[..1]);
+        assert_eq!(select_split(&flat, &Split::Test, "r").unwrap(), flat[..1]);
         assert_eq!(
-            select_split(&flat, Some("test"), true, "r").unwrap(),
+            select_split(&flat, &Split::named("test"), "r").unwrap(),
             flat[..1]
         );
-        let err = select_split(&flat, Some("validation"), true, "r").unwrap_err();
+        let err = select_split(&flat, &Split::named("validation"), "r").unwrap_err();
         assert!(
             err.contains("'validation'") && err.contains("test, train"),
             "{err}"
@@ -333,13 +328,13 @@ mod tests {
             "default/train/0001.parquet",
         ]);
         assert_eq!(
-            select_split(&nested, Some("train"), true, "r").unwrap(),
+            select_split(&nested, &Split::named("train"), "r").unwrap(),
             nested[1..].to_vec()
         );
         // A split name that starts another's is not that split.
         let tricky = names(&["data/train-0.parquet", "data/trainval-0.parquet"]);
         assert_eq!(
-            select_split(&tricky, Some("train"), true, "r").unwrap(),
+            select_split(&tricky, &Split::named("train"), "r").unwrap(),
             tricky[..1]
         );
     }
@@ -348,12 +343,12 @@ mod tests {
     fn several_configurations_are_refused_and_a_flat_folder_is_read_whole() {
         // Splits side by side in one folder: still one split.
         let side = names(&["test-0.parquet", "train-0.parquet"]);
-        assert_eq!(select_split(&side, None, true, "r").unwrap(), side[1..]);
+        assert_eq!(select_split(&side, &Split::Train, "r").unwrap(), side[1..]);
         let two = names(&["a/train-0.parquet", "b/train-0.parquet"]);
-        let err = select_split(&two, Some("train"), true, "r").unwrap_err();
+        let err = select_split(&two, &Split::named("train"), "r").unwrap_err();
         assert!(err.contains("(a, b)"), "{err}");
         let flat = names(&["part-0.parquet", "part-1.parquet"]);
-        assert_eq!(select_split(&flat, None, true, "r").unwrap(), flat);
+        assert_eq!(select_split(&flat, &Split::Train, "r").unwrap(), flat);
     }
 
     #[test]

@@ -294,6 +294,12 @@ pub enum SourceError {
         #[source]
         source: Option<Cause>,
     },
+    /// An option the data set is opened with does not fit it (a split by name of a
+    /// set that has none): names the setting, as [`LoaderError::Setting`] does.
+    ///
+    /// [`LoaderError::Setting`]: crate::LoaderError::Setting
+    #[error(transparent)]
+    Setting(#[from] crate::SettingError),
 }
 
 impl SourceError {
@@ -339,7 +345,8 @@ impl SourceError {
     /// that its reason reports. An [`Io`](SourceError::Io) error keeps its own.
     pub fn caused_by(mut self, cause: impl Into<Cause>) -> Self {
         match &mut self {
-            SourceError::Io { .. } => {}
+            // A setting's error has no cause under it to keep.
+            SourceError::Io { .. } | SourceError::Setting(_) => {}
             SourceError::Format { source, .. }
             | SourceError::Record { source, .. }
             | SourceError::Remote { source, .. } => *source = Some(cause.into()),
@@ -351,7 +358,9 @@ impl SourceError {
     pub fn path(&self) -> Option<&std::path::Path> {
         match self {
             SourceError::Io { path, .. } | SourceError::Format { path, .. } => Some(path),
-            SourceError::Record { .. } | SourceError::Remote { .. } => None,
+            SourceError::Record { .. } | SourceError::Remote { .. } | SourceError::Setting(_) => {
+                None
+            }
         }
     }
 

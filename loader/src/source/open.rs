@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{Source, SourceError};
+use crate::setting::{Setting, SettingError};
 
 /// The default size bound of `--cache DIR`: 10 GiB.
 pub const DEFAULT_CACHE_BYTES: u64 = 10 << 30;
@@ -28,9 +29,9 @@ pub fn is_url(s: &str) -> bool {
 /// How [`open_with`] opens a data set.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OpenOptions {
-    /// For MNIST/CIFAR sets that hold both splits: the training split (else the test
-    /// split).
-    pub train: bool,
+    /// Which part of a data set that holds several to read (MNIST's and CIFAR-10's
+    /// training or test files, a Parquet split of the Hugging Face Hub's layout).
+    pub split: Split,
     /// Read packed files through a memory map instead of positioned reads (faster per
     /// record; a file truncated while open then kills the process with SIGBUS).
     pub mmap: bool,
@@ -50,16 +51,12 @@ pub struct OpenOptions {
     pub images: Option<String>,
     /// The columns of a Parquet data set.
     pub parquet: super::parquet::ParquetColumns,
-    /// The split of a Hugging Face Hub repository's Parquet files (`data/{split}-*`,
-    /// `{config}/{split}/*`); `None`: `train` when `train` is set, else `validation`
-    /// or `test` (docs/parquet.md).
-    pub split: Option<String>,
 }
 
 impl Default for OpenOptions {
     fn default() -> Self {
         OpenOptions {
-            train: true,
+            split: Split::Train,
             mmap: false,
             cache: None,
             cache_bytes: DEFAULT_CACHE_BYTES,
@@ -68,29 +65,79 @@ impl Default for OpenOptions {
             masks: None,
             images: None,
             parquet: super::parquet::ParquetColumns::default(),
-            split: None,
         }
     }
 }
 
 /// Which part to read of a data set that holds more than one: MNIST's and CIFAR-10's
 /// training or test files, a Hugging Face Hub repository's Parquet split. A data set
-/// of one part (a folder, a packed file, tar shards) reads the same either way.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// of one part (a folder, a packed file, tar shards) reads the same for `Train`,
+/// `Test` and the names `train` and `test`, and refuses other names.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Split {
     /// The training part: MNIST's `train-*` files, CIFAR-10's `data_batch_*.bin`, the
-    /// Hub's `train` split.
+    /// Hub's `train` split (all the files when none is named by split).
     #[default]
     Train,
     /// The held-out part: MNIST's `t10k-*` files, CIFAR-10's `test_batch.bin`, the
-    /// Hub's `validation` split (else `test`).
+    /// Hub's `validation` split (else `valid`, `val`, `test`).
     Test,
+    /// A part by the name a user gave (`--split`, Python's `split=`): `train` and
+    /// `test` are MNIST's and CIFAR-10's parts, and any name picks exactly that split
+    /// of a Parquet set in the Hub's layout (docs/parquet.md).
+    Named(String),
 }
 
 impl Split {
-    /// Whether this is the training part (as [`OpenOptions::train`] says it).
-    pub fn is_train(self) -> bool {
-        self == Split::Train
+    /// The part a name stands for: [`Split::Named`], checked when the data set is
+    /// opened (where its format is known).
+    pub fn named(name: impl Into<String>) -> Split {
+        Split::Named(name.into())
+    }
+
+    /// Whether MNIST and CIFAR-10 read their training files for this split.
+    pub fn is_train(&self) -> bool {
+        match self {
+            Split::Train => true,
+            Split::Test => false,
+            Split::Named(n) => n != "test",
+        }
+    }
+
+    /// The name a Parquet split must have exactly, for a split given by name.
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            Split::Named(n) => Some(n),
+            Split::Train | Split::Test => None,
+        }
+    }
+
+    /// Refuses a name that cannot name a split: empty, or with a `/` (a split is a
+    /// file name's part, not a path).
+    fn check_name(&self) -> Result<(), SettingError> {
+        match self.name() {
+            Some(n) if n.trim().is_empty() || n.contains('/') => Err(SettingError::new(
+                Setting::Split,
+                format!("{n:?} is not a split's name (give train, test, validation, ...)"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Refuses a name other than `train` and `test` for a data set of `kind` (not a
+    /// Parquet set), which has no parts by name: it would read MNIST's test files, or
+    /// a folder whole, without a word.
+    pub(crate) fn check_for(&self, kind: &str) -> Result<(), SettingError> {
+        match self.name() {
+            Some(n) if n != "train" && n != "test" => Err(SettingError::new(
+                Setting::Split,
+                format!(
+                    "'{n}' is a split by name, and {kind} has none: give train or test \
+                     (other names pick the files of a Parquet set in the Hub's layout)"
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -100,7 +147,7 @@ pub fn open(path: impl AsRef<Path>, split: Split) -> Result<Arc<dyn Source>, Sou
     open_with(
         path,
         &OpenOptions {
-            train: split.is_train(),
+            split,
             ..OpenOptions::default()
         },
     )
@@ -123,7 +170,11 @@ pub fn open_with(
     options: &OpenOptions,
 ) -> Result<Arc<dyn Source>, SourceError> {
     let path = path.as_ref();
+    options.split.check_name()?;
     let format = super::detect::detect(path, options)?;
+    if let Some(kind) = format.without_splits() {
+        options.split.check_for(kind)?;
+    }
     format.open(&path.to_string_lossy(), options)
 }
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use memmap2::Mmap;
 
 use super::pack::TokenBatch;
-use super::TokenError;
+use super::{TokenError, TokenSetting};
 
 /// The width of the ids in a `.bin` file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -72,10 +72,10 @@ impl BinTokens {
         };
         if let Some(e) = eos {
             if dtype == TokenDtype::U16 && e > u32::from(u16::MAX) {
-                return Err(TokenError::Settings(format!(
-                    "eos id {e} does not fit the uint16 ids of {}",
-                    path.display()
-                )));
+                return Err(TokenError::setting(
+                    TokenSetting::Eos,
+                    format!("id {e} does not fit the uint16 ids of {}", path.display()),
+                ));
             }
             out.eos_at = (0..out.len() as u64).filter(|&i| out.id(i) == e).collect();
         }

@@ -13,13 +13,16 @@ use crate::sample::{Annotation, Field, Fields};
 use crate::source::Source;
 use crate::source::{open_with, OpenOptions};
 
-use super::TokenError;
+use super::{TokenError, TokenSetting};
 
 /// The largest text chunk handed to the tokenizer at once, by default: 64 KiB.
 pub const DEFAULT_CHUNK_BYTES: usize = 64 << 10;
 
 /// The smallest chunk size accepted: a chunk must hold a few UTF-8 characters.
 pub(crate) const MIN_CHUNK_BYTES: usize = 64;
+
+/// The largest chunk size accepted (1 GiB): a chunk is one allocation of text.
+pub(crate) const MAX_CHUNK_BYTES: usize = 1 << 30;
 
 /// What a data argument holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -177,8 +180,9 @@ impl Docs {
                 })
             }
             DocFormat::Text => Ok(Docs::Texts(files_of(data, &[".txt"])?)),
-            DocFormat::Bin => Err(TokenError::Settings(
-                "a .bin file holds tokens, not documents".into(),
+            DocFormat::Bin => Err(TokenError::setting(
+                TokenSetting::Data,
+                "a .bin file holds tokens, not documents",
             )),
         }
     }

@@ -20,7 +20,7 @@ mod tokenize;
 
 pub use bin::TokenDtype;
 pub use docs::{DocFormat, DEFAULT_CHUNK_BYTES};
-pub use error::TokenError;
+pub use error::{TokenError, TokenSetting};
 pub use pack::TokenBatch;
 pub use state::{TokenElastic, TokenState};
 pub use stream::{TokenConfig, TokenEpoch, TokenLoader, TokenMode};

@@ -30,7 +30,8 @@ pub struct TokenState {
     /// Rank and world size of the run that saved it.
     pub rank: usize,
     /// Number of ranks.
-    pub world: usize,
+    #[serde(alias = "world")]
+    pub world_size: usize,
     /// Whether documents were shuffled.
     pub shuffle: bool,
     /// Documents in the data set (windows for a `.bin` file).
@@ -46,7 +47,8 @@ pub struct TokenState {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenElastic {
     /// Ranks of that layout.
-    pub world: usize,
+    #[serde(alias = "world")]
+    pub world_size: usize,
     /// Per rank: the document (its place in that rank's order) and token where its
     /// next window started.
     pub at: Vec<(usize, u64)>,
@@ -73,12 +75,36 @@ impl TokenState {
             now.batch_size.to_string(),
         )?;
         same("rank", self.rank.to_string(), now.rank.to_string())?;
-        same("world size", self.world.to_string(), now.world.to_string())?;
+        same(
+            "world size",
+            self.world_size.to_string(),
+            now.world_size.to_string(),
+        )?;
         same("shuffle", self.shuffle.to_string(), now.shuffle.to_string())?;
         same(
             "documents",
             self.documents.to_string(),
             now.documents.to_string(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_state_saved_with_the_old_world_key_loads() {
+        let old = r#"{"seed":0,"epoch":1,"batches":3,"doc":2,"offset":5,"seq_len":8,
+            "batch_size":2,"rank":0,"world":2,"shuffle":true,"documents":9,
+            "elastic":{"world":3,"at":[[0,0],[1,4],[2,0]]}}"#;
+        let s: TokenState = serde_json::from_str(old).expect("an old state loads");
+        assert_eq!(s.world_size, 2);
+        assert_eq!(s.elastic.as_ref().map(|e| e.world_size), Some(3));
+        let new = serde_json::to_string(&s).unwrap();
+        assert!(
+            new.contains(r#""world_size":2"#) && !new.contains(r#""world":"#),
+            "{new}"
+        );
     }
 }

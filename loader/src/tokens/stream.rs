@@ -8,15 +8,15 @@ use std::sync::Arc;
 
 use crate::sampler::{deal, Sampler, ShardPolicy};
 use crate::source::mixture::order::Generator;
-use crate::source::mixture::{MixPos, Mixture, MixtureSpec, Stop};
+use crate::source::mixture::{MixPos, Mixture, MixtureError, MixtureSpec, Stop};
 use crate::source::Source;
 
 use super::bin::{BinTokens, TokenDtype};
-use super::docs::{DocFormat, Docs, DEFAULT_CHUNK_BYTES, MIN_CHUNK_BYTES};
+use super::docs::{DocFormat, Docs, DEFAULT_CHUNK_BYTES, MAX_CHUNK_BYTES, MIN_CHUNK_BYTES};
 use super::feed::{AsyncFeed, Feed, Held, Jobs, Tokens};
 use super::pack::{Mark, Packer, Piece, TokenBatch};
 use super::state::TokenElastic;
-use super::{Eos, TextTokenizer, TokenError, TokenState};
+use super::{Eos, TextTokenizer, TokenError, TokenSetting, TokenState};
 
 /// The most tokenizing threads.
 pub const MAX_WORKERS: usize = 256;
@@ -64,7 +64,7 @@ pub struct TokenConfig {
     /// This process's rank, and the number of ranks.
     pub rank: usize,
     /// Number of ranks.
-    pub world: usize,
+    pub world_size: usize,
     /// The id width of a `.bin` file.
     pub token_dtype: TokenDtype,
     /// The largest text chunk tokenized at once.
@@ -91,7 +91,7 @@ impl Default for TokenConfig {
             seed: 0,
             shuffle: true,
             rank: 0,
-            world: 1,
+            world_size: 1,
             token_dtype: TokenDtype::U16,
             chunk_bytes: DEFAULT_CHUNK_BYTES,
             ahead: 64,
@@ -103,46 +103,61 @@ impl Default for TokenConfig {
 
 impl TokenConfig {
     fn validate(&self) -> Result<(), TokenError> {
-        let bad = |m: String| Err(TokenError::Settings(m));
-        if self.seq_len == 0 {
-            return bad("seq_len must be at least 1".into());
-        }
-        if self.seq_len > i32::MAX as usize - 1 {
-            return bad(format!("seq_len {} is too large", self.seq_len));
+        use TokenSetting as S;
+        let bad = |s: TokenSetting, m: String| Err(TokenError::setting(s, m));
+        // Positions are int32, and a window holds seq_len + 1 of them.
+        let most_seq_len = i32::MAX as usize - 1;
+        if !(1..=most_seq_len).contains(&self.seq_len) {
+            return bad(
+                S::SeqLen,
+                format!("must be 1 to {most_seq_len}, not {}", self.seq_len),
+            );
         }
         if self.batch_size == 0 {
-            return bad("batch_size must be at least 1".into());
+            return bad(S::BatchSize, "must be at least 1, not 0".into());
         }
         if self
             .batch_size
             .checked_mul(self.seq_len + 1)
             .is_none_or(|n| n > (1 << 31))
         {
-            return bad(format!(
-                "a batch of {} windows of {} tokens is too large",
-                self.batch_size,
-                self.seq_len + 1
-            ));
+            return bad(
+                S::BatchSize,
+                format!(
+                    "a batch of {} windows of {} tokens is too large (at most 2^31 tokens)",
+                    self.batch_size,
+                    self.seq_len + 1
+                ),
+            );
         }
-        if self.workers == 0 || self.workers > MAX_WORKERS {
-            return bad(format!(
-                "workers must be 1 to {MAX_WORKERS}, not {}",
-                self.workers
-            ));
+        if !(1..=MAX_WORKERS).contains(&self.workers) {
+            return bad(
+                S::Workers,
+                format!("must be 1 to {MAX_WORKERS}, not {}", self.workers),
+            );
         }
-        if self.chunk_bytes < MIN_CHUNK_BYTES {
-            return bad(format!(
-                "chunk_bytes must be at least {MIN_CHUNK_BYTES}, not {}",
-                self.chunk_bytes
-            ));
+        if !(MIN_CHUNK_BYTES..=MAX_CHUNK_BYTES).contains(&self.chunk_bytes) {
+            return bad(
+                S::ChunkBytes,
+                format!(
+                    "must be {MIN_CHUNK_BYTES} to {MAX_CHUNK_BYTES}, not {}",
+                    self.chunk_bytes
+                ),
+            );
         }
         if self.ahead == 0 {
-            return bad("ahead must be at least 1".into());
+            return bad(S::Ahead, "must be at least 1, not 0".into());
         }
         Sampler::default()
-            .distributed(self.rank, self.world, ShardPolicy::Exact)
+            .distributed(self.rank, self.world_size, ShardPolicy::Exact)
             .validate()
-            .map_err(|e| TokenError::Settings(e.to_string()))
+            .map_err(|e| {
+                let s = match e.setting {
+                    crate::Setting::Rank => S::Rank,
+                    _ => S::WorldSize,
+                };
+                TokenError::setting(s, e.problem)
+            })
     }
 }
 
@@ -184,9 +199,10 @@ impl TokenLoader {
                 (Some(Eos::Id(i)), None) => Some(*i),
                 (Some(e), Some(t)) => Some(t.eos_id(Some(e))?),
                 (Some(Eos::Token(t)), None) => {
-                    return Err(TokenError::Settings(format!(
-                        "eos '{t}' is a token: give a tokenizer to look it up, or its id"
-                    )))
+                    return Err(TokenError::setting(
+                        TokenSetting::Eos,
+                        format!("'{t}' is a token: give a tokenizer to look it up, or its id"),
+                    ))
                 }
             };
             let bin = BinTokens::open(Path::new(data), cfg.token_dtype, eos)?;
@@ -196,9 +212,10 @@ impl TokenLoader {
             }
         } else {
             let tok = tok.ok_or_else(|| {
-                TokenError::Settings(format!(
-                    "{data} holds text: give a tokenizer (a tokenizer.json file)"
-                ))
+                TokenError::setting(
+                    TokenSetting::Tokenizer,
+                    format!("{data} holds text: give a tokenizer (a tokenizer.json file)"),
+                )
             })?;
             let eos = tok.eos_id(cfg.eos.as_ref())?;
             let docs = Docs::open(data, format, &cfg.text_column)?;
@@ -226,23 +243,27 @@ impl TokenLoader {
         }
         cfg.validate()?;
         if cfg.stop == Stop::Never {
-            return Err(TokenError::Settings(
-                "stop='never' is not for token streams: an epoch of documents ends".into(),
+            return Err(TokenError::setting(
+                TokenSetting::Stop,
+                "'never' is not for token streams: an epoch of documents ends",
             ));
         }
         let tok = tokenizer
             .map(TextTokenizer::from_file)
             .transpose()?
-            .ok_or_else(|| TokenError::Settings("a mixture holds text: give a tokenizer".into()))?;
+            .ok_or_else(|| {
+                TokenError::setting(TokenSetting::Tokenizer, "a mixture holds text: give one")
+            })?;
         let eos = tok.eos_id(cfg.eos.as_ref())?;
         let mut parts: Vec<Arc<dyn Source>> = Vec::with_capacity(data.len());
         for d in data {
             match Docs::open(d, DocFormat::of(d), &cfg.text_column)? {
                 Docs::Rows(s) if DocFormat::of(d) == DocFormat::Parquet => parts.push(s),
                 _ => {
-                    return Err(TokenError::Settings(format!(
-                        "{d}: a mixture takes Parquet data sets (files, folders or URLs)"
-                    )))
+                    return Err(TokenError::setting(
+                        TokenSetting::Data,
+                        format!("{d}: a mixture takes Parquet data sets (files, folders or URLs)"),
+                    ))
                 }
             }
         }
@@ -252,10 +273,17 @@ impl TokenLoader {
                 .clone()
                 .unwrap_or_else(|| vec![1.0; parts.len()]),
             stop: cfg.stop,
-            steps: None,
+            epoch_batches: None,
         };
-        let mix =
-            Arc::new(Mixture::new(parts, spec).map_err(|e| TokenError::Settings(e.to_string()))?);
+        let mix = Arc::new(Mixture::new(parts, spec).map_err(|e| {
+            let s = match e {
+                MixtureError::WeightCount { .. }
+                | MixtureError::BadWeight { .. }
+                | MixtureError::AllZero => TokenSetting::Weights,
+                _ => TokenSetting::Data,
+            };
+            TokenError::setting(s, e.to_string())
+        })?);
         let rows: Arc<dyn Source> = mix.clone();
         Ok(TokenLoader {
             cfg,
@@ -291,7 +319,7 @@ impl TokenLoader {
 
     /// This rank's documents (windows, for a `.bin` file) of `epoch`, in order.
     pub fn order(&self, epoch: u64) -> Vec<usize> {
-        self.order_of(epoch, self.cfg.rank, self.cfg.world)
+        self.order_of(epoch, self.cfg.rank, self.cfg.world_size)
     }
 
     /// The documents of `rank` of `world` in `epoch`, in order.
@@ -307,7 +335,7 @@ impl TokenLoader {
                 // The draws are the epoch's order of all ranks, dealt as any order is.
                 let one = Sampler {
                     rank: 0,
-                    world: 1,
+                    world_size: 1,
                     ..sampler.clone()
                 };
                 let weights = mix.spec().weights.clone();
@@ -331,7 +359,7 @@ impl TokenLoader {
             seq_len: self.cfg.seq_len,
             batch_size: self.cfg.batch_size,
             rank: self.cfg.rank,
-            world: self.cfg.world,
+            world_size: self.cfg.world_size,
             shuffle: self.cfg.shuffle,
             documents: self.documents(),
             elastic: None,
@@ -364,12 +392,12 @@ impl TokenLoader {
                 "elastic resume is for documents, not a .bin file".into(),
             ));
         }
-        let world = first.world;
+        let world = first.world_size;
         let mut at = vec![None; world];
         for s in states {
             let mut now = self.state_at(first.epoch);
             now.rank = s.rank;
-            now.world = world;
+            now.world_size = world;
             s.check(&now)?;
             if s.elastic.is_some() {
                 return Err(TokenError::State(
@@ -396,7 +424,10 @@ impl TokenLoader {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let state = TokenState {
-            elastic: Some(TokenElastic { world, at }),
+            elastic: Some(TokenElastic {
+                world_size: world,
+                at,
+            }),
             ..self.state_at(first.epoch)
         };
         self.start(state)
@@ -410,9 +441,9 @@ impl TokenLoader {
         };
         // Each rank's rest, its first document from where it stopped; interleaved
         // (the first of each rank, rank by rank, then the second ...).
-        let tails: Vec<Vec<(usize, u64)>> = (0..el.world)
+        let tails: Vec<Vec<(usize, u64)>> = (0..el.world_size)
             .map(|r| {
-                let order = self.order_of(state.epoch, r, el.world);
+                let order = self.order_of(state.epoch, r, el.world_size);
                 let (doc, offset) = el.at[r];
                 order
                     .get(doc..)
@@ -430,7 +461,7 @@ impl TokenLoader {
         let mine = deal(
             (0..rest.len()).collect(),
             self.cfg.rank,
-            self.cfg.world,
+            self.cfg.world_size,
             ShardPolicy::Exact,
         );
         let order = mine.iter().map(|&i| rest[i].0).collect();

@@ -52,8 +52,14 @@ pub struct Reading {
 }
 
 fn open(path: &Path, what: &str, options: &source::OpenOptions) -> anyhow::Result<Arc<dyn Source>> {
-    let src =
-        source::open_with(path, options).with_context(|| format!("opening the {what} data"))?;
+    let src = source::open_with(path, options).map_err(|e| {
+        // A source's errors name its files; a setting's (the split) does not.
+        let named = match &e {
+            source::SourceError::Setting(_) => format!(" {}", path.display()),
+            _ => String::new(),
+        };
+        anyhow::Error::new(e).context(format!("opening the {what} data{named}"))
+    })?;
     if src.is_empty() {
         bail!("{}: the {what} data holds no samples", path.display());
     }
@@ -92,8 +98,7 @@ impl Data {
         let train = data.mix(sources).context("mixing the training data")?;
         let train_path = first.path.clone();
         let held_out = source::OpenOptions {
-            train: false,
-            split: None,
+            split: source::Split::Test,
             ..first.options.clone()
         };
         let (val, val_path) = match val_path {

@@ -129,7 +129,7 @@ fn data_spec(a: &Args, paths: &[PathBuf]) -> DataSpec {
             .collect(),
         weights: a.mixing.weights.clone().map(|w| w.0),
         stop: a.mixing.stop,
-        epoch_batches: a.mixing.epoch_batches.or(a.mixing.steps),
+        epoch_batches: a.mixing.epoch_batches.or(a.mixing.old_steps),
     }
 }
 

@@ -221,6 +221,21 @@ fn every_flag_with_absurd_values() {
             check(&args, &cache);
         }
     }
+    // A split the data cannot have is judged where the data is opened, by the library
+    // (as for stoker-load and Python), and named as the flag, with the data set.
+    for (value, says) in [
+        ("x/y", "--split: \"x/y\" is not a split's name"),
+        (
+            "validation",
+            "--split: 'validation' is a split by name, and an image folder has none",
+        ),
+    ] {
+        let mut args = base("");
+        args.extend(s(&["--split", value]));
+        let (code, stderr) = check_output(&args, &cache);
+        assert_ne!(code, 0, "{stderr}");
+        assert!(stderr.contains(says) && stderr.contains(d), "{stderr}");
+    }
     // The probe: a huge deadline once panicked inside Duration.
     let mut args = base("");
     args.extend(s(&["--collective-timeout", "1e300"]));

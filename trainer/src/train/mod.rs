@@ -200,17 +200,17 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
                 format!(
                     "the {what} loader is sharded as rank {} of {}, but this process is \
                      rank {rank} of {world}",
-                    config.rank, config.world
+                    config.rank, config.world_size
                 ),
             ))
         };
         let config = self.train.config();
-        if (config.rank, config.world) != (rank, world) {
+        if (config.rank, config.world_size) != (rank, world) {
             return Err(bad("training", config));
         }
         if let Some(v) = &self.val {
             let vc = v.config();
-            if (vc.rank, vc.world) != (rank, world) {
+            if (vc.rank, vc.world_size) != (rank, world) {
                 return Err(bad("validation", vc));
             }
         }

@@ -116,7 +116,8 @@ impl<B: Backend + Clone + 'static> Trainer<B> {
                     .resume_cursor(&at_save)
                     .map_err(|e| bad_because(e.to_string(), e.into()))?;
                 let mine = self.train.cursor_state(&cursor);
-                if at_save.batch_size * at_save.world != target.batch_size * target.world {
+                if at_save.batch_size * at_save.world_size != target.batch_size * target.world_size
+                {
                     step = at_save.epoch * per_epoch as u64
                         + per_epoch.saturating_sub(cursor.remaining()) as u64;
                 }

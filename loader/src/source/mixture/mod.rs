@@ -35,7 +35,7 @@ pub enum Stop {
     /// a part that runs out is left out of the draws and the others share its weight.
     AllExhausted,
     /// Never by itself: a part that runs out starts its next epoch (a new shuffle),
-    /// and an epoch is `steps` batches on every rank.
+    /// and an epoch is `epoch_batches` batches on every rank.
     Never,
 }
 
@@ -94,12 +94,12 @@ pub enum MixtureError {
         /// The source's format name (see [`Source::format`]).
         what: String,
     },
-    /// [`Stop::Never`] was asked for without `steps` (or with 0).
+    /// [`Stop::Never`] was asked for without `epoch_batches` (or with 0).
     #[error("stop=never needs epoch_batches (batches per epoch on each rank), at least 1")]
-    NeedsSteps,
-    /// `steps` was given with a stop rule other than [`Stop::Never`].
+    NeedsEpochBatches,
+    /// `epoch_batches` was given with a stop rule other than [`Stop::Never`].
     #[error("epoch_batches is only for stop=never (the other rules end an epoch by themselves)")]
-    StepsWithoutNever,
+    EpochBatchesWithoutNever,
     /// A source carries other fields than the first source.
     #[error(
         "source {index} ({what}) has fields {has}, source 0 has {first}: mixed sources carry \
@@ -128,11 +128,11 @@ pub struct MixtureSpec {
     pub stop: Stop,
     /// Batches per epoch on every rank: required (at least 1) with [`Stop::Never`],
     /// and only there.
-    pub steps: Option<usize>,
+    pub epoch_batches: Option<usize>,
 }
 
 impl MixtureSpec {
-    /// Checks the weights against `sources` parts and the stop rule against `steps`.
+    /// Checks the weights against `sources` parts and the stop rule against `epoch_batches`.
     pub fn validate(&self, sources: usize) -> Result<(), MixtureError> {
         if sources == 0 {
             return Err(MixtureError::NoSources);
@@ -151,10 +151,10 @@ impl MixtureSpec {
         if self.weights.iter().all(|&w| w == 0.0) {
             return Err(MixtureError::AllZero);
         }
-        match (self.stop, self.steps) {
-            (Stop::Never, None | Some(0)) => Err(MixtureError::NeedsSteps),
+        match (self.stop, self.epoch_batches) {
+            (Stop::Never, None | Some(0)) => Err(MixtureError::NeedsEpochBatches),
             (Stop::FirstExhausted | Stop::AllExhausted, Some(_)) => {
-                Err(MixtureError::StepsWithoutNever)
+                Err(MixtureError::EpochBatchesWithoutNever)
             }
             _ => Ok(()),
         }
@@ -179,15 +179,15 @@ pub fn combine(
     mut sources: Vec<Arc<dyn Source>>,
     weights: Option<Vec<f64>>,
     stop: Option<Stop>,
-    steps: Option<usize>,
+    epoch_batches: Option<usize>,
 ) -> Result<Arc<dyn Source>, MixtureError> {
-    if sources.len() == 1 && weights.is_none() && stop.is_none() && steps.is_none() {
+    if sources.len() == 1 && weights.is_none() && stop.is_none() && epoch_batches.is_none() {
         return Ok(sources.remove(0));
     }
     let spec = MixtureSpec {
         weights: weights.unwrap_or_else(|| vec![1.0; sources.len()]),
         stop: stop.unwrap_or(Stop::AllExhausted),
-        steps,
+        epoch_batches,
     };
     Ok(Arc::new(Mixture::new(sources, spec)?))
 }
@@ -255,7 +255,7 @@ impl Mixture {
         })
     }
 
-    /// The weights, stop rule and steps the mixture was built with.
+    /// The weights, stop rule and batches per epoch the mixture was built with.
     pub fn spec(&self) -> &MixtureSpec {
         &self.spec
     }
@@ -360,11 +360,11 @@ impl Source for Mixture {
 mod tests {
     use super::*;
 
-    fn spec(weights: &[f64], stop: Stop, steps: Option<usize>) -> MixtureSpec {
+    fn spec(weights: &[f64], stop: Stop, epoch_batches: Option<usize>) -> MixtureSpec {
         MixtureSpec {
             weights: weights.to_vec(),
             stop,
-            steps,
+            epoch_batches,
         }
     }
 
@@ -389,11 +389,11 @@ mod tests {
         ));
         assert!(matches!(
             spec(&[1.0], Stop::Never, None).validate(1),
-            Err(MixtureError::NeedsSteps)
+            Err(MixtureError::NeedsEpochBatches)
         ));
         assert!(matches!(
             spec(&[1.0], all, Some(3)).validate(1),
-            Err(MixtureError::StepsWithoutNever)
+            Err(MixtureError::EpochBatchesWithoutNever)
         ));
         assert!(matches!(
             spec(&[], all, None).validate(0),

@@ -134,7 +134,7 @@ impl<'a> Generator<'a> {
                 let s = Sampler {
                     seed: part_seed(self.base.seed, k),
                     rank: 0,
-                    world: 1,
+                    world_size: 1,
                     ..self.base.clone()
                 };
                 let o = s.indices_in(len, self.mix.part_shards(k), p.epoch);

@@ -9,7 +9,7 @@ const MAGIC: f32 = 8_388_608.0;
 
 /// `x as u8` (truncation) for `x` in [0, 255], as Rust's cast gives it: the nearest
 /// whole number, one less where that rounded up, read from the mantissa's bits.
-#[inline]
+#[inline(always)]
 pub(crate) fn trunc_u8(x: f32) -> u8 {
     let m = x + MAGIC;
     let m = if m - MAGIC > x { m - 1.0 } else { m };
@@ -18,7 +18,7 @@ pub(crate) fn trunc_u8(x: f32) -> u8 {
 
 /// `x.floor()` for `x` in [0, 2^22): the nearest whole number, one less where that
 /// rounded up.
-#[inline]
+#[inline(always)]
 pub(crate) fn floor_small(x: f32) -> f32 {
     let n = (x + MAGIC) - MAGIC;
     if n > x {

@@ -8,6 +8,7 @@ pub mod affine;
 pub mod blur;
 pub(crate) mod check;
 pub mod color;
+mod cpu;
 pub mod crop;
 pub mod erase;
 pub mod flip;

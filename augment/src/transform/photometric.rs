@@ -13,7 +13,7 @@
 //! Images of 3 channels are RGB; on other channel counts saturation does nothing and
 //! contrast pivots on the mean of all samples (torchvision's 1-channel case).
 
-use super::lanes;
+use super::{cpu, lanes};
 
 /// One photometric op with its magnitude.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -69,7 +69,7 @@ fn lut_of(f: impl Fn(u8) -> u8) -> [u8; 256] {
 }
 
 /// float32 -> uint8 as `clamp_(0, 255).to(torch.uint8)`: clamped, then truncated.
-#[inline]
+#[inline(always)]
 fn clamp_trunc(x: f32) -> u8 {
     lanes::trunc_u8(x.clamp(0.0, 255.0))
 }
@@ -253,7 +253,7 @@ pub fn brightness(data: &mut [u8], factor: f64) {
 /// f64, so only the sum is rounded twice (to f64, then to f32), which gives the fused
 /// result except when the f64 sum lands exactly half-way between two float32 values;
 /// unlike `f32::mul_add` this needs no libm call where FMA is not compiled in.
-#[inline]
+#[inline(always)]
 fn fma(a: f32, b: f32, c: f32) -> f32 {
     (a as f64 * b as f64 + c as f64) as f32
 }
@@ -263,7 +263,7 @@ fn fma(a: f32, b: f32, c: f32) -> f32 {
 /// negative, so truncating through an integer (signed, see [`clamp_trunc`]) is the
 /// floor (`f32::floor` is a libm
 /// call on CPUs without SSE4.1, and keeps the loops around it out of vector lanes).
-#[inline]
+#[inline(always)]
 fn gray_floor(r: u8, g: u8, b: u8) -> f32 {
     lanes::floor_small(fma(
         b as f32,
@@ -274,7 +274,7 @@ fn gray_floor(r: u8, g: u8, b: u8) -> f32 {
 
 /// torchvision's `_blend(image, other, ratio)` for one sample:
 /// `image.mul(ratio).add_(other, alpha=1 - ratio)`, clamped, truncated.
-#[inline]
+#[inline(always)]
 fn blend(v: u8, ratio: f32, other: f32, rest: f32) -> u8 {
     clamp_trunc(fma(other, rest, v as f32 * ratio))
 }
@@ -286,7 +286,7 @@ const BLOCK: usize = 16;
 
 /// The floored gray of every pixel of an RGB block: the channels are split into
 /// arrays first, so that the arithmetic runs on whole vectors.
-#[inline]
+#[inline(always)]
 fn block_grays(block: &[u8]) -> [f32; BLOCK] {
     let (mut r, mut g, mut b) = ([0f32; BLOCK], [0f32; BLOCK], [0f32; BLOCK]);
     for (i, p) in block.chunks_exact(3).take(BLOCK).enumerate() {
@@ -332,10 +332,36 @@ pub fn contrast(data: &mut [u8], c: usize, factor: f64) {
 /// `F.adjust_saturation`: each pixel blended with its own floored gray; nothing on
 /// images that are not RGB.
 pub fn saturation(data: &mut [u8], c: usize, factor: f64) {
+    saturation_with(data, c, factor, cpu::avx2());
+}
+
+/// [`saturation`], through its AVX2 build when `avx2` is set (and the CPU has it).
+fn saturation_with(data: &mut [u8], c: usize, factor: f64, avx2: bool) {
     if c != 3 {
         return;
     }
     let (ratio, rest) = (factor as f32, (1.0 - factor) as f32);
+    #[cfg(target_arch = "x86_64")]
+    if avx2 && cpu::avx2() {
+        // SAFETY: the CPU has AVX2 (checked just above), all `saturation_avx2` needs.
+        unsafe { saturation_avx2(data, ratio, rest) };
+        return;
+    }
+    let _ = avx2;
+    saturation_rgb(data, ratio, rest);
+}
+
+/// [`saturation_rgb`] compiled with AVX2 (the same bytes, see the `cpu` module).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn saturation_avx2(data: &mut [u8], ratio: f32, rest: f32) {
+    saturation_rgb(data, ratio, rest);
+}
+
+/// The saturation blend of an RGB image, one pass: each block's grays, then its
+/// samples blended with them.
+#[inline(always)]
+fn saturation_rgb(data: &mut [u8], ratio: f32, rest: f32) {
     let mut chunks = data.chunks_exact_mut(3 * BLOCK);
     for block in &mut chunks {
         let gray = block_grays(block);
@@ -676,6 +702,11 @@ mod tests {
                 check("saturation", &|d| saturation(d, c, f), &|d| {
                     scalar::saturation(d, c, f)
                 });
+                check(
+                    "saturation (baseline build)",
+                    &|d| saturation_with(d, c, f, false),
+                    &|d| scalar::saturation(d, c, f),
+                );
                 check(
                     "sharpness",
                     &|d| sharpness(d, w, h, c, f, &mut Vec::new()),

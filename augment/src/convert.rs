@@ -59,6 +59,32 @@ pub(crate) fn rgb_to_channels(buf: &mut Vec<u8>, n: usize, channels: usize) {
     convert_in_place(buf, n, Native::Rgb8, channels);
 }
 
+/// Pack `width`-wide rows of RGBX pixels (`src`) into RGB (`dst`), mirroring each
+/// row when `mirror`: a resampled RGBX window becomes the sample, and a horizontal
+/// flip that follows costs no pass of its own.
+#[cfg_attr(not(stoker_turbo), allow(dead_code))]
+pub(crate) fn rgbx_to_rgb(src: &[u8], dst: &mut [u8], width: usize, mirror: bool) {
+    let n = dst.len() / 3;
+    assert!(width > 0 && n % width == 0 && src.len() == n * 4 && dst.len() == n * 3);
+    // Each pixel is stored as four bytes whose fourth the next pixel overwrites (one
+    // wide store instead of three narrow ones), so destination pixels go in order
+    // and a mirrored row reads its source backwards; the last pixel has no room for
+    // a fourth byte.
+    let mut at = 0;
+    for row in src.chunks_exact(width * 4) {
+        for j in 0..width {
+            let from = if mirror { width - 1 - j } else { j };
+            let px: [u8; 4] = row[from * 4..from * 4 + 4].try_into().unwrap();
+            if at + 4 <= dst.len() {
+                dst[at..at + 4].copy_from_slice(&px);
+            } else {
+                dst[at..at + 3].copy_from_slice(&px[..3]);
+            }
+            at += 3;
+        }
+    }
+}
+
 /// Turn `n` pixels of `native` layout at the start of `buf` into `channels` channels,
 /// in place, and cut `buf` to the result. Shrinking walks forward and growing walks
 /// backward, so no pixel is overwritten before it has been read.
@@ -87,6 +113,33 @@ pub(crate) fn convert_in_place(buf: &mut Vec<u8>, n: usize, native: Native, chan
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rgbx_packs_to_rgb_and_mirrors() {
+        for width in [1, 2, 3, 7] {
+            for height in [1, 2, 5] {
+                let n = width * height;
+                let src: Vec<u8> = (0..n * 4).map(|i| (i * 13 + 1) as u8).collect();
+                for mirror in [false, true] {
+                    let mut want = Vec::with_capacity(n * 3);
+                    for row in src.chunks_exact(width * 4) {
+                        let px: Vec<&[u8]> = row.chunks_exact(4).collect();
+                        let order: Vec<usize> = if mirror {
+                            (0..width).rev().collect()
+                        } else {
+                            (0..width).collect()
+                        };
+                        for i in order {
+                            want.extend_from_slice(&px[i][..3]);
+                        }
+                    }
+                    let mut got = vec![0u8; n * 3];
+                    rgbx_to_rgb(&src, &mut got, width, mirror);
+                    assert_eq!(got, want, "{width}x{height} mirror {mirror}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn luma_matches_pil_fixed_point() {

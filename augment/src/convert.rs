@@ -66,23 +66,56 @@ pub(crate) fn rgb_to_channels(buf: &mut Vec<u8>, n: usize, channels: usize) {
 pub(crate) fn rgbx_to_rgb(src: &[u8], dst: &mut [u8], width: usize, mirror: bool) {
     let n = dst.len() / 3;
     assert!(width > 0 && n % width == 0 && src.len() == n * 4 && dst.len() == n * 3);
-    // Each pixel is stored as four bytes whose fourth the next pixel overwrites (one
-    // wide store instead of three narrow ones), so destination pixels go in order
-    // and a mirrored row reads its source backwards; the last pixel has no room for
-    // a fourth byte.
-    let mut at = 0;
-    for row in src.chunks_exact(width * 4) {
-        for j in 0..width {
-            let from = if mirror { width - 1 - j } else { j };
-            let px: [u8; 4] = row[from * 4..from * 4 + 4].try_into().unwrap();
-            if at + 4 <= dst.len() {
-                dst[at..at + 4].copy_from_slice(&px);
-            } else {
-                dst[at..at + 3].copy_from_slice(&px[..3]);
+    // Four pixels at a time, as 32-bit words packed into 12 bytes with shifts: no
+    // per-byte moves and no bounds check per pixel (a per-pixel loop cost 7% of an
+    // rrc:224,flip sample in perf). A mirrored row takes its groups from the end and
+    // reverses each; the pixels left over (width not a multiple of 4) go one by one.
+    let rest = width % 4;
+    for (s, d) in src
+        .chunks_exact(width * 4)
+        .zip(dst.chunks_exact_mut(width * 3))
+    {
+        let (body, tail) = d.split_at_mut((width - rest) * 3);
+        let groups = body.chunks_exact_mut(12);
+        if mirror {
+            for (g, out) in s.rchunks_exact(16).zip(groups) {
+                let [p0, p1, p2, p3] = words(g);
+                pack4([p3, p2, p1, p0], out);
             }
-            at += 3;
+            for (px, out) in s[..rest * 4]
+                .chunks_exact(4)
+                .rev()
+                .zip(tail.chunks_exact_mut(3))
+            {
+                out.copy_from_slice(&px[..3]);
+            }
+        } else {
+            for (g, out) in s.chunks_exact(16).zip(groups) {
+                pack4(words(g), out);
+            }
+            let left = &s[(width - rest) * 4..];
+            for (px, out) in left.chunks_exact(4).zip(tail.chunks_exact_mut(3)) {
+                out.copy_from_slice(&px[..3]);
+            }
         }
     }
+}
+
+/// Four RGBX pixels (16 bytes) as little-endian words.
+#[inline(always)]
+fn words(g: &[u8]) -> [u32; 4] {
+    let w = |i: usize| u32::from_le_bytes([g[i], g[i + 1], g[i + 2], g[i + 3]]);
+    [w(0), w(4), w(8), w(12)]
+}
+
+/// The RGB bytes of four RGBX words, in order, into `out` (12 bytes).
+#[inline(always)]
+fn pack4(p: [u32; 4], out: &mut [u8]) {
+    let m = |v: u32| u64::from(v & 0x00ff_ffff);
+    let lo = m(p[0]) | m(p[1]) << 24 | m(p[2]) << 48;
+    let hi = (p[2] >> 16 & 0xff) | (p[3] & 0x00ff_ffff) << 8;
+    out[..8].copy_from_slice(&lo.to_le_bytes());
+    out[8..12].copy_from_slice(&hi.to_le_bytes());
 }
 
 /// Turn `n` pixels of `native` layout at the start of `buf` into `channels` channels,
@@ -116,7 +149,7 @@ mod tests {
 
     #[test]
     fn rgbx_packs_to_rgb_and_mirrors() {
-        for width in [1, 2, 3, 7] {
+        for width in [1, 2, 3, 4, 5, 7, 8, 224] {
             for height in [1, 2, 5] {
                 let n = width * height;
                 let src: Vec<u8> = (0..n * 4).map(|i| (i * 13 + 1) as u8).collect();

@@ -101,10 +101,11 @@ pub(crate) fn rgbx_to_rgb(src: &[u8], dst: &mut [u8], width: usize, mirror: bool
     }
 }
 
-/// Four RGBX pixels (16 bytes) as little-endian words.
+/// Four RGBX pixels (16 bytes) as little-endian words, each one load.
 #[inline(always)]
 fn words(g: &[u8]) -> [u32; 4] {
-    let w = |i: usize| u32::from_le_bytes([g[i], g[i + 1], g[i + 2], g[i + 3]]);
+    let g: &[u8; 16] = g.try_into().unwrap();
+    let w = |i: usize| u32::from_le_bytes(*g[i..].first_chunk::<4>().unwrap());
     [w(0), w(4), w(8), w(12)]
 }
 

@@ -170,7 +170,7 @@ int stoker_jpeg_header(stoker_jpeg *s, const uint8_t *data, size_t len,
   return header_body(s, data, len, width, height);
 }
 
-/* What stoker_jpeg_start_window produced: the columns [got_x, got_x + got_w) of
+/* What stoker_jpeg_start_window_px produced: the columns [got_x, got_x + got_w) of
  * the scaled output, which is out_width x out_height. (One struct rather than four
  * out-pointers; the function was renamed when this changed, so that a stale build
  * of either side fails to link instead of passing the wrong arguments.) */
@@ -181,13 +181,21 @@ typedef struct stoker_window {
   uint32_t out_height;
 } stoker_window;
 
-/* After stoker_jpeg_header: start an RGB decode at scale 1/denom (1, 2, 4, 8) and
- * keep only columns [x, x + w) of the scaled output. libjpeg widens the window to
- * iMCU boundaries: the columns actually produced are [got->got_x, got->got_x +
- * got->got_w). got->out_height is the scaled height. */
-static NOINLINE int start_body(stoker_jpeg *s, uint32_t denom, uint32_t x, uint32_t w,
-                      stoker_window *got) {
-  s->cinfo.out_color_space = JCS_RGB;
+/* After stoker_jpeg_header: start a decode at scale 1/denom (1, 2, 4, 8) into
+ * `pixel` bytes a pixel (3: RGB; 4: RGBX, the same colour conversion with a fourth
+ * byte, which a four-channel resampler reads faster) and keep only columns
+ * [x, x + w) of the scaled output. libjpeg widens the window to iMCU boundaries: the
+ * columns actually produced are [got->got_x, got->got_x + got->got_w).
+ * got->out_height is the scaled height. (Renamed from stoker_jpeg_start_window when
+ * `pixel` was added, so that a stale build of either side fails to link.) */
+static NOINLINE int start_body(stoker_jpeg *s, uint32_t denom, uint32_t pixel, uint32_t x,
+                      uint32_t w, stoker_window *got) {
+  if (pixel != 3 && pixel != 4) {
+    snprintf(s->message, sizeof s->message, "no %u-byte pixels", pixel);
+    stoker_reset(s);
+    return -1;
+  }
+  s->cinfo.out_color_space = pixel == 4 ? JCS_EXT_RGBX : JCS_RGB;
   s->cinfo.scale_num = 1;
   s->cinfo.scale_denom = denom;
   s->cinfo.dct_method = JDCT_ISLOW;
@@ -195,7 +203,7 @@ static NOINLINE int start_body(stoker_jpeg *s, uint32_t denom, uint32_t x, uint3
   jpeg_start_decompress(&s->cinfo);
   got->out_width = s->cinfo.output_width;
   got->out_height = s->cinfo.output_height;
-  if (s->cinfo.output_components != 3) {
+  if (s->cinfo.output_components != (int)pixel) {
     snprintf(s->message, sizeof s->message, "decoder gives %d components",
              s->cinfo.output_components);
     stoker_reset(s);
@@ -217,8 +225,8 @@ static NOINLINE int start_body(stoker_jpeg *s, uint32_t denom, uint32_t x, uint3
   return 0;
 }
 
-int stoker_jpeg_start_window(stoker_jpeg *s, uint32_t denom, uint32_t x,
-                             uint32_t w, stoker_window *got) {
+int stoker_jpeg_start_window_px(stoker_jpeg *s, uint32_t denom, uint32_t pixel,
+                                uint32_t x, uint32_t w, stoker_window *got) {
   if (!s->active) {
     snprintf(s->message, sizeof s->message, "no header read");
     return -1;
@@ -227,14 +235,14 @@ int stoker_jpeg_start_window(stoker_jpeg *s, uint32_t denom, uint32_t x,
     stoker_reset(s);
     return -1;
   }
-  return start_body(s, denom, x, w, got);
+  return start_body(s, denom, pixel, x, w, got);
 }
 
-/* After stoker_jpeg_start_window: skip `y` scanlines, then read `h` rows of
- * got_w * 3 bytes into `out` (which holds `out_len` bytes), and end this image. */
+/* After stoker_jpeg_start_window_px: skip `y` scanlines, then read `h` rows of
+ * got_w pixels into `out` (which holds `out_len` bytes), and end this image. */
 static NOINLINE int rows_body(stoker_jpeg *s, uint32_t y, uint32_t h, uint8_t *out,
                      size_t out_len) {
-  size_t stride = (size_t)s->cinfo.output_width * 3;
+  size_t stride = (size_t)s->cinfo.output_width * s->cinfo.output_components;
   if (y > s->cinfo.output_height || h > s->cinfo.output_height - y ||
       out_len / (stride ? stride : 1) < h) {
     snprintf(s->message, sizeof s->message, "rows %u+%u do not fit", y, h);

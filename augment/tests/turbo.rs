@@ -534,3 +534,69 @@ fn resize_and_center_use_scaled_decode_and_stay_close() {
     .unwrap();
     assert_eq!(scratch.last_window(), None);
 }
+
+/// The window path as plain steps over three-byte RGB: libjpeg's window, the
+/// resampler at three channels, then the flip in place. What the pipeline's four-byte
+/// (RGBX) decode, resample and packing must reproduce byte for byte.
+fn rrc_flip_rgb_steps(bytes: &[u8], size: usize, seed: u64, mirror_p: f64) -> Vec<u8> {
+    use fast_image_resize::Resizer;
+    use stoker_augment::transform::{flip, resize};
+    let mut rng = SampleRng::new(seed, 0, 0);
+    let (w, h) = decode::probe(bytes).unwrap();
+    let r = rrc_box(&mut rng, w, h, (0.08, 1.0), (0.75, 4.0 / 3.0));
+    let mut dec = TurboDecoder::new().unwrap();
+    let Ok(Header::Ready(hdr)) = dec.header(bytes) else {
+        panic!("header")
+    };
+    let mut buf = Vec::new();
+    let win = hdr
+        .decode_window(r, scale_denom(r, size, size), &mut buf)
+        .unwrap();
+    let view = stoker_augment::ImageView::new(win.width, win.height, 3, &buf).unwrap();
+    let mut out = vec![0u8; size * size * 3];
+    let mut resizer = Resizer::new();
+    resize::resample(&mut resizer, view, win.hard, win.soft, &mut out, size, size).unwrap();
+    flip::random_hflip(&mut rng, mirror_p, &mut out, size, 3);
+    out
+}
+
+#[test]
+fn rgbx_window_path_equals_the_rgb_steps() {
+    // Baseline 4:2:0 (the photos' layout), progressive, 4:4:4, 4:2:2 and grey; sizes
+    // that upsample and downsample, at full and at reduced DCT scale.
+    let photo = textured_jpeg(500, 375, 3);
+    let big = textured_jpeg(1200, 900, 4);
+    let cases: [(&str, &[u8]); 6] = [
+        ("photo", &photo),
+        ("big", &big),
+        ("progressive", PROGRESSIVE),
+        ("444", S444),
+        ("422", S422),
+        ("gray", GRAY),
+    ];
+    // Both of the flip's outcomes must come up, or the flip would go untested.
+    let (mut mirrored, mut kept) = (0, 0);
+    for (name, bytes) in cases {
+        for size in [37, 224] {
+            for (spec, p) in [
+                (format!("rrc:{size},flip"), 0.5),
+                (format!("rrc:{size}"), 0.0),
+            ] {
+                let pipe = Pipeline::parse(&spec).unwrap();
+                for seed in 0..12 {
+                    let want = rrc_flip_rgb_steps(bytes, size, seed, p);
+                    let got = run(&pipe, bytes, 3, &mut SampleRng::new(seed, 0, 0), true);
+                    assert!(got == want, "{name} `{spec}` seed {seed}");
+                    if p > 0.0 {
+                        if want == rrc_flip_rgb_steps(bytes, size, seed, 0.0) {
+                            kept += 1;
+                        } else {
+                            mirrored += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(mirrored > 0 && kept > 0, "{mirrored} mirrored, {kept} kept");
+}

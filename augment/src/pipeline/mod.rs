@@ -51,6 +51,8 @@ pub struct Scratch {
     pub(crate) a: Vec<u8>,
     pub(crate) b: Vec<u8>,
     pub(crate) resizer: Resizer,
+    /// The libjpeg-turbo path's resampled window, four bytes a pixel.
+    pub(crate) rgbx: Vec<u8>,
     /// A copy of the image for the steps that read their input while writing it
     /// (warps, sharpness), and float rows for the blur.
     pub(crate) tmp: Vec<u8>,
@@ -96,12 +98,19 @@ impl Scratch {
     /// Note what this sample needed and release buffers far larger than recent
     /// samples needed (see [`crate::retain`]).
     fn settle(&mut self) {
-        let need = self.decoded.data.len().max(self.a.len()).max(self.b.len());
+        let need = self
+            .decoded
+            .data
+            .len()
+            .max(self.a.len())
+            .max(self.b.len())
+            .max(self.rgbx.len());
         self.retention.note(need);
         self.retention.trim(&mut self.decoded.data);
         self.retention.trim(&mut self.a);
         self.retention.trim(&mut self.b);
         self.retention.trim(&mut self.tmp);
+        self.retention.trim(&mut self.rgbx);
         if self.retention.too_big(self.ftmp.capacity() * 4) {
             self.ftmp = Vec::new();
         }
@@ -126,6 +135,7 @@ impl Scratch {
             + self.a.capacity()
             + self.b.capacity()
             + self.tmp.capacity()
+            + self.rgbx.capacity()
             + self.ftmp.capacity() * 4
             + self.resizer.size_of_internal_buffers()
     }

@@ -2,7 +2,9 @@
 //! (`rrc`, `resize`, or `resize` then a fitting `center` crop), decode only the pixels
 //! that step keeps, at 1/2, 1/4 or 1/8 scale when what it keeps is at least that many
 //! times its output, and resample from there. Everything after the first step runs as
-//! on a full decode.
+//! on a full decode. Three-channel samples travel as RGBX (four bytes a pixel) from
+//! libjpeg through the resampler and are packed into RGB at the end, where a `flip`
+//! that comes next is done: the same bytes, fewer passes.
 //!
 //! The box a step keeps is drawn or computed from the header's size, with the same
 //! random draws as the full-decode path, so the two paths choose the same geometry and
@@ -10,7 +12,7 @@
 //! augment/tests/turbo.rs).
 
 use super::{fused_crop_box, sized, Loc, Pipeline, Scratch};
-use crate::convert::rgb_to_channels;
+use crate::convert::{rgb_to_channels, rgbx_to_rgb};
 use crate::decode;
 use crate::transform::crop::rrc_box;
 use crate::transform::resize::{resample, target_size, Rect, SoftBox};
@@ -191,7 +193,15 @@ impl Pipeline {
             height: ((k.top + k.height).ceil() as usize).min(h).max(top + 1) - top,
         };
         let denom = scale_denom(b, tw, th);
-        let win = hdr.decode_window(b, denom, buf)?;
+        // Three channels are decoded and resampled as RGBX (four bytes a pixel, the
+        // same values): the resampler's four-byte kernel is the faster, and packing
+        // the result into the sample is where a following flip is done.
+        let px = if channels == 3 { 4 } else { 3 };
+        let win = if px == 4 {
+            hdr.decode_window_rgbx(b, denom, buf)?
+        } else {
+            hdr.decode_window(b, denom, buf)?
+        };
         if win.short_data {
             return Err(crate::turbo::short_data_error(bytes));
         }
@@ -218,12 +228,15 @@ impl Pipeline {
             })
         };
         let n = win.width * win.height;
-        rgb_to_channels(buf, n, channels);
+        if px == 3 {
+            rgb_to_channels(buf, n, channels);
+        }
+        let c = if px == 4 { 4 } else { channels };
         let view = ImageView {
             width: win.width,
             height: win.height,
-            channels,
-            data: &buf[..n * channels],
+            channels: c,
+            data: &buf[..n * c],
         };
         let last_geo = self.transforms.iter().rposition(Transform::is_geometric);
         let to = if last_geo == Some(lead.steps - 1) {
@@ -235,14 +248,33 @@ impl Pipeline {
             Loc::Out => &mut *out,
             _ => sized(&mut scratch.a, tw * th * channels),
         };
-        resample(&mut scratch.resizer, view, win.hard, soft, d, tw, th)?;
+        let mut next = lead.steps;
+        if px == 3 {
+            resample(&mut scratch.resizer, view, win.hard, soft, d, tw, th)?;
+        } else {
+            let rgbx = sized(&mut scratch.rgbx, tw * th * 4);
+            resample(&mut scratch.resizer, view, win.hard, soft, rgbx, tw, th)?;
+            // The flip's own draw, as its step would make it.
+            let mirror = match self.transforms.get(next) {
+                Some(&Transform::HorizontalFlip { p }) => {
+                    next += 1;
+                    let hit = rng.chance(p);
+                    if let (true, Some(g)) = (hit, &mut scratch.geometry) {
+                        g.push(crate::GeoOp::FlipH);
+                    }
+                    hit
+                }
+                _ => false,
+            };
+            rgbx_to_rgb(rgbx, d, tw, mirror);
+        }
         let after = ImageView {
             width: tw,
             height: th,
             channels,
             data: &[],
         };
-        self.execute(lead.steps, to, after, rng, scratch, out)?;
+        self.execute(next, to, after, rng, scratch, out)?;
         Ok(true)
     }
 }

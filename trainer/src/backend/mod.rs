@@ -43,16 +43,19 @@ pub use norm::*;
 pub use optim::*;
 pub use pool::*;
 
-/// Element types a buffer can hold. Sealed: backends implement exactly these.
+/// Element types a buffer can hold. Sealed: backends implement exactly these. `u16`
+/// holds bf16 bit patterns (the operands of bf16 autocast, `crate::precision`).
 pub trait Elem: Copy + Default + Send + Sync + std::fmt::Debug + 'static + sealed::Sealed {}
 impl Elem for f32 {}
 impl Elem for u8 {}
+impl Elem for u16 {}
 impl Elem for u32 {}
 
 mod sealed {
     pub trait Sealed {}
     impl Sealed for f32 {}
     impl Sealed for u8 {}
+    impl Sealed for u16 {}
     impl Sealed for u32 {}
 }
 

@@ -218,6 +218,9 @@ kernels! {
         xent_soft_rows: XentSoftRows(io: LossRows, inv_n: f32, rows: DevPtr);
         bce_rows: BceRows(io: LossRows, inv_k: f32, inv_nk: f32, rows: DevPtr);
     }
+    "cast.cu" {
+        cast_f32_bf16: CastBf16(x: DevPtr, y: DevPtr, n: u64);
+    }
     "optim.cu" {
         sgd_step: SgdStep(p: DevPtr, g: DevPtr, buf: DevPtr, n: u64, decay_len: u64, lr: f32,
             momentum: f32, weight_decay: f32, nesterov: i32);

@@ -27,6 +27,7 @@
 
 mod bn_pool;
 mod buffer;
+mod cast;
 mod conv;
 mod elementwise;
 pub mod error;
@@ -56,6 +57,7 @@ pub use kernels::{compile_kernels, kernel_source, DATANORM_MAX_CHANNELS};
 pub use probe::{probe, probe_ordinal, DeviceInfo};
 
 use super::{BResult, Backend, BackendError, Buffers, Elem, In, Out};
+use crate::precision::Precision;
 use buffer::{as_bytes, as_bytes_mut, device_addr, op_err, DevPtr};
 use kernels::Kernels;
 
@@ -83,6 +85,8 @@ struct Inner {
     /// Classes of the last `softmax_xent`, for the message of a deferred label error.
     xent_classes: AtomicUsize,
     allocs: AtomicUsize,
+    /// The step's arithmetic: f32, or bf16 autocast (see `crate::precision`).
+    precision: Precision,
 }
 
 /// The CUDA backend. Cloning is cheap and shares the context, stream and kernels.
@@ -118,11 +122,17 @@ impl CudaBackend {
     /// architecture (compute_90 on Hopper), from the PTX cache or compiled by NVRTC. An
     /// error, never a panic, when CUDA is missing or unusable.
     pub fn new(ordinal: usize) -> Result<Self, BackendError> {
+        Self::with_precision(ordinal, Precision::F32)
+    }
+
+    /// [`CudaBackend::new`] with the step's arithmetic: `Precision::Bf16` runs the
+    /// convolutions and GEMMs on bf16 operands with f32 accumulation (autocast).
+    pub fn with_precision(ordinal: usize, precision: Precision) -> Result<Self, BackendError> {
         let init = |source| BackendError::CudaInit { ordinal, source };
         let info = probe_ordinal(ordinal).map_err(init)?;
         // A second guard: a panic inside cudarc (a symbol missing from an older
         // driver, say) becomes an error value too.
-        catch_unwind(AssertUnwindSafe(|| Self::build(ordinal, info)))
+        catch_unwind(AssertUnwindSafe(|| Self::build(ordinal, info, precision)))
             .unwrap_or_else(|p| {
                 Err(CudaError::Panicked {
                     what: "cuda init",
@@ -136,7 +146,7 @@ impl CudaBackend {
             .map_err(init)
     }
 
-    fn build(ordinal: usize, info: DeviceInfo) -> Result<Self, CudaError> {
+    fn build(ordinal: usize, info: DeviceInfo, precision: Precision) -> Result<Self, CudaError> {
         let ctx = CudaContext::new(ordinal).map_err(CudaError::driver("cuCtxCreate"))?;
         // SAFETY: called before this context allocates anything. Every op runs on the
         // one stream below, so cudarc's per-buffer events (which would record and wait
@@ -184,6 +194,7 @@ impl CudaBackend {
                 bad_label: Mutex::new(bad_label),
                 xent_classes: AtomicUsize::new(0),
                 allocs: AtomicUsize::new(0),
+                precision,
             }),
         })
     }
@@ -191,6 +202,11 @@ impl CudaBackend {
     /// What the device is.
     pub fn info(&self) -> &DeviceInfo {
         &self.inner.info
+    }
+
+    /// The step's arithmetic this backend was opened with.
+    pub fn precision(&self) -> Precision {
+        self.inner.precision
     }
 
     /// The CUDA context (for the loader's uploader, which must share it).

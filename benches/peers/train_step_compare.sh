@@ -18,6 +18,8 @@
 #   STEP_BENCH  the step_bench binary (default: <repo>/target/release/examples/step_bench;
 #               build it with `cargo build --release -p stoker-trainer --example step_bench`)
 #   PEERS_VENV  the Python venv with torch (default /root/peers-venv; see README.md)
+#   PYTHON      a Python with torch to use instead of the venv's (e.g. python3 on the
+#               GPU machine)
 #   SIZES (default "64 32"), BATCH (128), STEPS (10), WARMUP (2), THREADS (2: the
 #   threads of both, torch's --threads and stoker's RAYON_NUM_THREADS)
 #   MODEL       convnet (default) or resnet
@@ -45,12 +47,12 @@ die() {
 
 rounds="${1:-3}"
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || {
-    sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 bench="${STEP_BENCH:-$repo/target/release/examples/step_bench}"
 venv="${PEERS_VENV:-/root/peers-venv}"
-py="$venv/bin/python"
+py="${PYTHON:-$venv/bin/python}"
 sizes="${SIZES:-64 32}"
 batch="${BATCH:-128}"
 steps="${STEPS:-10}"
@@ -74,7 +76,7 @@ if [[ "${TF32:-0}" == 1 ]]; then
 fi
 [[ -x "$bench" ]] || die "no step_bench at $bench
   build it: cargo build --release -p stoker-trainer --example step_bench"
-[[ -x "$py" ]] || die "no Python at $py (set PEERS_VENV; see $here/README.md)"
+command -v "$py" >/dev/null || die "no Python at $py (set PEERS_VENV or PYTHON; see $here/README.md)"
 "$py" -c "import torch" 2>/dev/null || die "$py cannot import torch"
 results="${RESULTS:-$(mktemp -d)}"
 mkdir -p "$results"

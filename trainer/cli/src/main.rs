@@ -179,7 +179,7 @@ fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
     // batch are compared once the trainer is built.
     cluster.check_same(
         "the training settings (--model, --optimizer, --lr, --weight-decay, --transform, \
-         --compare-readers, --resume given or not)",
+         --precision, --compare-readers, --resume given or not)",
         args::settings_fingerprint(&a),
     )?;
 

@@ -68,12 +68,11 @@ RESNET_WIDTHS = [32, 64, 128]  # trainer/src/model/resnet.rs WIDTHS and STRIDES
 RESNET_STRIDES = [1, 2, 2]
 
 
-def build_model(torch, channels, classes, size, in_channels=3):
+def data_norm(torch, in_channels=3):
+    """u8 NHWC -> normalised f32 NCHW: the model's first layer, as in stoker."""
     nn = torch.nn
 
     class DataNorm(nn.Module):
-        """u8 NHWC -> normalised f32 NCHW: the model's first layer, as in stoker."""
-
         def __init__(self):
             super().__init__()
             mean = torch.full((in_channels,), MEAN * 255.0)
@@ -85,7 +84,13 @@ def build_model(torch, channels, classes, size, in_channels=3):
             x = x.permute(0, 3, 1, 2).float()
             return (x - self.mean) * self.inv_std
 
-    layers = [DataNorm()]
+    return DataNorm()
+
+
+def build_model(torch, channels, classes, size, in_channels=3):
+    nn = torch.nn
+
+    layers = [data_norm(torch, in_channels)]
     c_in = in_channels
     hw = size
     for c in channels:
@@ -127,7 +132,7 @@ def build_resnet(torch, classes, size, in_channels=3):
             return torch.relu(y + s)
 
     layers = [
-        build_model(torch, [], classes, size, in_channels)[0],  # DataNorm
+        data_norm(torch, in_channels),
         nn.Conv2d(in_channels, RESNET_WIDTHS[0], 3, stride=1, padding=1, bias=False),
         nn.BatchNorm2d(RESNET_WIDTHS[0], eps=1e-5, momentum=0.1),
         nn.ReLU(inplace=True),

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Peer baseline: time per training step of stoker's `convnet` in PyTorch.
+"""Peer baseline: time per training step of stoker's `convnet` (or `resnet`) in PyTorch.
 
 Measures the compute side of a training step (forward, loss, backward, SGD update)
 so that `stoker-train`'s step time can be judged against PyTorch on the same
@@ -21,9 +21,30 @@ WIDTHS constant):
         -> BatchNorm2d (eps 1e-5, momentum 0.1) -> ReLU (fused into the BN in stoker)
         -> MaxPool 2x2 stride 2, skipped once the map is smaller than 2x2
     global average pool -> Linear(c_last -> classes, with bias)
+
+With --model resnet: stoker's `resnet` exactly, as trainer/src/model/resnet.rs builds
+it (checked against that file on 2026-12-06; KEEP IN SYNC, WIDTHS 32,64,128 and
+STRIDES 1,2,2):
+
+    DataNorm, then the stem: Conv2d 3x3 (3 -> 32, stride 1, padding 1, no bias)
+        -> BatchNorm2d -> ReLU (-> MaxPool 2x2 stride 2 when the input is 48 px or more)
+    three basic blocks (32, stride 1), (64, stride 2), (128, stride 2), each
+        relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)), conv1 3x3 with the
+        block's stride, conv2 3x3 stride 1 (padding 1, no bias), the shortcut the
+        identity or, when the shape changes, Conv2d 1x1 with the stride (no padding,
+        no bias) -> BatchNorm2d
+    global average pool -> Linear(128 -> classes, with bias)
+
     loss: softmax cross-entropy; optimiser: SGD, momentum 0.9, no Nesterov;
     weight decay (--weight-decay, default 0) only on conv and linear weights, as
     stoker's parameter registry groups them (BN parameters and biases: no decay)
+
+Precision (--precision): f32 runs every op in f32; on CUDA TF32 is switched off for
+cuDNN and cuBLAS (torch.backends.cudnn.allow_tf32 and cuda.matmul.allow_tf32 =
+False), the same arithmetic as stoker's f32, unless --tf32 asks for PyTorch's default
+TF32 convolutions (and TF32 matmuls). bf16 runs the forward and the loss under
+torch.autocast(device_type=<device>, dtype=torch.bfloat16) and the backward outside
+it, as PyTorch's AMP examples do; the parameters, their gradients and SGD stay f32.
 
 Timing: --warmup steps (default 5, not timed), then --steps steps (default 30)
 each timed separately (CUDA: synchronised before and after); reports the median.
@@ -31,6 +52,7 @@ Threads: torch.set_num_threads(--threads), default 2 = this machine's cores
 (PyTorch's default is the number of physical cores; we make it explicit).
 
     python torch_train.py --device cpu --batch-size 128 --size 64 --steps 30 --json
+    python torch_train.py --device cuda --model resnet --precision bf16 --json
 """
 
 import argparse
@@ -42,14 +64,15 @@ import time
 
 MEAN = 0.5  # stoker ModelConfig defaults, in units of the [0, 1] pixel range
 STD = 0.25
+RESNET_WIDTHS = [32, 64, 128]  # trainer/src/model/resnet.rs WIDTHS and STRIDES
+RESNET_STRIDES = [1, 2, 2]
 
 
-def build_model(torch, channels, classes, size, in_channels=3):
+def data_norm(torch, in_channels=3):
+    """u8 NHWC -> normalised f32 NCHW: the model's first layer, as in stoker."""
     nn = torch.nn
 
     class DataNorm(nn.Module):
-        """u8 NHWC -> normalised f32 NCHW: the model's first layer, as in stoker."""
-
         def __init__(self):
             super().__init__()
             mean = torch.full((in_channels,), MEAN * 255.0)
@@ -61,7 +84,13 @@ def build_model(torch, channels, classes, size, in_channels=3):
             x = x.permute(0, 3, 1, 2).float()
             return (x - self.mean) * self.inv_std
 
-    layers = [DataNorm()]
+    return DataNorm()
+
+
+def build_model(torch, channels, classes, size, in_channels=3):
+    nn = torch.nn
+
+    layers = [data_norm(torch, in_channels)]
     c_in = in_channels
     hw = size
     for c in channels:
@@ -73,6 +102,46 @@ def build_model(torch, channels, classes, size, in_channels=3):
         if hw >= 2:
             layers.append(nn.MaxPool2d(kernel_size=2, stride=2))
             hw //= 2
+        c_in = c
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c_in, classes)]
+    return nn.Sequential(*layers)
+
+
+def build_resnet(torch, classes, size, in_channels=3):
+    """stoker's `resnet` (trainer/src/model/resnet.rs), layer by layer."""
+    nn = torch.nn
+
+    class BasicBlock(nn.Module):
+        def __init__(self, c_in, c, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(c_in, c, 3, stride=stride, padding=1, bias=False)
+            self.bn1 = nn.BatchNorm2d(c, eps=1e-5, momentum=0.1)
+            self.conv2 = nn.Conv2d(c, c, 3, stride=1, padding=1, bias=False)
+            self.bn2 = nn.BatchNorm2d(c, eps=1e-5, momentum=0.1)
+            self.shortcut = None
+            if stride != 1 or c_in != c:
+                self.shortcut = nn.Sequential(
+                    nn.Conv2d(c_in, c, 1, stride=stride, padding=0, bias=False),
+                    nn.BatchNorm2d(c, eps=1e-5, momentum=0.1),
+                )
+
+        def forward(self, x):
+            y = torch.relu(self.bn1(self.conv1(x)))
+            y = self.bn2(self.conv2(y))
+            s = x if self.shortcut is None else self.shortcut(x)
+            return torch.relu(y + s)
+
+    layers = [
+        data_norm(torch, in_channels),
+        nn.Conv2d(in_channels, RESNET_WIDTHS[0], 3, stride=1, padding=1, bias=False),
+        nn.BatchNorm2d(RESNET_WIDTHS[0], eps=1e-5, momentum=0.1),
+        nn.ReLU(inplace=True),
+    ]
+    if size >= 48:
+        layers.append(nn.MaxPool2d(kernel_size=2, stride=2))
+    c_in = RESNET_WIDTHS[0]
+    for c, stride in zip(RESNET_WIDTHS, RESNET_STRIDES):
+        layers.append(BasicBlock(c_in, c, stride))
         c_in = c
     layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c_in, classes)]
     return nn.Sequential(*layers)
@@ -96,6 +165,19 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", help="ImageFolder to take ONE real batch from (default: random pixels)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="default cpu")
+    p.add_argument("--model", choices=["convnet", "resnet"], default="convnet", help="default convnet")
+    p.add_argument(
+        "--precision",
+        choices=["f32", "bf16"],
+        default="f32",
+        help="f32 (default), or bf16 autocast for the forward and the loss",
+    )
+    p.add_argument(
+        "--tf32",
+        action="store_true",
+        help="CUDA f32: let cuDNN and cuBLAS use TF32 (PyTorch's default for convolutions); "
+        "without it TF32 is off, as in stoker's f32",
+    )
     p.add_argument("--batch-size", type=int, default=128, help="default 128")
     p.add_argument("--size", type=int, default=64, help="input height = width (default 64)")
     p.add_argument("--steps", type=int, default=30, help="timed steps (default 30)")
@@ -112,6 +194,12 @@ def main(argv=None):
         channels = [int(c) for c in a.channels.split(",") if c.strip()]
     except ValueError:
         p.error(f"--channels must be integers separated by commas, got {a.channels!r}")
+    if a.model == "resnet":
+        if a.channels != p.get_default("channels"):
+            p.error("--channels sets the convnet's widths; the resnet's are fixed (32,64,128)")
+        channels = list(RESNET_WIDTHS)
+    if a.tf32 and (a.device != "cuda" or a.precision != "f32"):
+        p.error("--tf32 applies to --device cuda with --precision f32")
     if not channels or min(channels) < 1 or a.batch_size < 1 or a.size < 1 or a.steps < 1 or a.warmup < 0:
         p.error("--channels, --batch-size, --size and --steps must be positive")
 
@@ -122,6 +210,11 @@ def main(argv=None):
     if a.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("error: --device cuda asked for, but torch.cuda.is_available() is False")
     dev = torch.device(a.device)
+    if dev.type == "cuda":
+        # Off unless --tf32: stoker's f32 is plain f32 (its cuBLAS math mode is the
+        # default one, and its convolutions are f32).
+        torch.backends.cudnn.allow_tf32 = a.tf32
+        torch.backends.cuda.matmul.allow_tf32 = a.tf32
 
     if a.data:
         x, y, classes = real_batch(torch, a.data, a.batch_size, a.size)
@@ -133,7 +226,10 @@ def main(argv=None):
         source = "random pixels"
     x, y = x.to(dev), y.to(dev)
 
-    model = build_model(torch, channels, classes, a.size).to(dev)
+    if a.model == "resnet":
+        model = build_resnet(torch, classes, a.size).to(dev)
+    else:
+        model = build_model(torch, channels, classes, a.size).to(dev)
     model.train()
     decay = [q for n, q in model.named_parameters() if q.ndim > 1]  # conv and linear weights
     no_decay = [q for n, q in model.named_parameters() if q.ndim <= 1]  # BN, biases
@@ -145,9 +241,16 @@ def main(argv=None):
     loss_fn = torch.nn.CrossEntropyLoss()
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
 
+    def forward_loss():
+        if a.precision == "bf16":
+            # The forward and the loss under autocast, the backward outside it.
+            with torch.autocast(device_type=dev.type, dtype=torch.bfloat16):
+                return loss_fn(model(x), y)
+        return loss_fn(model(x), y)
+
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
+        loss = forward_loss()
         loss.backward()
         opt.step()
         return loss
@@ -165,7 +268,10 @@ def main(argv=None):
     params = sum(p.numel() for p in model.parameters())
     r = {
         "peer": "torch",
+        "model": a.model,
         "device": a.device,
+        "precision": a.precision,
+        "tf32": bool(a.tf32),
         "batch_size": a.batch_size,
         "step_ms": med,
         "images_per_sec": a.batch_size / med * 1e3,
@@ -186,7 +292,8 @@ def main(argv=None):
         print(json.dumps(r))
     else:
         print(
-            f"torch convnet {channels} on {a.device} ({r['device_name']}), batch {a.batch_size}x{a.size}x{a.size}x3 u8, "
+            f"torch {a.model} {channels} on {a.device} ({r['device_name']}), {a.precision}"
+            f"{' (TF32 on)' if a.tf32 else ''}, batch {a.batch_size}x{a.size}x{a.size}x3 u8, "
             f"{params} parameters, {r['threads']} threads, {source}:\n"
             f"  median step {med:.2f} ms (min {r['min_step_ms']:.2f}, max {r['max_step_ms']:.2f}) over {a.steps} steps, "
             f"{r['images_per_sec']:.0f} images/s"

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Training step side by side: stoker's convnet vs the same network in PyTorch, on the
-# CPU, alternating the two so that both see the same machine load.
+# Training step side by side: stoker's convnet (or resnet) vs the same network in
+# PyTorch, on the CPU or one GPU, alternating the two so that both see the same load.
 #
 #   benches/peers/train_step_compare.sh [ROUNDS]
 #
 # For each round (default 3) and each size in SIZES (default "64 32"), runs
-#   step_bench convnet BATCH SIZE STEPS --warmup WARMUP --json     (stoker)
-#   torch_train.py --device cpu --batch-size BATCH --size SIZE --steps STEPS
-#       --warmup WARMUP --threads THREADS --json                    (PyTorch)
+#   step_bench MODEL BATCH SIZE STEPS --warmup WARMUP --json
+#       [--cuda] --precision PRECISION                              (stoker)
+#   torch_train.py --model MODEL --device DEVICE --precision PRECISION
+#       --batch-size BATCH --size SIZE --steps STEPS --warmup WARMUP
+#       --threads THREADS --json                                    (PyTorch)
 # one after the other (which one goes first alternates by round), then prints a row
 # per run and, per size, the median of each and the ratio stoker ms / PyTorch ms
 # (below 1: stoker is faster). Both report the median of per-step times.
@@ -16,8 +18,15 @@
 #   STEP_BENCH  the step_bench binary (default: <repo>/target/release/examples/step_bench;
 #               build it with `cargo build --release -p stoker-trainer --example step_bench`)
 #   PEERS_VENV  the Python venv with torch (default /root/peers-venv; see README.md)
+#   PYTHON      a Python with torch to use instead of the venv's (e.g. python3 on the
+#               GPU machine)
 #   SIZES (default "64 32"), BATCH (128), STEPS (10), WARMUP (2), THREADS (2: the
 #   threads of both, torch's --threads and stoker's RAYON_NUM_THREADS)
+#   MODEL       convnet (default) or resnet
+#   DEVICE      cpu (default) or cuda (step_bench --cuda: CUDA device 0)
+#   PRECISION   f32 (default) or bf16 (autocast; CUDA only, both sides)
+#   TF32        if 1 (CUDA, f32), PyTorch runs with --tf32: its default TF32
+#               convolutions, against stoker's plain f32
 #   RESULTS     folder for the raw JSON lines (default: a temp dir)
 #   TORCH_AVX2  if 1, PyTorch runs with ONEDNN_MAX_CPU_ISA=AVX2,
 #               ATEN_CPU_CAPABILITY=avx2 and MKL_ENABLE_INSTRUCTIONS=AVX2: its kernels
@@ -38,20 +47,36 @@ die() {
 
 rounds="${1:-3}"
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || {
-    sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 bench="${STEP_BENCH:-$repo/target/release/examples/step_bench}"
 venv="${PEERS_VENV:-/root/peers-venv}"
-py="$venv/bin/python"
+py="${PYTHON:-$venv/bin/python}"
 sizes="${SIZES:-64 32}"
 batch="${BATCH:-128}"
 steps="${STEPS:-10}"
 warmup="${WARMUP:-2}"
 threads="${THREADS:-2}"
+model="${MODEL:-convnet}"
+device="${DEVICE:-cpu}"
+precision="${PRECISION:-f32}"
+[[ "$model" == convnet || "$model" == resnet ]] || die "MODEL=$model: expected convnet or resnet"
+[[ "$precision" == f32 || "$precision" == bf16 ]] || die "PRECISION=$precision: expected f32 or bf16"
+case "$device" in
+cpu) cuda_flag=() ;;
+cuda) cuda_flag=(--cuda) ;;
+*) die "DEVICE=$device: expected cpu or cuda" ;;
+esac
+[[ "$precision" == f32 || "$device" == cuda ]] || die "PRECISION=bf16 needs DEVICE=cuda"
+tf32_flag=()
+if [[ "${TF32:-0}" == 1 ]]; then
+    [[ "$device" == cuda && "$precision" == f32 ]] || die "TF32=1 needs DEVICE=cuda and PRECISION=f32"
+    tf32_flag=(--tf32)
+fi
 [[ -x "$bench" ]] || die "no step_bench at $bench
   build it: cargo build --release -p stoker-trainer --example step_bench"
-[[ -x "$py" ]] || die "no Python at $py (set PEERS_VENV; see $here/README.md)"
+command -v "$py" >/dev/null || die "no Python at $py (set PEERS_VENV or PYTHON; see $here/README.md)"
 "$py" -c "import torch" 2>/dev/null || die "$py cannot import torch"
 results="${RESULTS:-$(mktemp -d)}"
 mkdir -p "$results"
@@ -60,11 +85,13 @@ log="$results/train_step_compare.jsonl"
 
 load1() { cut -d' ' -f1 /proc/loadavg; }
 run_stoker() {
-    RAYON_NUM_THREADS="$threads" "$bench" convnet "$batch" "$1" "$steps" --warmup "$warmup" --json |
+    RAYON_NUM_THREADS="$threads" "$bench" "$model" "$batch" "$1" "$steps" --warmup "$warmup" --json \
+        "${cuda_flag[@]}" --precision "$precision" |
         "$py" -c 'import json,sys; r=json.loads(sys.stdin.read()); r["who"]="stoker"; r["load"]=sys.argv[1]; print(json.dumps(r))' "$(load1)" >>"$log"
 }
 run_torch() {
-    "${torch_env[@]}" "$py" "$here/torch_train.py" --device cpu --batch-size "$batch" --size "$1" \
+    "${torch_env[@]}" "$py" "$here/torch_train.py" --model "$model" --device "$device" \
+        --precision "$precision" "${tf32_flag[@]}" --batch-size "$batch" --size "$1" \
         --steps "$steps" --warmup "$warmup" --threads "$threads" --json |
         "$py" -c 'import json,sys; r=json.loads(sys.stdin.read()); r["who"]="torch"; r["size"]='"$1"'; r["load"]=sys.argv[1]; print(json.dumps(r))' "$(load1)" >>"$log"
 }
@@ -79,7 +106,7 @@ if [[ "${TORCH_AVX2:-0}" == 1 ]]; then
     torch_env=(env ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2)
     torch_isa="held to AVX2"
 fi
-cpu="${cpu_model:-unknown CPU}, AVX-512: $avx512, torch's kernels: $torch_isa"
+cpu="${cpu_model:-unknown CPU}, AVX-512: $avx512, torch's kernels: $torch_isa; $model on $device in $precision${tf32_flag:+ (torch with TF32)}"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for ((r = 1; r <= rounds; r++)); do
     for s in $sizes; do

@@ -1,14 +1,16 @@
 //! Times training steps of a model on random data, to compare with PyTorch.
 //!
 //! `cargo run --release -p stoker-trainer --example step_bench -- [kind] [batch] [size]
-//! [steps] [--warmup N] [--json] [--cuda]` (defaults: convnet 128 64 10, 2 warm-up
-//! steps, the CPU; `--cuda`: CUDA device 0, the batch copied from the host each step). Each
+//! [steps] [--warmup N] [--json] [--cuda] [--precision f32|bf16]` (defaults: convnet 128
+//! 64 10, 2 warm-up steps, the CPU, f32; `--cuda`: CUDA device 0, the batch copied from
+//! the host each step; `--precision bf16`: bf16 autocast, CUDA only). Each
 //! timed step (forward, backward, SGD update, then a wait for the device) is timed on its
 //! own; prints the median and a per-layer breakdown of one more step (forward and
 //! backward of each layer, measured with the layer profile hook). With `--json`: one
 //! JSON object instead, with `ms_per_step` (the median), `ms_min`, `images_per_sec`
-//! (batch / median), `params_xxh3` (a hash of the weights after all the steps) and
-//! `layers` (that breakdown), to set beside
+//! (batch / median), `params_xxh3` (a hash of the weights after all the steps),
+//! `precision`, `conv_engine` (what the convolutions ran on) and `layers` (that
+//! breakdown), to set beside
 //! `benches/peers/torch_train.py --json` (`step_ms`); `benches/peers/train_step_compare.sh`
 //! runs the two alternately.
 
@@ -16,10 +18,13 @@ use std::time::Instant;
 
 use stoker_trainer::rng::Rng;
 use stoker_trainer::{
-    Backend, CpuBackend, Model, ModelConfig, ModelKind, Optimizer, OptimizerKind,
+    Backend, CpuBackend, CudaBackend, Model, ModelConfig, ModelKind, Optimizer, OptimizerKind,
+    Precision,
 };
 
-/// The command line: positional kind, batch, size, steps; `--warmup N`; `--json`.
+/// The command line: positional kind, batch, size, steps; `--warmup N`; `--json`;
+/// `--cuda`; `--precision`.
+#[derive(Debug)]
 struct Args {
     kind: ModelKind,
     n: usize,
@@ -28,16 +33,22 @@ struct Args {
     warmup: usize,
     json: bool,
     cuda: bool,
+    precision: Precision,
 }
 
-fn parse() -> Result<Args, Box<dyn std::error::Error>> {
+fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, Box<dyn std::error::Error>> {
     let mut pos = Vec::new();
     let (mut warmup, mut json, mut cuda) = (2, false, false);
-    let mut it = std::env::args().skip(1);
+    let mut precision = Precision::F32;
+    let mut it = args.into_iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--json" => json = true,
             "--cuda" => cuda = true,
+            "--precision" => {
+                let v = it.next().ok_or("--precision needs f32 or bf16")?;
+                precision = v.parse().map_err(|e| format!("--precision: {e}"))?;
+            }
             "--warmup" => {
                 let v = it.next().ok_or("--warmup needs a number")?;
                 warmup = v.parse().map_err(|e| format!("--warmup {v}: {e}"))?;
@@ -55,6 +66,9 @@ fn parse() -> Result<Args, Box<dyn std::error::Error>> {
     if steps == 0 {
         return Err("steps must be at least 1".into());
     }
+    if precision != Precision::F32 && !cuda {
+        return Err(format!("--precision {precision} needs --cuda; the CPU trains in f32").into());
+    }
     Ok(Args {
         kind: pos
             .first()
@@ -67,6 +81,7 @@ fn parse() -> Result<Args, Box<dyn std::error::Error>> {
         warmup,
         json,
         cuda,
+        precision,
     })
 }
 
@@ -83,15 +98,22 @@ fn params_hash<B: Backend + Clone + 'static>(
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let a = parse()?;
+    let a = parse(std::env::args().skip(1))?;
     if a.cuda {
-        run(&a, &stoker_trainer::CudaBackend::new(0)?)
+        let b = CudaBackend::with_precision(0, a.precision)?;
+        // MERGE: `b.conv_engine().to_string()` once CudaBackend::conv_engine exists.
+        let engine = "im2col + cuBLAS".to_string();
+        run(&a, &b, &engine)
     } else {
-        run(&a, &CpuBackend::new())
+        run(&a, &CpuBackend::new(), "im2col + gemm (CPU)")
     }
 }
 
-fn run<B: Backend + Clone + 'static>(a: &Args, b: &B) -> Result<(), Box<dyn std::error::Error>> {
+fn run<B: Backend + Clone + 'static>(
+    a: &Args,
+    b: &B,
+    conv_engine: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
     let (kind, n, size) = (a.kind, a.n, a.size);
     let input = (size, size, 3);
     let mut m = Model::new(b, ModelConfig::new(kind, input, 10, n))?;
@@ -136,6 +158,8 @@ fn run<B: Backend + Clone + 'static>(a: &Args, b: &B) -> Result<(), Box<dyn std:
         let out = serde_json::json!({
             "model": kind.as_str(),
             "device": b.name(),
+            "precision": a.precision,
+            "conv_engine": conv_engine,
             "threads": rayon::current_num_threads(),
             "batch_size": n,
             "size": size,
@@ -154,7 +178,9 @@ fn run<B: Backend + Clone + 'static>(a: &Args, b: &B) -> Result<(), Box<dyn std:
         return Ok(());
     }
     println!(
-        "{kind} batch {n} {size}x{size}x3: {median:.1} ms/step (median of {}, min {:.1}), {:.0} images/s (loss {:.3})",
+        "{kind} batch {n} {size}x{size}x3 on {} in {} (convolutions: {conv_engine}): {median:.1} ms/step (median of {}, min {:.1}), {:.0} images/s (loss {:.3})",
+        b.name(),
+        a.precision,
         a.steps,
         times[0],
         n as f64 * 1e3 / median,
@@ -165,4 +191,32 @@ fn run<B: Backend + Clone + 'static>(a: &Args, b: &B) -> Result<(), Box<dyn std:
         println!("  {name:<16} {:>8.1} {:>9.1}", f * 1e3, bw * 1e3);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Result<Args, String> {
+        parse(v.iter().map(|s| s.to_string())).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn bf16_needs_cuda_and_f32_is_the_default() {
+        assert_eq!(args(&[]).unwrap().precision, Precision::F32);
+        let a = args(&["convnet", "8", "16", "1", "--cuda", "--precision", "bf16"]).unwrap();
+        assert_eq!((a.precision, a.cuda), (Precision::Bf16, true));
+        assert_eq!(
+            args(&["--precision", "bf16"]).unwrap_err(),
+            "--precision bf16 needs --cuda; the CPU trains in f32"
+        );
+        assert_eq!(
+            args(&["--cuda", "--precision", "fp16"]).unwrap_err(),
+            "--precision: unknown precision 'fp16' (expected f32 or bf16)"
+        );
+        assert_eq!(
+            args(&["--precision"]).unwrap_err(),
+            "--precision needs f32 or bf16"
+        );
+    }
 }

@@ -11,6 +11,7 @@ use std::str::FromStr;
 
 use crate::backend::cuda::{self, CudaBackend, CudaError, DeviceInfo};
 use crate::backend::{BackendError, CpuBackend};
+use crate::precision::Precision;
 
 /// What the user asked for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -106,6 +107,24 @@ pub enum DeviceError {
         /// Why the backend failed to start.
         source: BackendError,
     },
+    /// A precision only CUDA computes (bf16) on a run that got the CPU: asked for
+    /// (`--device cpu`) or fallen back to (`auto` without a usable GPU, `why` says so).
+    #[error("--precision {precision} needs a CUDA device; the CPU trains in f32 ({why})")]
+    PrecisionNeedsCuda {
+        /// The precision asked for.
+        precision: Precision,
+        /// How the run came to the CPU, in words.
+        why: String,
+    },
+}
+
+impl DeviceError {
+    /// Whether the error is in the flags themselves (a combination that can never
+    /// run), not in the machine: the binary exits 2 for these, as for other bad
+    /// arguments.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, DeviceError::PrecisionNeedsCuda { .. })
+    }
 }
 
 /// Resolves a preference against what this machine has. `Err` only for an explicit
@@ -169,6 +188,45 @@ pub fn open_backend(
     local_rank: Option<usize>,
 ) -> Result<OpenedDevice, DeviceError> {
     open_backend_with(pref, local_rank, cuda::probe_ordinal, CudaBackend::new)
+}
+
+/// [`open_backend`] with the step's arithmetic: the CUDA backend opens with
+/// `precision`; a precision other than f32 on a run that ends up on the CPU (asked for,
+/// or `auto` falling back) is refused with [`DeviceError::PrecisionNeedsCuda`].
+pub fn open_backend_in(
+    pref: DevicePref,
+    local_rank: Option<usize>,
+    precision: Precision,
+) -> Result<OpenedDevice, DeviceError> {
+    open_backend_in_with(pref, local_rank, precision, cuda::probe_ordinal, |n| {
+        CudaBackend::with_precision(n, precision)
+    })
+}
+
+/// [`open_backend_in`] over any probe and CUDA backend constructor (tests use fakes).
+pub fn open_backend_in_with<C>(
+    pref: DevicePref,
+    local_rank: Option<usize>,
+    precision: Precision,
+    probe: impl Fn(usize) -> Result<DeviceInfo, CudaError>,
+    open_cuda: impl FnOnce(usize) -> Result<C, BackendError>,
+) -> Result<OpenedDevice<C>, DeviceError> {
+    if precision != Precision::F32 && pref == DevicePref::Cpu {
+        // Refused before anything is opened: no probe can change the answer.
+        return Err(DeviceError::PrecisionNeedsCuda {
+            precision,
+            why: "--device cpu".into(),
+        });
+    }
+    let opened = open_backend_with(pref, local_rank, probe, open_cuda)?;
+    if precision != Precision::F32 && matches!(opened.device, Device::Cpu(_)) {
+        let reason = opened.reason.trim_start_matches("device: ");
+        return Err(DeviceError::PrecisionNeedsCuda {
+            precision,
+            why: format!("--device {pref} fell back to the CPU: {reason}"),
+        });
+    }
+    Ok(opened)
 }
 
 /// [`open_backend`] over any probe and CUDA backend constructor (tests use fakes).
@@ -287,6 +345,52 @@ mod tests {
         assert!(is_cpu(
             &open_backend_with(DevicePref::Cpu, None, fake_gpu, opens).unwrap()
         ));
+    }
+
+    #[test]
+    fn bf16_is_refused_wherever_the_run_lands_on_the_cpu() {
+        let bf16 = Precision::Bf16;
+        let e = open_backend_in_with(DevicePref::Cpu, None, bf16, fake_gpu, opens).unwrap_err();
+        assert!(e.is_usage());
+        assert_eq!(
+            e.to_string(),
+            "--precision bf16 needs a CUDA device; the CPU trains in f32 (--device cpu)"
+        );
+        // auto without a GPU, and auto with a GPU whose backend fails: both say that
+        // auto fell back, and why.
+        for (probe, why) in [
+            (
+                no_gpu as fn(usize) -> Result<DeviceInfo, CudaError>,
+                "libcuda",
+            ),
+            (fake_gpu, "out of memory"),
+        ] {
+            let e = open_backend_in_with(DevicePref::Auto, None, bf16, probe, fails).unwrap_err();
+            let msg = e.to_string();
+            assert!(e.is_usage(), "{msg}");
+            assert!(
+                msg.starts_with("--precision bf16 needs a CUDA device; the CPU trains in f32")
+                    && msg.contains("--device auto fell back to the CPU: cpu (auto: ")
+                    && msg.contains(why),
+                "{msg}"
+            );
+        }
+        // On CUDA bf16 opens; f32 keeps the CPU and auto's fallback as they were.
+        let d = open_backend_in_with(DevicePref::Auto, None, bf16, fake_gpu, opens).unwrap();
+        assert!(matches!(d.device, Device::Cuda(0)), "{d:?}");
+        let f32 = Precision::F32;
+        assert!(is_cpu(
+            &open_backend_in_with(DevicePref::Cpu, None, f32, fake_gpu, opens).unwrap()
+        ));
+        assert!(is_cpu(
+            &open_backend_in_with(DevicePref::Auto, None, f32, no_gpu, opens).unwrap()
+        ));
+        // An explicit cuda that cannot be met stays the device's error, not a usage one.
+        let e = open_backend_in_with(DevicePref::Cuda(0), None, bf16, no_gpu, opens).unwrap_err();
+        assert!(
+            !e.is_usage() && e.to_string().contains("no usable CUDA device"),
+            "{e}"
+        );
     }
 
     #[test]

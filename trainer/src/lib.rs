@@ -30,8 +30,8 @@ pub use backend::{Backend, BackendError, Buffers, CpuBackend, CudaBackend};
 pub use checkpoint::CheckpointError;
 pub use collective::{Collective, CollectiveError, Launch, Local};
 pub use device::{
-    open_backend, select_device, Device, DeviceError, DevicePref, OpenedDevice, ParseDeviceError,
-    SelectedDevice,
+    open_backend, open_backend_in, select_device, Device, DeviceError, DevicePref, OpenedDevice,
+    ParseDeviceError, SelectedDevice,
 };
 pub use error::{ModelError, Result};
 pub use feed::{BatchFeed, DeviceFeed, FeedError, HostFeed};

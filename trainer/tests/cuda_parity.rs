@@ -1102,3 +1102,155 @@ fn a_cuda_step_allocates_no_buffers() {
     assert_eq!(m.take_train_stats().unwrap().samples, 22);
     assert_eq!(g.alloc_count(), before, "a step allocated a buffer");
 }
+
+// ---------------------------------------------------------------------------------
+// bf16 autocast (`Precision::Bf16`): the GEMMs on bf16 operands with f32 accumulation.
+//
+// Reference: the CPU's product of the operands rounded to bf16 (`bf16_bits`, the host
+// twin of the device cast), summed in f64. The product of two bf16 values is exact in
+// f32 (8 + 8 significant bits), so the device's only rounding is that of its f32
+// sums: at most about `sqrt(k) * 2^-24 * sum_i |a_i b_i|` for the blocked and split
+// orders cuBLAS uses (the probabilistic bound of Higham and Mary; the worst case is k
+// times that), plus an ulp of `beta * C` and of the result. We allow 8 times the
+// probabilistic bound. Leaving the operands in f32 (no rounding) misses the reference
+// by about `2^-9 * sqrt(k)` of a typical product, which the last check tells apart.
+
+/// A backend of its own in bf16 (the shared one is f32).
+fn gpu_bf16(test: &str) -> Option<CudaBackend> {
+    gpu(test)?;
+    Some(CudaBackend::with_precision(0, stoker_trainer::Precision::Bf16).expect("bf16 backend"))
+}
+
+fn bf16_round(v: &[f32]) -> Vec<f32> {
+    use stoker_trainer::precision::{bf16_bits, bf16_value};
+    v.iter().map(|&x| bf16_value(bf16_bits(x))).collect()
+}
+
+/// Row-major `alpha op(A) op(B) + beta C` of `gm` in f64, and for each element of C the
+/// sum of `|a_i b_i|` (the scale of its rounding error). C's padding is kept.
+fn gemm_ref(gm: Gemm, a: &[f32], b: &[f32], c0: &[f32]) -> (Vec<f64>, Vec<f64>) {
+    let (mut c, mut mag): (Vec<f64>, Vec<f64>) =
+        (c0.iter().map(|&x| x as f64).collect(), vec![0.0; c0.len()]);
+    for i in 0..gm.m {
+        for j in 0..gm.n {
+            let (mut s, mut sa) = (0f64, 0f64);
+            for p in 0..gm.k {
+                let x = if gm.ta {
+                    a[p * gm.lda + i]
+                } else {
+                    a[i * gm.lda + p]
+                } as f64;
+                let y = if gm.tb {
+                    b[j * gm.ldb + p]
+                } else {
+                    b[p * gm.ldb + j]
+                } as f64;
+                s += x * y;
+                sa += (x * y).abs();
+            }
+            let at = i * gm.ldc + j;
+            c[at] = gm.alpha as f64 * s + gm.beta as f64 * c0[at] as f64;
+            mag[at] = (gm.alpha as f64).abs() * sa + (gm.beta as f64 * c0[at] as f64).abs();
+        }
+    }
+    (c, mag)
+}
+
+#[test]
+fn bf16_gemm_matches_a_reference_on_rounded_operands() {
+    let Some(g) = gpu_bf16("bf16 gemm") else {
+        return;
+    };
+    assert_eq!(g.precision(), stoker_trainer::Precision::Bf16);
+    let mut rng = Rng::new(47);
+    let (mut off_bf16, mut off_f32) = (0f64, 0f64);
+    for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+        for (m, n, k) in [
+            (33, 47, 65),
+            (128, 300, 288),
+            (1, 5, 1),
+            (7, 1, 513),
+            (5, 7, 8197),
+        ] {
+            for beta in [0.0, 1.0] {
+                let mut gm = Gemm::dense(ta, tb, m, n, k).beta(beta);
+                gm.alpha = 0.75;
+                gm.lda += 3;
+                gm.ldb += 2;
+                gm.ldc += 5;
+                let (ar, br) = (if ta { k } else { m }, if tb { n } else { k });
+                let a = randn(&mut rng, 4 + ar * gm.lda);
+                let b = randn(&mut rng, 1 + br * gm.ldb);
+                let c0 = randn(&mut rng, 2 + m * gm.ldc);
+                let (ab, bb, mut cb) = (up(&g, &a), up(&g, &b), up(&g, &c0));
+                g.gemm(GemmArgs {
+                    spec: gm,
+                    a: In::at(&ab, 4),
+                    b: In::at(&bb, 1),
+                    c: Out::at(&mut cb, 2),
+                })
+                .unwrap();
+                let got = down(&g, &cb, c0.len());
+                let what = format!("bf16 gemm ta={ta} tb={tb} {m}x{n}x{k} beta={beta}");
+                // The operands did not change: the casts went to the backend's scratch.
+                exact(&format!("{what}: A after"), &a, &down(&g, &ab, a.len()));
+                let (want, mag) =
+                    gemm_ref(gm, &bf16_round(&a[4..]), &bf16_round(&b[1..]), &c0[2..]);
+                let (plain, _) = gemm_ref(gm, &a[4..], &b[1..], &c0[2..]);
+                let u = f32::EPSILON as f64 / 2.0;
+                let mut worst = 0f64;
+                for (i, &w) in want.iter().enumerate() {
+                    let x = got[2 + i] as f64;
+                    let tol = 8.0 * (k as f64).sqrt() * u * mag[i] + 2.0 * u * w.abs() + 1e-30;
+                    assert!(
+                        (x - w).abs() <= tol,
+                        "{what}[{i}]: cuda {x} reference {w} (|diff| {} > {tol})",
+                        (x - w).abs()
+                    );
+                    worst = worst.max((x - w).abs() / tol.max(1e-30));
+                    off_bf16 += (x - w).abs();
+                    off_f32 += (x - plain[i]).abs();
+                }
+                // C's padding (never part of C) is untouched.
+                exact(&format!("{what}: C's head"), &c0[..2], &got[..2]);
+                eprintln!("{what}: worst |diff| / tolerance {worst:.3}");
+            }
+        }
+    }
+    // The operands were rounded: the result is far nearer the bf16 reference than the
+    // f32 one.
+    assert!(
+        off_bf16 * 20.0 < off_f32,
+        "bf16 GEMMs are as near the f32 reference ({off_f32}) as the bf16 one ({off_bf16}): \
+         were the operands rounded?"
+    );
+}
+
+#[test]
+fn bf16_training_is_deterministic_and_near_f32() {
+    let Some(bf) = gpu_bf16("bf16 training steps") else {
+        return;
+    };
+    let f32b = gpu("bf16 training steps").expect("f32 backend");
+    for kind in ModelKind::ALL {
+        let opt = OptimizerKind::sgd(0.9, 1e-4);
+        let a = steps(&bf, kind, opt, 0.05);
+        let b = steps(&bf, kind, opt, 0.05);
+        exact(&format!("{kind} bf16 losses, run 1 vs 2"), &a.0, &b.0);
+        exact(&format!("{kind} bf16 weights, run 1 vs 2"), &a.2, &b.2);
+        // Four steps from the same weights: bf16 operands (8 significant bits) move each
+        // loss by well under a percent of a loss near ln 4.
+        let f = steps(&f32b, kind, opt, 0.05);
+        close(
+            &format!("{kind} bf16 vs f32 losses"),
+            &f.0,
+            &a.0,
+            2e-2,
+            2e-2,
+        );
+        assert!(
+            a.2.iter().all(|w| w.is_finite()),
+            "{kind}: bf16 weights finite"
+        );
+    }
+}

@@ -7,7 +7,7 @@ use clap::{Parser, ValueEnum};
 use stoker_loader::cli_args::{count, MixtureArgs, OpenArgs, ReadArgs};
 use stoker_loader::config::{MAX_PREFETCH, MAX_WORKERS};
 use stoker_loader::{Mode, Workers};
-use stoker_trainer::{DevicePref, ModelKind, OptimizerKind, ParseDeviceError};
+use stoker_trainer::{DevicePref, ModelKind, OptimizerKind, ParseDeviceError, Precision};
 
 use crate::cluster::Engine;
 
@@ -133,6 +133,11 @@ pub struct Args {
     /// mean the device numbered by the rank on its machine (LOCAL_RANK).
     #[arg(long, default_value = "auto", value_parser = parse_device)]
     pub device: String,
+    /// The step's arithmetic: f32, or bf16 autocast (bf16 operands for the
+    /// convolutions and matrix products, f32 accumulation, f32 weights, optimizer,
+    /// loss and batch norm). bf16 needs a CUDA device; the CPU trains in f32.
+    #[arg(long, default_value_t = Precision::F32, value_parser = parse_precision())]
+    pub precision: Precision,
     /// Seeds the weights, the shuffle and the augmentation.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -195,6 +200,11 @@ pub fn settings_fingerprint(a: &Args) -> u64 {
     // Appended only when set, so that runs without them keep their fingerprint.
     let plain =
         a.mixup.is_none() && a.cutmix.is_none() && a.mix_prob.is_none() && a.label_smoothing == 0.0;
+    // Likewise the precision: ranks in different arithmetic would drift apart.
+    let text = match a.precision {
+        Precision::F32 => text,
+        p => format!("{text} precision={p}"),
+    };
     // Likewise the target: auto resolves from the data, which the ranks compare.
     let text = match a.target {
         TargetArg::Auto => text,
@@ -212,6 +222,13 @@ pub fn settings_fingerprint(a: &Args) -> u64 {
         )
     };
     xxhash_rust::xxh3::xxh3_64(text.as_bytes())
+}
+
+/// `--precision`'s values, listed by `--help` from the library's own list.
+fn parse_precision() -> impl clap::builder::TypedValueParser<Value = Precision> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(Precision::ALL.map(Precision::as_str))
+        .try_map(|s| s.parse::<Precision>())
 }
 
 fn parse_device(s: &str) -> Result<String, ParseDeviceError> {

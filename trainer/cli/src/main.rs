@@ -22,7 +22,7 @@ use stoker_augment::Pipeline;
 use stoker_loader::spec::{DataSpec, SourceSpec};
 use stoker_trainer::model::Target;
 use stoker_trainer::{
-    feed, open_backend, BatchFeed, CpuBackend, Device, DevicePref, HostFeed, Launch,
+    feed, open_backend_in, BatchFeed, CpuBackend, Device, DeviceError, DevicePref, HostFeed, Launch,
 };
 
 use args::{Args, TargetArg};
@@ -53,9 +53,14 @@ fn main() {
         } else {
             eprintln!("error: {msg}");
         }
+        // Flags that can never run together exit 2, as clap's own refusals do.
+        let code = match e.downcast_ref::<DeviceError>() {
+            Some(d) if d.is_usage() => 2,
+            _ => 1,
+        };
         // The other ranks may be waiting for this one in a gradient exchange.
-        cluster.abort(1);
-        std::process::exit(1);
+        cluster.abort(code);
+        std::process::exit(code);
     }
 }
 
@@ -155,10 +160,11 @@ fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
         s => DevicePref::from_str(s)?,
     };
     let local = (cluster.world() > 1).then_some(cluster.launch.local_rank);
-    let opened = open_backend(pref, local)?;
+    let opened = open_backend_in(pref, local, a.precision)?;
     say(&format!(
-        "{} (JPEG decoder: {})",
+        "{}, precision {} (JPEG decoder: {})",
         opened.reason,
+        a.precision,
         stoker_augment::decoder()
     ));
     let device = opened.device;
@@ -173,7 +179,7 @@ fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
     // batch are compared once the trainer is built.
     cluster.check_same(
         "the training settings (--model, --optimizer, --lr, --weight-decay, --transform, \
-         --compare-readers, --resume given or not)",
+         --precision, --compare-readers, --resume given or not)",
         args::settings_fingerprint(&a),
     )?;
 

@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use stoker_trainer::train::{EpochRecord, History, LogPoint, Observer, StepTime, Totals};
-use stoker_trainer::LabelMetrics;
+use stoker_trainer::{LabelMetrics, Precision};
 
 /// Progress on the terminal: a bar per epoch (on stderr, only when it is a terminal)
 /// and a line per finished epoch (on stdout, or stderr when stdout carries JSON).
@@ -136,6 +136,8 @@ pub struct RunInfo {
     pub model: String,
     /// `cpu`, or `cuda:N (<name>)`.
     pub device: String,
+    /// The step's arithmetic: `f32`, or `bf16` (autocast, CUDA only).
+    pub precision: Precision,
     /// What the data wait covers on this device (the feed's words).
     #[serde(rename = "data_wait_covers")]
     pub wait_covers: String,
@@ -310,9 +312,10 @@ pub fn summary_text(info: &RunInfo, h: &History) -> String {
         t.eval_seconds
     );
     s += &format!(
-        "{} on {}, {} reader: {:.0} images/s{}, waiting for data {:.1}% of the training time",
+        "{} on {} ({}), {} reader: {:.0} images/s{}, waiting for data {:.1}% of the training time",
         info.model,
         info.device,
+        info.precision,
         info.reader,
         t.images_per_sec(),
         if info.world_size > 1 {

@@ -256,6 +256,7 @@ fn train_once<B: Backend + Clone + 'static>(
         collective: engine.to_string(),
         model: kind.to_string(),
         device: device.to_string(),
+        precision: a.precision,
         wait_covers: trainer.wait_covers().to_string(),
         reader: mode.to_string(),
         batch_size: a.batch_size,

@@ -316,11 +316,12 @@ fn device_auto_falls_back_to_the_cpu_and_says_why() {
     match cuda::probe() {
         Err(why) => {
             let line = format!(
-                "device: cpu (auto: no usable CUDA device: {why}) (JPEG decoder: {})",
+                "device: cpu (auto: no usable CUDA device: {why}), precision f32 (JPEG decoder: {})",
                 stoker_augment::decoder()
             );
             assert!(err.lines().any(|l| l == line), "no '{line}' in: {err}");
             assert_eq!(device, "cpu");
+            assert_eq!(v["precision"], "f32");
             assert_eq!(covers, "time blocked in the loader's next()");
         }
         Ok(info) => {
@@ -329,6 +330,84 @@ fn device_auto_falls_back_to_the_cpu_and_says_why() {
             assert_eq!(device, format!("cuda:0 ({})", info.name));
             assert!(covers.contains("pinned memory"), "{covers}");
         }
+    }
+}
+
+/// bf16 runs on CUDA only: asked for on the CPU, or on `auto` without a usable GPU, it
+/// is refused before any data is touched, with exit 2 (a usage error) and one line that
+/// names the flag and, for auto, that it fell back to the CPU. An unknown precision is
+/// clap's refusal, listing the values.
+#[test]
+fn precision_bf16_is_refused_on_the_cpu() {
+    let tmp = tempfile::tempdir().unwrap();
+    let train = shapes(&tmp.path().join("train"), 16, 1);
+    let run_with = |device: &str, precision: &str, more: &[&str]| {
+        let mut args = vec![
+            "--data",
+            train.to_str().unwrap(),
+            "--epochs",
+            "1",
+            "--batch-size",
+            "8",
+            "--model",
+            "mlp",
+            "--device",
+            device,
+            "--precision",
+            precision,
+        ];
+        args.extend(more);
+        stoker_train(&args, tmp.path())
+    };
+    let run = |device: &str, precision: &str| run_with(device, precision, &["--json"]);
+    let refused = "error: --precision bf16 needs a CUDA device; the CPU trains in f32";
+    let out = run("cpu", "bf16");
+    fails_with(&out, &format!("{refused} (--device cpu)"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "nothing trained, nothing reported");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("error:")).count(),
+        1,
+        "{err}"
+    );
+    // The CPU run in f32 (the default, spelled out) reports its precision.
+    let out = run("cpu", "f32");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    assert_eq!(v["precision"], "f32");
+    assert!(
+        err.contains("device: cpu (as asked), precision f32"),
+        "{err}"
+    );
+    // Without --json the closing line names it beside the device.
+    let out = run_with("cpu", "f32", &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("mlp on cpu (f32),"), "{text}");
+    let out = run("cpu", "fp16");
+    fails_with(&out, "fp16");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("f32") && err.contains("bf16"), "{err}");
+    match cuda::probe() {
+        Err(why) => {
+            let out = run("auto", "bf16");
+            fails_with(
+                &out,
+                &format!(
+                    "{refused} (--device auto fell back to the CPU: cpu (auto: no usable \
+                     CUDA device: {why}))"
+                ),
+            );
+            assert_eq!(out.status.code(), Some(2));
+        }
+        Ok(info) => eprintln!("a GPU is here ({info}): auto takes it, bf16 is not refused"),
     }
 }
 

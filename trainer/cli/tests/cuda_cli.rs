@@ -42,3 +42,34 @@ fn stoker_train_runs_on_cuda_and_compares_readers() {
     let covers = v["async"]["data_wait_covers"].as_str().unwrap_or_default();
     assert!(covers.contains("pinned memory"), "{covers}");
 }
+
+/// `stoker-train --device cuda --precision bf16` on a tiny set: it trains, says so on
+/// the device line, and reports `"precision": "bf16"` (an f32 run of the same flags
+/// reports `"f32"`).
+#[test]
+fn stoker_train_runs_bf16_on_cuda_and_reports_it() {
+    if gpu("stoker-train --precision bf16").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let train = shapes(&tmp.path().join("train"), 24, 1);
+    let bin = std::env::var_os("STOKER_TRAIN_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_stoker-train")));
+    for precision in ["bf16", "f32"] {
+        let out = Command::new(&bin)
+            .args(["--data", train.to_str().unwrap()])
+            .args(["--device", "cuda", "--precision", precision, "--json"])
+            .args(["--epochs", "1", "--batch-size", "8", "--model", "convnet"])
+            .env("STOKER_CACHE", tmp.path())
+            .output()
+            .unwrap_or_else(|e| panic!("run {}: {e}", bin.display()));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{precision}: {err}");
+        assert!(err.contains(&format!(", precision {precision}")), "{err}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+        assert_eq!(v["precision"], precision, "{v}");
+        let loss = v["train_loss"].as_f64().unwrap_or(f64::NAN);
+        assert!(loss.is_finite(), "{precision}: train_loss {loss}: {v}");
+    }
+}

@@ -160,6 +160,7 @@ fn every_flag_with_absurd_values() {
             &["", "cuda:99999999999999999999", "tpu", "cuda:-1"],
         ),
         ("--collective", &["", "gloo"]),
+        ("--precision", &["", "fp16", "BF16", "bf16", "f32"]),
         (
             "--transform",
             &[

@@ -79,6 +79,8 @@ struct Inner {
     /// Scratch for partial sums (batch norm, loss rows). Locked while the kernels that
     /// use it are enqueued; stream order then keeps uses from overlapping.
     scratch: Mutex<Option<CudaSlice<u8>>>,
+    /// The bf16 copies of a GEMM's operands under bf16 autocast (`gemm.rs`).
+    bf16_scratch: Mutex<Option<CudaBuf<u16>>>,
     /// A label out of range seen by `softmax_xent`: 0, or the complement of
     /// `(row << 32) | label` (see `kernels/softmax_xent.cu`).
     bad_label: Mutex<CudaSlice<u8>>,
@@ -191,6 +193,7 @@ impl CudaBackend {
                 kernels,
                 _module: module,
                 scratch: Mutex::new(None),
+                bf16_scratch: Mutex::new(None),
                 bad_label: Mutex::new(bad_label),
                 xent_classes: AtomicUsize::new(0),
                 allocs: AtomicUsize::new(0),

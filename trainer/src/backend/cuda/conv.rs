@@ -1,4 +1,5 @@
-//! Convolution as im2col + GEMM on CUDA (`kernels/im2col.cu`): `im2col` unfolds images
+//! Convolution on CUDA: on cuDNN when the backend opened it and it has an algorithm
+//! for the shape (`cudnn`), else as im2col + GEMM (`kernels/im2col.cu`): `im2col` unfolds images
 //! into the column matrix, `col2im` (its adjoint) folds the columns' gradient back, and
 //! `forward` / `backward` run a whole convolution as chunks of images, each one im2col
 //! and a cuBLAS GEMM written straight into the output's columns (the GEMM's `ldc` skips
@@ -124,6 +125,9 @@ impl ConvOps for CudaBackend {
     fn conv_forward(&self, op: ConvForwardArgs<'_, Self>) -> BResult<()> {
         let (geom, cout, x) = (op.geom, op.cout, op.x);
         check_layout(&geom, "conv_forward")?;
+        if self.cudnn_forward(&op)? {
+            return Ok(());
+        }
         let (ohw, kdim, n) = (geom.out_h() * geom.out_w(), geom.col_rows(), geom.n);
         let chunk = chunk(self, &geom);
         let (Out { buf: yb, off: yo }, Out { buf: sb, off: so }) = (op.y, op.scratch);
@@ -145,6 +149,9 @@ impl ConvOps for CudaBackend {
     fn conv_backward(&self, op: ConvBackwardArgs<'_, Self>) -> BResult<()> {
         let (geom, cout, dy) = (op.geom, op.cout, op.dy);
         check_layout(&geom, "conv_backward")?;
+        if self.cudnn_backward(&op)? {
+            return Ok(());
+        }
         let (ohw, kdim, n) = (geom.out_h() * geom.out_w(), geom.col_rows(), geom.n);
         let chunk = chunk(self, &geom);
         // The forward's columns are still in the scratch only if it took one chunk.

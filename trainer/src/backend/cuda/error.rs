@@ -1,5 +1,5 @@
 //! What a CUDA call can fail with, keeping the library's own error (the driver's,
-//! cuBLAS's, NVRTC's or NCCL's code) as the source, and naming the call that failed.
+//! cuBLAS's, cuDNN's, NVRTC's or NCCL's code) as the source, and naming the call that failed.
 
 use cudarc::cublas::result::CublasError;
 use cudarc::driver::DriverError;
@@ -55,6 +55,21 @@ pub enum CudaError {
         /// cuBLAS's status code.
         source: CublasError,
     },
+    /// A cuDNN call failed (creating the handle, a descriptor, choosing an algorithm, a
+    /// convolution); `call` names it, e.g. `cudnnConvolutionForward`.
+    #[error("{call}: {source}")]
+    Cudnn {
+        /// The cuDNN function.
+        call: &'static str,
+        /// cuDNN's status code.
+        source: cudarc::cudnn::result::CudnnError,
+    },
+    /// The libcudnn found is older than cuDNN 9 (its version).
+    #[error("libcudnn {0} found, cuDNN 9 needed")]
+    CudnnVersion(String),
+    /// `STOKER_CONV` holds a value other than `im2col` or `cudnn`.
+    #[error("STOKER_CONV={0:?}: expected im2col or cudnn (or unset, which picks cuDNN when it is there)")]
+    ConvSetting(String),
     /// An NVRTC call (other than the compilation) failed.
     #[error("{call}: {source}")]
     Nvrtc {

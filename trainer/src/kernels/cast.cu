@@ -22,12 +22,23 @@ extern "C" __global__ void cast_f32_bf16(const float* x, unsigned short* y, u64 
 // `_f32` copies, `_f32_bf16` rounds to bf16 on the way (`bf16_round`), `_bf16_f32`
 // widens bf16 exactly (the host's `precision::bf16_value`).
 
+// The source index of destination element i. 64-bit division is a long instruction
+// sequence on the GPU, so arrays of under 2^32 elements (all in practice) divide in 32
+// bits.
+template <typename I>
+__device__ __forceinline__ u64 swap01_at(I i, I a, I b, I p) {
+    I pix = i % p;
+    I rest = i / p;  // = bi * a + ai
+    I ai = rest % a;
+    I bi = rest / a;
+    return ((u64)ai * b + bi) * p + pix;
+}
+
 __device__ __forceinline__ u64 swap01_src(u64 i, u64 a, u64 b, u64 p) {
-    u64 pix = i % p;
-    u64 rest = i / p;  // = bi * a + ai
-    u64 ai = rest % a;
-    u64 bi = rest / a;
-    return (ai * b + bi) * p + pix;
+    if (a * b * p <= 0xffffffffull) {
+        return swap01_at<u32>((u32)i, (u32)a, (u32)b, (u32)p);
+    }
+    return swap01_at<u64>(i, a, b, p);
 }
 
 extern "C" __global__ void swap01_f32(const float* src, float* dst, u64 a, u64 b, u64 p) {

@@ -1112,6 +1112,9 @@ fn a_cuda_step_allocates_no_buffers() {
 // layer and model tests run on it too. These tests pin the engine: they open backends
 // with `ConvChoice::Cudnn` (a missing libcudnn is then an error, not a quiet im2col)
 // and `ConvChoice::Im2col`, and check that cuDNN ran every shape (`cudnn_fallbacks`).
+// cuDNN's tests run in both layouts (STOKER_CUDNN_LAYOUT): packed copies, and our
+// layout described with strides (a shape cuDNN refuses strided is said on stderr and
+// runs packed, which these tests accept).
 //
 // Tolerances, and why:
 // - f32 against the CPU, and cuDNN against im2col: the GEMM rule above with k the
@@ -1122,7 +1125,7 @@ fn a_cuda_step_allocates_no_buffers() {
 //   two differ by the f32 rule; the output is then rounded to bf16, at most 2^-9
 //   relative. Hence rtol 2^-8 (twice that) and atol twice the f32 rule's.
 
-use stoker_trainer::backend::cuda::ConvChoice;
+use stoker_trainer::backend::cuda::{ConvChoice, ConvConfig, CudnnLayout};
 use stoker_trainer::precision::{bf16_bits, bf16_value};
 use stoker_trainer::Precision;
 
@@ -1248,14 +1251,19 @@ fn conv_close(what: &str, case: &ConvCase, a: &[Vec<f32>; 3], b: &[Vec<f32>; 3],
     }
 }
 
-/// A backend on device 0 whose convolutions run on `conv`, or `None` (skipped) without
-/// a GPU. With a GPU, cuDNN must be usable: run with its library on `LD_LIBRARY_PATH`
-/// (PyTorch's wheels carry it in `nvidia/cudnn/lib`).
-fn conv_gpu(test: &str, precision: Precision, conv: ConvChoice) -> Option<CudaBackend> {
+/// A backend on device 0 whose convolutions run on `choice` (in `layout` on cuDNN),
+/// or `None` (skipped) without a GPU. With a GPU, cuDNN must be usable: run with its
+/// library on `LD_LIBRARY_PATH` (PyTorch's wheels carry it in `nvidia/cudnn/lib`).
+fn conv_gpu(
+    test: &str,
+    precision: Precision,
+    choice: ConvChoice,
+    layout: CudnnLayout,
+) -> Option<CudaBackend> {
     gpu(test)?;
-    let b = CudaBackend::with_conv(0, precision, conv).unwrap_or_else(|e| {
-        panic!("{test}: a {precision} backend with {conv:?} convolutions: {e}")
-    });
+    let conv = ConvConfig { choice, layout };
+    let b = CudaBackend::with_conv(0, precision, conv)
+        .unwrap_or_else(|e| panic!("{test}: a {precision} backend with {conv:?}: {e}"));
     eprintln!("{test}: convolutions on {}", b.conv_engine());
     Some(b)
 }
@@ -1284,7 +1292,13 @@ fn cudnn_library_loads_and_reads_its_version() {
 
 #[test]
 fn cudnn_convolutions_match_the_cpu() {
-    let Some(g) = conv_gpu("cudnn conv f32", Precision::F32, ConvChoice::Cudnn) else {
+    for layout in [CudnnLayout::Packed, CudnnLayout::Strided] {
+        cudnn_f32_vs_cpu(layout);
+    }
+}
+
+fn cudnn_f32_vs_cpu(layout: CudnnLayout) {
+    let Some(g) = conv_gpu("cudnn conv f32", Precision::F32, ConvChoice::Cudnn, layout) else {
         return;
     };
     let c = CpuBackend::new();
@@ -1292,12 +1306,12 @@ fn cudnn_convolutions_match_the_cpu() {
         let inputs = conv_inputs(case, 100 + i as u64);
         let p = conv_run(&c, case, &inputs);
         let q = conv_run(&g, case, &inputs);
-        conv_close("cudnn vs cpu", case, &p, &q, false);
+        conv_close(&format!("cudnn {layout:?} vs cpu"), case, &p, &q, false);
         // Bit-identical on every call: deterministic algorithms only.
         let r = conv_run(&g, case, &inputs);
         for (k, name) in ["y", "dw", "dx"].iter().enumerate() {
             exact(
-                &format!("cudnn run 1 vs 2 {:?} {name}", case.0),
+                &format!("cudnn {layout:?} run 1 vs 2 {:?} {name}", case.0),
                 &q[k],
                 &r[k],
             );
@@ -1308,7 +1322,18 @@ fn cudnn_convolutions_match_the_cpu() {
 
 #[test]
 fn cudnn_bf16_convolutions_match_the_cpu_on_rounded_operands() {
-    let Some(g) = conv_gpu("cudnn conv bf16", Precision::Bf16, ConvChoice::Cudnn) else {
+    for layout in [CudnnLayout::Packed, CudnnLayout::Strided] {
+        cudnn_bf16_vs_cpu(layout);
+    }
+}
+
+fn cudnn_bf16_vs_cpu(layout: CudnnLayout) {
+    let Some(g) = conv_gpu(
+        "cudnn conv bf16",
+        Precision::Bf16,
+        ConvChoice::Cudnn,
+        layout,
+    ) else {
         return;
     };
     let c = CpuBackend::new();
@@ -1319,7 +1344,13 @@ fn cudnn_bf16_convolutions_match_the_cpu_on_rounded_operands() {
         let rounded = [round(&inputs[0]), round(&inputs[1]), round(&inputs[2])];
         let p = conv_run(&c, case, &rounded);
         let q = conv_run(&g, case, &inputs);
-        conv_close("cudnn bf16 vs cpu on bf16 operands", case, &p, &q, true);
+        conv_close(
+            &format!("cudnn {layout:?} bf16 vs cpu on bf16 operands"),
+            case,
+            &p,
+            &q,
+            true,
+        );
         // Every result is a widened bf16 (the weight gradient too, before the f32
         // optimizer sees it).
         for (k, name) in ["y", "dw", "dx"].iter().enumerate() {
@@ -1332,7 +1363,7 @@ fn cudnn_bf16_convolutions_match_the_cpu_on_rounded_operands() {
         let r = conv_run(&g, case, &inputs);
         for (k, name) in ["y", "dw", "dx"].iter().enumerate() {
             exact(
-                &format!("cudnn bf16 run 1 vs 2 {:?} {name}", case.0),
+                &format!("cudnn {layout:?} bf16 run 1 vs 2 {:?} {name}", case.0),
                 &q[k],
                 &r[k],
             );
@@ -1343,10 +1374,17 @@ fn cudnn_bf16_convolutions_match_the_cpu_on_rounded_operands() {
 
 #[test]
 fn stoker_conv_im2col_and_cudnn_agree() {
-    let Some(d) = conv_gpu("im2col vs cudnn", Precision::F32, ConvChoice::Cudnn) else {
+    for layout in [CudnnLayout::Packed, CudnnLayout::Strided] {
+        im2col_vs_cudnn(layout);
+    }
+}
+
+fn im2col_vs_cudnn(layout: CudnnLayout) {
+    let Some(d) = conv_gpu("im2col vs cudnn", Precision::F32, ConvChoice::Cudnn, layout) else {
         return;
     };
-    let i = CudaBackend::with_conv(0, Precision::F32, ConvChoice::Im2col).unwrap();
+    let i =
+        CudaBackend::with_conv(0, Precision::F32, ConvConfig::engine(ConvChoice::Im2col)).unwrap();
     assert_eq!(
         i.conv_engine().to_string(),
         "im2col + cuBLAS (STOKER_CONV=im2col)"
@@ -1355,30 +1393,38 @@ fn stoker_conv_im2col_and_cudnn_agree() {
         let inputs = conv_inputs(case, 300 + n as u64);
         let p = conv_run(&i, case, &inputs);
         let q = conv_run(&d, case, &inputs);
-        conv_close("im2col vs cudnn", case, &p, &q, false);
+        conv_close(&format!("im2col vs cudnn {layout:?}"), case, &p, &q, false);
     }
     all_on_cudnn(&d);
 }
 
 #[test]
 fn training_steps_on_cudnn_match_im2col() {
-    let Some(d) = conv_gpu("steps cudnn vs im2col", Precision::F32, ConvChoice::Cudnn) else {
+    for layout in [CudnnLayout::Packed, CudnnLayout::Strided] {
+        steps_cudnn_vs_im2col(layout);
+    }
+}
+
+fn steps_cudnn_vs_im2col(layout: CudnnLayout) {
+    let test = "steps cudnn vs im2col";
+    let Some(d) = conv_gpu(test, Precision::F32, ConvChoice::Cudnn, layout) else {
         return;
     };
-    let i = CudaBackend::with_conv(0, Precision::F32, ConvChoice::Im2col).unwrap();
+    let i =
+        CudaBackend::with_conv(0, Precision::F32, ConvConfig::engine(ConvChoice::Im2col)).unwrap();
     for kind in ModelKind::ALL {
         let opt = OptimizerKind::sgd(0.9, 1e-4);
         let (li, _, wi) = steps(&i, kind, opt, 0.05);
         let (ld, _, wd) = steps(&d, kind, opt, 0.05);
         close(
-            &format!("{kind} losses im2col vs cudnn"),
+            &format!("{kind} losses im2col vs cudnn {layout:?}"),
             &li,
             &ld,
             1e-3,
             1e-4,
         );
         close(
-            &format!("{kind} weights im2col vs cudnn"),
+            &format!("{kind} weights im2col vs cudnn {layout:?}"),
             &wi,
             &wd,
             1e-3,
@@ -1390,10 +1436,22 @@ fn training_steps_on_cudnn_match_im2col() {
 
 #[test]
 fn a_bf16_training_step_on_cudnn_stays_near_f32() {
-    let Some(f) = conv_gpu("steps bf16 vs f32", Precision::F32, ConvChoice::Cudnn) else {
+    let packed = CudnnLayout::Packed;
+    let Some(f) = conv_gpu(
+        "steps bf16 vs f32",
+        Precision::F32,
+        ConvChoice::Cudnn,
+        packed,
+    ) else {
         return;
     };
-    let h = conv_gpu("steps bf16 vs f32", Precision::Bf16, ConvChoice::Cudnn).unwrap();
+    let h = conv_gpu(
+        "steps bf16 vs f32",
+        Precision::Bf16,
+        ConvChoice::Cudnn,
+        packed,
+    )
+    .unwrap();
     for kind in ModelKind::ALL {
         let opt = OptimizerKind::sgd(0.9, 1e-4);
         let (lf, _, _) = steps(&f, kind, opt, 0.05);

@@ -67,9 +67,17 @@ pub enum CudaError {
     /// The libcudnn found is older than cuDNN 9 (its version).
     #[error("libcudnn {0} found, cuDNN 9 needed")]
     CudnnVersion(String),
-    /// `STOKER_CONV` holds a value other than `im2col` or `cudnn`.
-    #[error("STOKER_CONV={0:?}: expected im2col or cudnn (or unset, which picks cuDNN when it is there)")]
-    ConvSetting(String),
+    /// An environment variable that steers the backend (`STOKER_CONV`,
+    /// `STOKER_CUDNN_LAYOUT`) holds a value it does not take.
+    #[error("{name}={value:?}: expected {expected}")]
+    Setting {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// The values it takes.
+        expected: &'static str,
+    },
     /// An NVRTC call (other than the compilation) failed.
     #[error("{call}: {source}")]
     Nvrtc {

@@ -53,7 +53,7 @@ use cudarc::driver::{
 };
 
 pub use buffer::CudaBuf;
-pub use cudnn::{ConvChoice, ConvEngine, CONV_ENV};
+pub use cudnn::{ConvChoice, ConvConfig, ConvEngine, CudnnLayout, CONV_ENV, LAYOUT_ENV};
 pub use error::CudaError;
 pub use kernels::{compile_kernels, kernel_source, DATANORM_MAX_CHANNELS};
 pub use probe::{probe, probe_ordinal, DeviceInfo};
@@ -134,20 +134,21 @@ impl CudaBackend {
 
     /// [`CudaBackend::new`] with the step's arithmetic: `Precision::Bf16` runs the
     /// convolutions and GEMMs on bf16 operands with f32 accumulation (autocast). The
-    /// convolution engine is what `STOKER_CONV` asks for (see [`ConvChoice`]); a value
-    /// other than `im2col`, `cudnn` or nothing is an error.
+    /// convolution engine is what `STOKER_CONV` asks for (see [`ConvChoice`]), cuDNN's
+    /// layout what `STOKER_CUDNN_LAYOUT` does ([`CudnnLayout`]); a value they do not
+    /// take is an error.
     pub fn with_precision(ordinal: usize, precision: Precision) -> Result<Self, BackendError> {
         let conv =
-            ConvChoice::from_env().map_err(|source| BackendError::CudaInit { ordinal, source })?;
+            ConvConfig::from_env().map_err(|source| BackendError::CudaInit { ordinal, source })?;
         Self::with_conv(ordinal, precision, conv)
     }
 
-    /// [`CudaBackend::with_precision`] with the convolution engine given rather than
-    /// read from `STOKER_CONV`.
+    /// [`CudaBackend::with_precision`] with the convolution settings given rather than
+    /// read from the environment.
     pub fn with_conv(
         ordinal: usize,
         precision: Precision,
-        conv: ConvChoice,
+        conv: ConvConfig,
     ) -> Result<Self, BackendError> {
         let init = |source| BackendError::CudaInit { ordinal, source };
         let info = probe_ordinal(ordinal).map_err(init)?;
@@ -173,7 +174,7 @@ impl CudaBackend {
         ordinal: usize,
         info: DeviceInfo,
         precision: Precision,
-        conv: ConvChoice,
+        conv: ConvConfig,
     ) -> Result<Self, CudaError> {
         let ctx = CudaContext::new(ordinal).map_err(CudaError::driver("cuCtxCreate"))?;
         // SAFETY: called before this context allocates anything. Every op runs on the

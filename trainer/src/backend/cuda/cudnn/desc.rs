@@ -7,6 +7,7 @@ use std::ffi::c_int;
 use cudarc::cudnn::result::{self, CudnnError};
 use cudarc::cudnn::sys;
 
+use super::CudnnLayout;
 use crate::backend::cuda::CudaError;
 
 /// `Err` mapper for cuDNN call `call`.
@@ -35,8 +36,36 @@ fn dims4(call: &'static str, d: [usize; 4]) -> Result<[c_int; 4], CudaError> {
 pub(super) struct TensorDesc(pub(super) sys::cudnnTensorDescriptor_t);
 
 impl TensorDesc {
+    /// `[n, c, h, w]` of `dtype` laid out as `layout` says: packed NCHW, or our own
+    /// channel-major `[c, n, h, w]` described with strides.
+    pub(super) fn new(
+        dtype: sys::cudnnDataType_t,
+        d: [usize; 4],
+        layout: CudnnLayout,
+    ) -> Result<Self, CudaError> {
+        match layout {
+            CudnnLayout::Packed => Self::nchw(dtype, d),
+            CudnnLayout::Strided => Self::cnhw(dtype, d),
+        }
+    }
+
+    /// `[n, c, h, w]` stored as `[c, n, h, w]`: strides n `h*w`, c `n*h*w`, h `w`, w 1.
+    fn cnhw(dtype: sys::cudnnDataType_t, d: [usize; 4]) -> Result<Self, CudaError> {
+        const CALL: &str = "cudnnSetTensor4dDescriptorEx";
+        let [n, _, h, w] = d;
+        let strides = dims4(CALL, [h * w, n * h * w, w, 1])?;
+        let d = dims4(CALL, d)?;
+        let desc = Self(
+            result::create_tensor_descriptor().map_err(cudnn_err("cudnnCreateTensorDescriptor"))?,
+        );
+        // SAFETY: `desc.0` was just created and is freed only by `drop`.
+        unsafe { result::set_tensor4d_descriptor_ex(desc.0, dtype, d, strides) }
+            .map_err(cudnn_err(CALL))?;
+        Ok(desc)
+    }
+
     /// `[n, c, h, w]` of `dtype`, packed (w fastest).
-    pub(super) fn nchw(dtype: sys::cudnnDataType_t, d: [usize; 4]) -> Result<Self, CudaError> {
+    fn nchw(dtype: sys::cudnnDataType_t, d: [usize; 4]) -> Result<Self, CudaError> {
         const CALL: &str = "cudnnSetTensor4dDescriptor";
         let d = dims4(CALL, d)?;
         let desc = Self(

@@ -28,6 +28,22 @@ use plan::{Plan, PlanKey};
 /// The environment variable that picks the convolution engine.
 pub const CONV_ENV: &str = "STOKER_CONV";
 
+/// The environment variable that picks how activations are given to cuDNN.
+pub const LAYOUT_ENV: &str = "STOKER_CUDNN_LAYOUT";
+
+/// `name`'s value in this process: `None` when unset, an error when not Unicode.
+fn env_value(name: &'static str, expected: &'static str) -> Result<Option<String>, CudaError> {
+    match std::env::var(name) {
+        Ok(v) => Ok(Some(v)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => Err(CudaError::Setting {
+            name,
+            value: v.to_string_lossy().into_owned(),
+            expected,
+        }),
+    }
+}
+
 /// What `STOKER_CONV` asks for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ConvChoice {
@@ -41,24 +57,75 @@ pub enum ConvChoice {
 }
 
 impl ConvChoice {
+    const EXPECTED: &str = "im2col or cudnn (or unset, which picks cuDNN when it is there)";
+
     /// The choice `value` (of `STOKER_CONV`) names; `None` or empty is `Auto`.
     pub fn parse(value: Option<&str>) -> Result<Self, CudaError> {
         match value {
             None | Some("") => Ok(Self::Auto),
             Some("cudnn") => Ok(Self::Cudnn),
             Some("im2col") => Ok(Self::Im2col),
-            Some(other) => Err(CudaError::ConvSetting(other.to_string())),
+            Some(other) => Err(CudaError::Setting {
+                name: CONV_ENV,
+                value: other.to_string(),
+                expected: Self::EXPECTED,
+            }),
         }
     }
+}
 
-    /// The choice `STOKER_CONV` makes in this process.
+/// How the activations, channel-major `[C, N, H, W]`, are given to cuDNN (see
+/// docs/trainer.md, "Convolutions on CUDA"): `STOKER_CUDNN_LAYOUT`.
+#[derive(Clone, Copy, Debug, Default, Hash, PartialEq, Eq)]
+pub enum CudnnLayout {
+    /// Copied to packed NCHW and back around each call (unset, empty, `packed`).
+    #[default]
+    Packed,
+    /// Described as they are, with strides (`strided`); a shape for which cuDNN has
+    /// no qualifying algorithm in that layout is copied as in `Packed`.
+    Strided,
+}
+
+impl CudnnLayout {
+    const EXPECTED: &str = "packed or strided (or unset: packed)";
+
+    /// The layout `value` (of `STOKER_CUDNN_LAYOUT`) names; `None` or empty is `Packed`.
+    pub fn parse(value: Option<&str>) -> Result<Self, CudaError> {
+        match value {
+            None | Some("") | Some("packed") => Ok(Self::Packed),
+            Some("strided") => Ok(Self::Strided),
+            Some(other) => Err(CudaError::Setting {
+                name: LAYOUT_ENV,
+                value: other.to_string(),
+                expected: Self::EXPECTED,
+            }),
+        }
+    }
+}
+
+/// The convolution settings of a backend: the engine, and the layout cuDNN gets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConvConfig {
+    /// `STOKER_CONV`.
+    pub choice: ConvChoice,
+    /// `STOKER_CUDNN_LAYOUT`.
+    pub layout: CudnnLayout,
+}
+
+impl ConvConfig {
+    /// What `STOKER_CONV` and `STOKER_CUDNN_LAYOUT` ask for in this process.
     pub fn from_env() -> Result<Self, CudaError> {
-        match std::env::var(CONV_ENV) {
-            Ok(v) => Self::parse(Some(&v)),
-            Err(std::env::VarError::NotPresent) => Ok(Self::Auto),
-            Err(std::env::VarError::NotUnicode(v)) => {
-                Err(CudaError::ConvSetting(v.to_string_lossy().into_owned()))
-            }
+        Ok(Self {
+            choice: ConvChoice::parse(env_value(CONV_ENV, ConvChoice::EXPECTED)?.as_deref())?,
+            layout: CudnnLayout::parse(env_value(LAYOUT_ENV, CudnnLayout::EXPECTED)?.as_deref())?,
+        })
+    }
+
+    /// cuDNN's engine (the choice given) with its default layout.
+    pub fn engine(choice: ConvChoice) -> Self {
+        Self {
+            choice,
+            layout: CudnnLayout::default(),
         }
     }
 }
@@ -101,12 +168,13 @@ impl fmt::Display for CudnnVersion {
 }
 
 /// What runs the convolutions of a CUDA backend: printed by stoker-train and
-/// step_bench, e.g. `cudnn 9.10.2` or `im2col + cuBLAS (STOKER_CONV=im2col)`.
+/// step_bench, e.g. `cudnn 9.10.2`, `cudnn 9.10.2 (strided)` or
+/// `im2col + cuBLAS (STOKER_CONV=im2col)`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ConvEngine {
-    /// cuDNN's convolutions (a shape it has no qualifying algorithm for still runs on
-    /// im2col).
-    Cudnn(CudnnVersion),
+    /// cuDNN's convolutions, in a layout (a shape it has no qualifying algorithm for
+    /// still runs on im2col).
+    Cudnn(CudnnVersion, CudnnLayout),
     /// im2col + cuBLAS GEMMs, and why not cuDNN.
     Im2col(Im2colReason),
 }
@@ -124,14 +192,15 @@ pub enum Im2colReason {
 impl ConvEngine {
     /// Whether cuDNN runs the convolutions.
     pub fn is_cudnn(&self) -> bool {
-        matches!(self, ConvEngine::Cudnn(_))
+        matches!(self, ConvEngine::Cudnn(..))
     }
 }
 
 impl fmt::Display for ConvEngine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConvEngine::Cudnn(v) => write!(f, "cudnn {v}"),
+            ConvEngine::Cudnn(v, CudnnLayout::Packed) => write!(f, "cudnn {v}"),
+            ConvEngine::Cudnn(v, CudnnLayout::Strided) => write!(f, "cudnn {v} (strided)"),
             ConvEngine::Im2col(Im2colReason::Asked) => {
                 write!(f, "im2col + cuBLAS ({CONV_ENV}=im2col)")
             }
@@ -215,6 +284,8 @@ pub(super) struct State {
 
 /// cuDNN, opened on a backend's stream.
 pub(super) struct Cudnn {
+    /// The layout asked for (a shape may still be copied to packed NCHW).
+    layout: CudnnLayout,
     state: Mutex<State>,
 }
 
@@ -234,13 +305,14 @@ impl Cudnn {
     }
 }
 
-/// Opens the engine `choice` asks for: `set_stream` puts a fresh handle on the
+/// Opens the engine `config` asks for: `set_stream` puts a fresh handle on the
 /// backend's stream. cuDNN's failure is an error for `ConvChoice::Cudnn` and the reason
 /// of the im2col engine for `Auto`.
 pub(super) fn open(
-    choice: ConvChoice,
+    config: ConvConfig,
     set_stream: impl FnOnce(sys::cudnnHandle_t) -> Result<(), CudaError>,
 ) -> Result<(ConvEngine, Option<Cudnn>), CudaError> {
+    let (choice, layout) = (config.choice, config.layout);
     if choice == ConvChoice::Im2col {
         return Ok((ConvEngine::Im2col(Im2colReason::Asked), None));
     }
@@ -251,8 +323,9 @@ pub(super) fn open(
     });
     match (opened, choice) {
         (Ok((version, handle)), _) => Ok((
-            ConvEngine::Cudnn(version),
+            ConvEngine::Cudnn(version, layout),
             Some(Cudnn {
+                layout,
                 state: Mutex::new(State {
                     plans: HashMap::new(),
                     work: None,
@@ -283,11 +356,38 @@ mod tests {
         assert_eq!(ConvChoice::parse(Some("cudnn")).unwrap(), ConvChoice::Cudnn);
         for bad in ["IM2COL", "cuDNN", " im2col", "winograd"] {
             let e = ConvChoice::parse(Some(bad)).unwrap_err();
-            assert!(matches!(&e, CudaError::ConvSetting(v) if v == bad), "{e:?}");
+            assert!(
+                matches!(&e, CudaError::Setting { name: "STOKER_CONV", value, .. } if value == bad),
+                "{e:?}"
+            );
             let msg = e.to_string();
             assert!(msg.starts_with(&format!("STOKER_CONV={bad:?}")), "{msg}");
             assert!(msg.contains("im2col or cudnn"), "{msg}");
         }
+    }
+
+    #[test]
+    fn stoker_cudnn_layout_accepts_packed_strided_or_nothing() {
+        for (v, want) in [
+            (None, CudnnLayout::Packed),
+            (Some(""), CudnnLayout::Packed),
+            (Some("packed"), CudnnLayout::Packed),
+            (Some("strided"), CudnnLayout::Strided),
+        ] {
+            assert_eq!(CudnnLayout::parse(v).unwrap(), want, "{v:?}");
+        }
+        let e = CudnnLayout::parse(Some("nhwc")).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "STOKER_CUDNN_LAYOUT=\"nhwc\": expected packed or strided (or unset: packed)"
+        );
+        assert_eq!(
+            ConvConfig::engine(ConvChoice::Im2col),
+            ConvConfig {
+                choice: ConvChoice::Im2col,
+                layout: CudnnLayout::Packed
+            }
+        );
     }
 
     #[test]
@@ -301,7 +401,14 @@ mod tests {
                 patch: 2
             }
         );
-        assert_eq!(ConvEngine::Cudnn(v).to_string(), "cudnn 9.10.2");
+        assert_eq!(
+            ConvEngine::Cudnn(v, CudnnLayout::Packed).to_string(),
+            "cudnn 9.10.2"
+        );
+        assert_eq!(
+            ConvEngine::Cudnn(v, CudnnLayout::Strided).to_string(),
+            "cudnn 9.10.2 (strided)"
+        );
         assert_eq!(CudnnVersion::from_raw(8907).to_string(), "8.9.7");
         assert_eq!(
             ConvEngine::Im2col(Im2colReason::Asked).to_string(),
@@ -312,13 +419,16 @@ mod tests {
             ConvEngine::Im2col(Im2colReason::Unusable(missing)).to_string(),
             "im2col + cuBLAS (libcudnn (cuDNN 9) not found)"
         );
-        assert!(ConvEngine::Cudnn(v).is_cudnn());
+        assert!(ConvEngine::Cudnn(v, CudnnLayout::Packed).is_cudnn());
         assert!(!ConvEngine::Im2col(Im2colReason::Asked).is_cudnn());
     }
 
     #[test]
     fn asking_for_im2col_never_opens_cudnn() {
-        let (engine, cudnn) = open(ConvChoice::Im2col, |_| panic!("no handle wanted")).unwrap();
+        let (engine, cudnn) = open(ConvConfig::engine(ConvChoice::Im2col), |_| {
+            panic!("no handle wanted")
+        })
+        .unwrap();
         assert_eq!(engine, ConvEngine::Im2col(Im2colReason::Asked));
         assert!(cudnn.is_none());
     }
@@ -338,13 +448,14 @@ mod tests {
                     "libcudnn not found ({e}): the cuDNN version is not read here"
                 ));
                 assert!(matches!(e, CudaError::Missing(_)), "{e:?}");
-                let (engine, cudnn) = open(ConvChoice::Auto, |_| Ok(())).unwrap();
+                let (engine, cudnn) =
+                    open(ConvConfig::engine(ConvChoice::Auto), |_| Ok(())).unwrap();
                 assert!(cudnn.is_none());
                 assert_eq!(
                     engine.to_string(),
                     "im2col + cuBLAS (libcudnn (cuDNN 9) not found)"
                 );
-                let e = open(ConvChoice::Cudnn, |_| Ok(()))
+                let e = open(ConvConfig::engine(ConvChoice::Cudnn), |_| Ok(()))
                     .err()
                     .expect("cudnn asked for");
                 assert!(matches!(e, CudaError::Missing(_)), "{e:?}");
@@ -356,12 +467,13 @@ mod tests {
                     return;
                 }
                 // No driver: the handle cannot be made, and that is the reason kept.
-                let (engine, cudnn) = open(ConvChoice::Auto, |_| Ok(())).unwrap();
+                let (engine, cudnn) =
+                    open(ConvConfig::engine(ConvChoice::Auto), |_| Ok(())).unwrap();
                 assert!(cudnn.is_none());
                 let text = engine.to_string();
                 eprintln!("without a GPU: {text}");
                 assert!(text.starts_with("im2col + cuBLAS (cudnnCreate: "), "{text}");
-                let e = open(ConvChoice::Cudnn, |_| Ok(()))
+                let e = open(ConvConfig::engine(ConvChoice::Cudnn), |_| Ok(()))
                     .err()
                     .expect("no handle");
                 assert!(

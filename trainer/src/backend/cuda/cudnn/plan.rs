@@ -17,6 +17,7 @@ use cudarc::cudnn::sys::{
 };
 
 use super::desc::{cudnn_err, ConvDesc, FilterDesc, TensorDesc};
+use super::CudnnLayout;
 use crate::backend::cuda::CudaError;
 use crate::backend::ConvGeom;
 use crate::precision::Precision;
@@ -128,9 +129,11 @@ pub(super) fn data_type(precision: Precision) -> sys::cudnnDataType_t {
 
 /// A shape's descriptors and algorithms.
 pub(super) struct Plan {
-    /// The input, packed NCHW `[n, c, h, w]`.
+    /// How the activations are given to cuDNN.
+    pub(super) layout: CudnnLayout,
+    /// The input, `[n, c, h, w]` as `layout` lays it out.
     pub(super) x: TensorDesc,
-    /// The output, packed NCHW `[n, cout, oh, ow]`.
+    /// The output, `[n, cout, oh, ow]` likewise.
     pub(super) y: TensorDesc,
     /// The weights, KCRS `[cout, c, kh, kw]`.
     pub(super) w: FilterDesc,
@@ -160,10 +163,11 @@ impl Plan {
         geom: &ConvGeom,
         cout: usize,
         precision: Precision,
+        layout: CudnnLayout,
     ) -> Result<Result<Self, String>, CudaError> {
         let dt = data_type(precision);
-        let x = TensorDesc::nchw(dt, [geom.n, geom.c, geom.h, geom.w])?;
-        let y = TensorDesc::nchw(dt, [geom.n, cout, geom.out_h(), geom.out_w()])?;
+        let x = TensorDesc::new(dt, [geom.n, geom.c, geom.h, geom.w], layout)?;
+        let y = TensorDesc::new(dt, [geom.n, cout, geom.out_h(), geom.out_w()], layout)?;
         let w = FilterDesc::kcrs(dt, [cout, geom.c, geom.kh, geom.kw])?;
         let conv = ConvDesc::new(geom.pad, geom.stride)?;
         let math = requested_math(precision);
@@ -281,6 +285,7 @@ impl Plan {
             return Ok(Err(none_qualifies("(after the workspace query)")));
         }
         Ok(Ok(Self {
+            layout,
             x,
             y,
             w,

@@ -1,7 +1,9 @@
-//! The convolutions on cuDNN. Our activations are channel-major `[C, N, H, W]`; cuDNN
-//! gets packed NCHW copies in its workspace (made and undone by the `swap01_*`
-//! kernels of `kernels/cast.cu`, which also cast to and from bf16 on the way), because
-//! its fast algorithms are written for packed layouts; see docs/trainer.md,
+//! The convolutions on cuDNN. Our activations are channel-major `[C, N, H, W]`; by
+//! default cuDNN gets packed NCHW copies in its workspace (made and undone by the
+//! `swap01_*` kernels of `kernels/cast.cu`, which also cast to and from bf16 on the
+//! way), because its fast algorithms are written for packed layouts; with
+//! `STOKER_CUDNN_LAYOUT=strided` it reads and writes ours in place, described with
+//! strides (in bf16 through cast copies of the same layout). See docs/trainer.md,
 //! "Convolutions on CUDA". Weights `[cout, c, kh, kw]` are KCRS already and are read in
 //! place in f32 (cast to a bf16 copy in bf16 mode). Every output is overwritten (beta
 //! 0), as `ConvOps` asks.
@@ -12,7 +14,7 @@ use cudarc::cudnn::result;
 use cudarc::driver::CudaSlice;
 
 use super::plan::{Plan, PlanKey};
-use super::{Handle, State};
+use super::{CudnnLayout, Handle, State};
 use crate::backend::cuda::buffer::{op_err, DevPtr};
 use crate::backend::cuda::kernels::Swap01;
 use crate::backend::cuda::launch::OpCx;
@@ -49,6 +51,12 @@ enum Cast {
 /// Elements `[a, b, p]` to be written `[b, a, p]`.
 type Swap = (usize, usize, usize);
 
+/// The cuDNN state, locked, and the layout the backend asked for.
+struct Locked<'a> {
+    layout: CudnnLayout,
+    state: std::sync::MutexGuard<'a, State>,
+}
+
 impl CudaBackend {
     /// `conv_forward` on cuDNN; `Ok(false)`, having touched nothing, when this backend
     /// or this shape runs on im2col.
@@ -66,23 +74,29 @@ impl CudaBackend {
         let x = cx.read(op.x, xl, "input")?;
         let w = cx.read(op.w, wl, "weights")?;
         let y = cx.write(&op.y, yl, "output")?;
+        let layout = st.layout;
         let State {
             plans,
             work,
             handle,
-        } = &mut *st;
-        let Some(plan) = plan(plans, handle, &g, cout, prec) else {
+        } = &mut *st.state;
+        let Some(plan) = plan(plans, handle, &g, cout, prec, layout) else {
             return Ok(false);
         };
         let es = elem_size(prec);
         let bf16 = prec == Precision::Bf16;
+        // Whether the activations go through the workspace (packed, or cast to bf16).
+        let copies = plan.layout == CudnnLayout::Packed || bf16;
+        let act = |len: usize| if copies { len * es } else { 0 };
         let wbytes = if bf16 { wl * es } else { 0 };
         let ([o_xp, o_yp, o_wp, o_ws], total) =
-            carve([xl * es, yl * es, wbytes, plan.fwd.workspace]);
+            carve([act(xl), act(yl), wbytes, plan.fwd.workspace]);
         let base = grow(self, &cx, work, total)?;
-        let (xp, yp, ws) = (base.add(o_xp), base.add(o_yp), base.add(o_ws));
+        let ws = base.add(o_ws);
         let (to, from) = casts(prec);
-        self.swap(&cx, to, x, xp, (g.c, g.n, g.h * g.w))?;
+        let xs = (g.c, g.n, g.h * g.w);
+        let xp = self.give_to_cudnn(&cx, plan.layout, to, x, base.add(o_xp), xs)?;
+        let yp = if copies { base.add(o_yp) } else { y };
         let wc = if bf16 {
             let wp = base.add(o_wp);
             self.swap(&cx, Cast::ToBf16, w, wp, (1, 1, wl))?;
@@ -117,7 +131,7 @@ impl CudaBackend {
             )
         }
         .map_err(cudnn_op(cx.name, "cudnnConvolutionForward"))?;
-        self.swap(&cx, from, yp, y, (g.n, cout, ohw))?;
+        self.take_from_cudnn(&cx, plan.layout, from, yp, y, (g.n, cout, ohw))?;
         Ok(true)
     }
 
@@ -143,30 +157,36 @@ impl CudaBackend {
             Some(d) => Some(cx.write(d, xl, "input gradient")?),
             None => None,
         };
+        let layout = st.layout;
         let State {
             plans,
             work,
             handle,
-        } = &mut *st;
-        let Some(plan) = plan(plans, handle, &g, cout, prec) else {
+        } = &mut *st.state;
+        let Some(plan) = plan(plans, handle, &g, cout, prec, layout) else {
             return Ok(false);
         };
         let es = elem_size(prec);
         let bf16 = prec == Precision::Bf16;
+        // Whether the activations go through the workspace (packed, or cast to bf16).
+        let copies = plan.layout == CudnnLayout::Packed || bf16;
+        let act = |len: usize| if copies { len * es } else { 0 };
         let wbytes = if bf16 { wl * es } else { 0 };
-        let dxbytes = if dx.is_some() { xl * es } else { 0 };
+        let dxbytes = if dx.is_some() { act(xl) } else { 0 };
         let wsbytes = plan.bwd_filter.workspace.max(if dx.is_some() {
             plan.bwd_data.workspace
         } else {
             0
         });
         let ([o_xp, o_dyp, o_dxp, o_wp, o_dwp, o_ws], total) =
-            carve([xl * es, yl * es, dxbytes, wbytes, wbytes, wsbytes]);
+            carve([act(xl), act(yl), dxbytes, wbytes, wbytes, wsbytes]);
         let base = grow(self, &cx, work, total)?;
-        let (xp, dyp, ws) = (base.add(o_xp), base.add(o_dyp), base.add(o_ws));
+        let ws = base.add(o_ws);
         let (to, from) = casts(prec);
-        self.swap(&cx, to, x, xp, (g.c, g.n, g.h * g.w))?;
-        self.swap(&cx, to, dy, dyp, (cout, g.n, ohw))?;
+        let xs = (g.c, g.n, g.h * g.w);
+        let xp = self.give_to_cudnn(&cx, plan.layout, to, x, base.add(o_xp), xs)?;
+        let dys = (cout, g.n, ohw);
+        let dyp = self.give_to_cudnn(&cx, plan.layout, to, dy, base.add(o_dyp), dys)?;
         self.bind(&cx)?;
         let (alpha, beta) = (1.0f32, 0.0f32);
 
@@ -208,7 +228,7 @@ impl CudaBackend {
             } else {
                 w
             };
-            let dxp = base.add(o_dxp);
+            let dxp = if copies { base.add(o_dxp) } else { dx };
             plan.conv
                 .set_math(plan.bwd_data.math)
                 .map_err(cuda_err(cx.name))?;
@@ -231,7 +251,7 @@ impl CudaBackend {
                 )
             }
             .map_err(cudnn_op(cx.name, "cudnnConvolutionBackwardData"))?;
-            self.swap(&cx, from, dxp, dx, (g.n, g.c, g.h * g.w))?;
+            self.take_from_cudnn(&cx, plan.layout, from, dxp, dx, (g.n, g.c, g.h * g.w))?;
         }
         Ok(true)
     }
@@ -239,23 +259,60 @@ impl CudaBackend {
     /// The cuDNN state, locked, when cuDNN may run this convolution: not without cuDNN,
     /// nor for an empty batch or output (which cuDNN's descriptors refuse and im2col
     /// does as nothing).
-    fn cudnn_state(
-        &self,
-        cx: &OpCx<'_>,
-        g: &ConvGeom,
-        cout: usize,
-    ) -> BResult<Option<std::sync::MutexGuard<'_, State>>> {
+    fn cudnn_state(&self, cx: &OpCx<'_>, g: &ConvGeom, cout: usize) -> BResult<Option<Locked<'_>>> {
         let Some(cudnn) = self.inner.cudnn.as_ref() else {
             return Ok(None);
         };
         if g.n == 0 || cout == 0 || g.c == 0 || g.out_h() == 0 || g.out_w() == 0 {
             return Ok(None);
         }
-        cudnn
+        let state = cudnn
             .state
             .lock()
-            .map(Some)
-            .map_err(|_| cx.err("cuDNN state lock poisoned by an earlier panic"))
+            .map_err(|_| cx.err("cuDNN state lock poisoned by an earlier panic"))?;
+        Ok(Some(Locked {
+            layout: cudnn.layout,
+            state,
+        }))
+    }
+
+    /// Gives our `src`, `[a, b, p]`, to cuDNN: returns the address cuDNN reads, `src`
+    /// itself (strided, f32), a cast copy in the same layout at `dst` (strided, bf16)
+    /// or the packed `[b, a, p]` copy at `dst`.
+    fn give_to_cudnn(
+        &self,
+        cx: &OpCx<'_>,
+        layout: CudnnLayout,
+        cast: Cast,
+        src: DevPtr,
+        dst: DevPtr,
+        s: Swap,
+    ) -> BResult<DevPtr> {
+        match (layout, cast) {
+            (CudnnLayout::Strided, Cast::None) => return Ok(src),
+            (CudnnLayout::Strided, _) => self.swap(cx, cast, src, dst, (1, 1, s.0 * s.1 * s.2))?,
+            (CudnnLayout::Packed, _) => self.swap(cx, cast, src, dst, s)?,
+        }
+        Ok(dst)
+    }
+
+    /// Brings a result cuDNN wrote at `src` into our `dst`: nothing to do when it wrote
+    /// `dst` itself (strided, f32), a widening copy (strided, bf16), or cuDNN's packed
+    /// `[a, b, p]` turned back into our `[b, a, p]`.
+    fn take_from_cudnn(
+        &self,
+        cx: &OpCx<'_>,
+        layout: CudnnLayout,
+        cast: Cast,
+        src: DevPtr,
+        dst: DevPtr,
+        s: Swap,
+    ) -> BResult<()> {
+        match (layout, cast) {
+            (CudnnLayout::Strided, Cast::None) => Ok(()),
+            (CudnnLayout::Strided, _) => self.swap(cx, cast, src, dst, (1, 1, s.0 * s.1 * s.2)),
+            (CudnnLayout::Packed, _) => self.swap(cx, cast, src, dst, s),
+        }
     }
 
     /// Makes the backend's context current on this thread, as cuDNN's calls need.
@@ -325,24 +382,34 @@ fn cudnn_op(op: &'static str, call: &'static str) -> impl Fn(result::CudnnError)
     }
 }
 
-/// The plan of this shape, made at its first call; `None` when it runs on im2col
-/// (said once, when the plan is first tried).
+/// The plan of this shape, made at its first call; `None` when it runs on im2col. A
+/// shape cuDNN cannot run in the strided layout is planned packed. Either fallback is
+/// said once, when the plan is first made.
 fn plan<'s>(
     plans: &'s mut std::collections::HashMap<PlanKey, Result<Plan, String>>,
     handle: &Handle,
     g: &ConvGeom,
     cout: usize,
     prec: Precision,
+    layout: CudnnLayout,
 ) -> Option<&'s Plan> {
     let key = PlanKey::new(g, cout, prec);
     let entry = plans.entry(key).or_insert_with(|| {
-        let made = Plan::new(handle.0, g, cout, prec).unwrap_or_else(|e| Err(e.to_string()));
+        let make = |layout| {
+            Plan::new(handle.0, g, cout, prec, layout).unwrap_or_else(|e| Err(e.to_string()))
+        };
+        let what = format!(
+            "stoker: convolution {}x{}x{} -> {cout} channels, kernel {}x{} stride {} pad {}, \
+             batch {}, {prec}",
+            g.c, g.h, g.w, g.kh, g.kw, g.stride, g.pad, g.n
+        );
+        let mut made = make(layout);
+        if let (Err(why), CudnnLayout::Strided) = (&made, layout) {
+            eprintln!("{what}: packed copies, not strided ({why})");
+            made = make(CudnnLayout::Packed);
+        }
         if let Err(why) = &made {
-            eprintln!(
-                "stoker: convolution {}x{}x{} -> {cout} channels, kernel {}x{} stride {} pad {}, \
-                 batch {}, {prec}: im2col + cuBLAS, not cuDNN ({why})",
-                g.c, g.h, g.w, g.kh, g.kw, g.stride, g.pad, g.n
-            );
+            eprintln!("{what}: im2col + cuBLAS, not cuDNN ({why})");
         }
         made
     });

@@ -6,8 +6,10 @@
 //! cuDNN is opened at backend start: `STOKER_CONV` unset (or empty) takes cuDNN when
 //! libcudnn 9 loads and a handle can be made, else im2col + cuBLAS with the reason
 //! kept; `STOKER_CONV=cudnn` makes its absence an error; `STOKER_CONV=im2col` never
-//! opens it. A shape for which cuDNN offers no qualifying algorithm (see `plan`) runs
-//! on im2col, said once on stderr. `run` holds the convolutions themselves.
+//! opens it. `STOKER_CUDNN_LAYOUT` says how our `[C, N, H, W]` activations reach
+//! cuDNN: packed NCHW copies (the default) or strided descriptors of them in place. A
+//! shape for which cuDNN offers no qualifying algorithm (see `plan`) runs on im2col,
+//! said once on stderr. `desc` holds the descriptors, `run` the convolutions.
 
 mod desc;
 mod plan;

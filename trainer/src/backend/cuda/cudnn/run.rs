@@ -109,10 +109,10 @@ impl CudaBackend {
         plan.conv
             .set_math(plan.fwd.math)
             .map_err(cuda_err(cx.name))?;
-        // SAFETY: live handle and descriptors of this shape; `xp`, `wc` and `yp` hold
-        // the packed operands the descriptors describe (regions carved above, or the
-        // checked weights), `ws` has the algorithm's workspace; f32 scalars, as cuDNN
-        // wants for float and bf16 data.
+        // SAFETY: live handle and descriptors of this shape; `xp`, `wc` and `yp` are
+        // the operands as the descriptors describe them (regions carved above, or the
+        // checked buffers themselves in the strided f32 case), `ws` has the
+        // algorithm's workspace; f32 scalars, as cuDNN wants for float and bf16 data.
         unsafe {
             result::convolution_forward(
                 handle.0,
@@ -195,8 +195,8 @@ impl CudaBackend {
         plan.conv
             .set_math(plan.bwd_filter.math)
             .map_err(cuda_err(cx.name))?;
-        // SAFETY: as in the forward: live handle and descriptors, packed operands of
-        // the described shapes in carved regions (or the checked `dw`), the
+        // SAFETY: as in the forward: live handle and descriptors, operands as
+        // described in carved regions or the checked buffers (`dw` in f32), the
         // algorithm's workspace at `ws`.
         unsafe {
             result::convolution_backward_filter(

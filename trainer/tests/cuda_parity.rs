@@ -1183,8 +1183,15 @@ fn conv_inputs(case: &ConvCase, seed: u64) -> [Vec<f32>; 3] {
     [x, wt, dy]
 }
 
-/// Forward and backward of `case` on `b`: y, dw, dx (empty when not wanted).
-fn conv_run<B: Backend>(b: &B, case: &ConvCase, inputs: &[Vec<f32>; 3]) -> [Vec<f32>; 3] {
+/// Forward and backward of `case` on `b`: y, dw, dx (empty when not wanted). The
+/// backward reuses what the forward left in the scratch if `reuse`; if not, the scratch
+/// is filled with NaN in between, so that a backward that read it would show.
+fn conv_run<B: Backend>(
+    b: &B,
+    case: &ConvCase,
+    inputs: &[Vec<f32>; 3],
+    reuse: bool,
+) -> [Vec<f32>; 3] {
     let (geom, cout) = conv_geom(b, case);
     let [x, wt, dy] = inputs;
     let (xb, wb, dyb) = (up(b, x), up(b, wt), up(b, dy));
@@ -1201,6 +1208,11 @@ fn conv_run<B: Backend>(b: &B, case: &ConvCase, inputs: &[Vec<f32>; 3]) -> [Vec<
         scratch: Out::new(&mut scratch),
     })
     .unwrap();
+    if !reuse {
+        let len = b.buf_len(&scratch);
+        b.upload(&vec![f32::NAN; len], Out::new(&mut scratch))
+            .unwrap();
+    }
     b.conv_backward(ConvBackwardArgs {
         x: In::new(&xb),
         w: In::new(&wb),
@@ -1210,7 +1222,7 @@ fn conv_run<B: Backend>(b: &B, case: &ConvCase, inputs: &[Vec<f32>; 3]) -> [Vec<
         dw: Out::new(&mut dw),
         dx: case.1.then(|| Out::new(&mut dx)),
         scratch: Out::new(&mut scratch),
-        reuse: true,
+        reuse,
     })
     .unwrap();
     let dxv = if case.1 {
@@ -1304,11 +1316,12 @@ fn cudnn_f32_vs_cpu(layout: CudnnLayout) {
     let c = CpuBackend::new();
     for (i, case) in CONV_CASES.iter().enumerate() {
         let inputs = conv_inputs(case, 100 + i as u64);
-        let p = conv_run(&c, case, &inputs);
-        let q = conv_run(&g, case, &inputs);
+        let p = conv_run(&c, case, &inputs, true);
+        let q = conv_run(&g, case, &inputs, true);
         conv_close(&format!("cudnn {layout:?} vs cpu"), case, &p, &q, false);
-        // Bit-identical on every call: deterministic algorithms only.
-        let r = conv_run(&g, case, &inputs);
+        // Bit-identical on every call (deterministic algorithms only), whether the
+        // backward reuses the forward's copy of x or makes its own.
+        let r = conv_run(&g, case, &inputs, false);
         for (k, name) in ["y", "dw", "dx"].iter().enumerate() {
             exact(
                 &format!("cudnn {layout:?} run 1 vs 2 {:?} {name}", case.0),
@@ -1342,8 +1355,8 @@ fn cudnn_bf16_vs_cpu(layout: CudnnLayout) {
     for (i, case) in CONV_CASES.iter().enumerate() {
         let inputs = conv_inputs(case, 200 + i as u64);
         let rounded = [round(&inputs[0]), round(&inputs[1]), round(&inputs[2])];
-        let p = conv_run(&c, case, &rounded);
-        let q = conv_run(&g, case, &inputs);
+        let p = conv_run(&c, case, &rounded, true);
+        let q = conv_run(&g, case, &inputs, true);
         conv_close(
             &format!("cudnn {layout:?} bf16 vs cpu on bf16 operands"),
             case,
@@ -1360,7 +1373,7 @@ fn cudnn_bf16_vs_cpu(layout: CudnnLayout) {
                 case.0
             );
         }
-        let r = conv_run(&g, case, &inputs);
+        let r = conv_run(&g, case, &inputs, false);
         for (k, name) in ["y", "dw", "dx"].iter().enumerate() {
             exact(
                 &format!("cudnn {layout:?} bf16 run 1 vs 2 {:?} {name}", case.0),
@@ -1391,8 +1404,8 @@ fn im2col_vs_cudnn(layout: CudnnLayout) {
     );
     for (n, case) in CONV_CASES.iter().enumerate() {
         let inputs = conv_inputs(case, 300 + n as u64);
-        let p = conv_run(&i, case, &inputs);
-        let q = conv_run(&d, case, &inputs);
+        let p = conv_run(&i, case, &inputs, true);
+        let q = conv_run(&d, case, &inputs, true);
         conv_close(&format!("im2col vs cudnn {layout:?}"), case, &p, &q, false);
     }
     all_on_cudnn(&d);

@@ -119,7 +119,14 @@ fn chunk(backend: &CudaBackend, geom: &ConvGeom) -> usize {
 
 impl ConvOps for CudaBackend {
     fn conv_scratch(&self, geom: ConvGeom, _cout: usize) -> usize {
-        geom.col_rows() * geom.out_h() * geom.out_w() * chunk(self, &geom)
+        let im2col = geom.col_rows() * geom.out_h() * geom.out_w() * chunk(self, &geom);
+        // On cuDNN the scratch holds the input's copy (see `cudnn::run`); any shape may
+        // still fall back to im2col, so it holds the columns too.
+        if self.conv_engine().is_cudnn() {
+            im2col.max(geom.input_len())
+        } else {
+            im2col
+        }
     }
 
     fn conv_forward(&self, op: ConvForwardArgs<'_, Self>) -> BResult<()> {

@@ -6,7 +6,10 @@
 //! strides (in bf16 through cast copies of the same layout). See docs/trainer.md,
 //! "Convolutions on CUDA". Weights `[cout, c, kh, kw]` are KCRS already and are read in
 //! place in f32 (cast to a bf16 copy in bf16 mode). Every output is overwritten (beta
-//! 0), as `ConvOps` asks.
+//! 0), as `ConvOps` asks. The input's copy is made into the layer's scratch (which
+//! `conv_scratch` sizes for it), so that the backward of a training forward reads it
+//! again instead of copying x a second time (`ConvBackwardArgs::reuse`); the other
+//! copies and cuDNN's workspace share one buffer of the backend.
 
 use std::ffi::c_void;
 
@@ -89,13 +92,15 @@ impl CudaBackend {
         let copies = plan.layout == CudnnLayout::Packed || bf16;
         let act = |len: usize| if copies { len * es } else { 0 };
         let wbytes = if bf16 { wl * es } else { 0 };
-        let ([o_xp, o_yp, o_wp, o_ws], total) =
-            carve([act(xl), act(yl), wbytes, plan.fwd.workspace]);
+        // The input's copy, if any, goes to the layer's scratch, where the backward
+        // finds it.
+        let xkeep = cx.write(&op.scratch, scratch_elems(act(xl)), "scratch")?;
+        let ([o_yp, o_wp, o_ws], total) = carve([act(yl), wbytes, plan.fwd.workspace]);
         let base = grow(self, &cx, work, total)?;
         let ws = base.add(o_ws);
         let (to, from) = casts(prec);
         let xs = (g.c, g.n, g.h * g.w);
-        let xp = self.give_to_cudnn(&cx, plan.layout, to, x, base.add(o_xp), xs)?;
+        let xp = self.give_to_cudnn(&cx, plan.layout, to, x, xkeep, xs)?;
         let yp = if copies { base.add(o_yp) } else { y };
         let wc = if bf16 {
             let wp = base.add(o_wp);
@@ -136,8 +141,8 @@ impl CudaBackend {
     }
 
     /// `conv_backward` on cuDNN; `Ok(false)`, having touched nothing, when this backend
-    /// or this shape runs on im2col. The scratch is not used (the forward's packed input
-    /// is in the shared workspace, which other layers overwrite).
+    /// or this shape runs on im2col. With `reuse`, the input's copy the forward left in
+    /// the scratch is read as it is.
     pub(in crate::backend::cuda) fn cudnn_backward(
         &self,
         op: &ConvBackwardArgs<'_, Self>,
@@ -178,13 +183,20 @@ impl CudaBackend {
         } else {
             0
         });
-        let ([o_xp, o_dyp, o_dxp, o_wp, o_dwp, o_ws], total) =
-            carve([act(xl), act(yl), dxbytes, wbytes, wbytes, wsbytes]);
+        let xkeep = cx.write(&op.scratch, scratch_elems(act(xl)), "scratch")?;
+        let ([o_dyp, o_dxp, o_wp, o_dwp, o_ws], total) =
+            carve([act(yl), dxbytes, wbytes, wbytes, wsbytes]);
         let base = grow(self, &cx, work, total)?;
         let ws = base.add(o_ws);
         let (to, from) = casts(prec);
         let xs = (g.c, g.n, g.h * g.w);
-        let xp = self.give_to_cudnn(&cx, plan.layout, to, x, base.add(o_xp), xs)?;
+        // The forward of this batch made the same copy into the same scratch (same
+        // shape, same plan) when it was a training forward.
+        let xp = if op.reuse && copies {
+            xkeep
+        } else {
+            self.give_to_cudnn(&cx, plan.layout, to, x, xkeep, xs)?
+        };
         let dys = (cout, g.n, ohw);
         let dyp = self.give_to_cudnn(&cx, plan.layout, to, dy, base.add(o_dyp), dys)?;
         self.bind(&cx)?;
@@ -352,6 +364,11 @@ impl CudaBackend {
 fn lens(g: &ConvGeom, cout: usize) -> (usize, usize, usize, usize) {
     let ohw = g.out_h() * g.out_w();
     (g.input_len(), cout * g.n * ohw, cout * g.col_rows(), ohw)
+}
+
+/// f32 elements of scratch that hold `bytes`.
+fn scratch_elems(bytes: usize) -> usize {
+    bytes.div_ceil(4)
 }
 
 /// Bytes of one cuDNN operand element.

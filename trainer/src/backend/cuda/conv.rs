@@ -1,9 +1,10 @@
 //! Convolution on CUDA: on cuDNN when the backend opened it and it has an algorithm
-//! for the shape (`cudnn`), else as im2col + GEMM (`kernels/im2col.cu`): `im2col` unfolds images
-//! into the column matrix, `col2im` (its adjoint) folds the columns' gradient back, and
-//! `forward` / `backward` run a whole convolution as chunks of images, each one im2col
-//! and a cuBLAS GEMM written straight into the output's columns (the GEMM's `ldc` skips
-//! the other images); a chunk's columns fill the scratch, sized by `im2col_budget`.
+//! for the shape (`cudnn`), else as im2col + GEMM (`kernels/im2col.cu`): `im2col`
+//! unfolds images into the column matrix, `col2im` (its adjoint) folds the columns'
+//! gradient back, and `forward` / `backward` run a whole convolution as chunks of
+//! images, each one im2col and a cuBLAS GEMM written straight into the output's
+//! columns (the GEMM's `ldc` skips the other images); a chunk's columns fill the
+//! scratch, sized by `im2col_budget`.
 
 use super::buffer::{op_err, DevPtr};
 use super::kernels::Im2col;

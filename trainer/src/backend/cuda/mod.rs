@@ -22,8 +22,9 @@
 //! file (the backend: context, stream, cuBLAS, scratch, and its [`Buffers`] impl), and
 //! one file per concern of ops, as on the CPU, each implementing its concern's trait:
 //! `gemm`, `conv` (im2col, col2im, and a whole convolution: on cuDNN, `cudnn`, when it
-//! is there, else as chunks of im2col + cuBLAS + col2im), `norm`, `pool`, `bn_pool` (batch norm + ReLU + max pool, as a
-//! sequence of the `norm` and `pool` kernels), `elementwise`, `loss`, `optim`.
+//! is there, else as chunks of im2col + cuBLAS + col2im), `norm`, `pool`, `bn_pool`
+//! (batch norm + ReLU + max pool, as a sequence of the `norm` and `pool` kernels),
+//! `elementwise`, `loss`, `optim`.
 
 mod bn_pool;
 mod buffer;

@@ -101,9 +101,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a = parse(std::env::args().skip(1))?;
     if a.cuda {
         let b = CudaBackend::with_precision(0, a.precision)?;
-        // MERGE: `b.conv_engine().to_string()` once CudaBackend::conv_engine exists.
-        let engine = "im2col + cuBLAS".to_string();
-        run(&a, &b, &engine)
+        let engine = b.conv_engine().to_string();
+        run(&a, &b, &engine)?;
+        // Shapes cuDNN had no qualifying algorithm for ran on im2col: say which.
+        for f in b.cudnn_fallbacks() {
+            eprintln!("step_bench: on im2col: {f}");
+        }
+        Ok(())
     } else {
         run(&a, &CpuBackend::new(), "im2col + gemm (CPU)")
     }

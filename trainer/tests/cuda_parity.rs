@@ -82,7 +82,9 @@ fn kernels_compile_with_nvrtc() {
         match cuda::compile_kernels(cc) {
             Ok(ptx) => {
                 let text = ptx.to_src();
-                assert!(text.contains("bn_partial_stats"), "PTX lacks a kernel");
+                for kernel in ["bn_partial_stats", "swap01_f32_bf16", "swap01_bf16_f32"] {
+                    assert!(text.contains(kernel), "PTX lacks {kernel}");
+                }
             }
             Err(why @ cuda::CudaError::Missing(_)) => {
                 stoker_loader::gpu_test::skip(format!("cannot compile the kernels here ({why})"));
@@ -954,7 +956,7 @@ layer_maker!(MkConvSame, Shape::new(4, 8, 8), |bld, inp| Conv2d::new(
     ConvSpec::same(6, 3, 1)
 )
 .unwrap());
-// 8 input channels: the CPU runs this one as Winograd F(2x2, 3x3), CUDA as im2col.
+// 8 input channels: the CPU runs this one as Winograd F(2x2, 3x3), CUDA on cuDNN (or im2col).
 layer_maker!(MkConvWinograd, Shape::new(8, 10, 7), |bld, inp| {
     Conv2d::new(bld, "conv_winograd", inp, ConvSpec::same(5, 3, 1)).unwrap()
 });
@@ -1253,4 +1255,385 @@ fn bf16_training_is_deterministic_and_near_f32() {
             "{kind}: bf16 weights finite"
         );
     }
+}
+
+// ---------------------------------------------------------------------------------
+// Convolutions on cuDNN
+//
+// `gpu()` above opens the engine STOKER_CONV asks for (cuDNN when it loads), so the
+// layer and model tests run on it too. These tests pin the engine: they open backends
+// with `ConvChoice::Cudnn` (a missing libcudnn is then an error, not a quiet im2col)
+// and `ConvChoice::Im2col`, and check that cuDNN ran every shape (`cudnn_fallbacks`).
+// cuDNN's tests run in both layouts (STOKER_CUDNN_LAYOUT): packed copies, and our
+// layout described with strides (a shape cuDNN refuses strided is said on stderr and
+// runs packed, which these tests accept).
+//
+// Tolerances, and why:
+// - f32 against the CPU, and cuDNN against im2col: the GEMM rule above with k the
+//   length of each output's sum (c*kh*kw for y, cout*kh*kw for dx, n*oh*ow for dw):
+//   cuDNN runs FMA math (no TF32), so only the summation order differs.
+// - bf16 against the CPU on bf16-rounded operands: a product of two bf16 values is
+//   exact in f32 and cuDNN accumulates in f32, so before its output is rounded the
+//   two differ by the f32 rule; the output is then rounded to bf16, at most 2^-9
+//   relative. Hence rtol 2^-8 (twice that) and atol twice the f32 rule's.
+
+use stoker_trainer::backend::cuda::{ConvChoice, ConvConfig, CudnnLayout};
+use stoker_trainer::precision::{bf16_bits, bf16_value};
+use stoker_trainer::Precision;
+
+/// A convolution to test: (c, n, h, w, k, stride, pad, cout), the input gradient wanted.
+type ConvCase = (
+    (usize, usize, usize, usize, usize, usize, usize, usize),
+    bool,
+);
+
+/// The model's shapes: 3x3 pad 1 stride 1, 1x1, stride 2, the first layer (3
+/// channels, no input gradient), batch 1, and batch 128 (which im2col cuts into
+/// chunks whose weight gradients it accumulates).
+const CONV_CASES: &[ConvCase] = &[
+    ((16, 8, 12, 12, 3, 1, 1, 32), true),
+    ((32, 8, 8, 8, 1, 1, 0, 16), true),
+    ((16, 4, 11, 9, 3, 2, 1, 24), true),
+    ((24, 4, 10, 10, 1, 2, 0, 48), true),
+    ((3, 128, 32, 32, 3, 1, 1, 32), false),
+    ((64, 1, 16, 16, 3, 1, 1, 64), true),
+    ((64, 128, 32, 32, 3, 1, 1, 64), true),
+];
+
+fn conv_geom<B: Backend>(b: &B, case: &ConvCase) -> (ConvGeom, usize) {
+    let (c, n, h, w, k, stride, pad, cout) = case.0;
+    let geom = ConvGeom {
+        c,
+        n,
+        h,
+        w,
+        kh: k,
+        kw: k,
+        stride,
+        pad,
+        col: b.col_layout(),
+    };
+    (geom, cout)
+}
+
+/// Inputs of a case: x, w, dy.
+fn conv_inputs(case: &ConvCase, seed: u64) -> [Vec<f32>; 3] {
+    let (c, n, h, w, k, stride, pad, cout) = case.0;
+    let (oh, ow) = (
+        (h + 2 * pad - k) / stride + 1,
+        (w + 2 * pad - k) / stride + 1,
+    );
+    let mut rng = Rng::new(seed);
+    let x = randn(&mut rng, c * n * h * w);
+    // He-like scale, so that outputs stay O(1) as the layers' are.
+    let scale = (2.0 / (c * k * k) as f32).sqrt();
+    let wt = randn(&mut rng, cout * c * k * k)
+        .into_iter()
+        .map(|v| v * scale)
+        .collect();
+    let dy = randn(&mut rng, cout * n * oh * ow);
+    [x, wt, dy]
+}
+
+/// Forward and backward of `case` on `b`: y, dw, dx (empty when not wanted). The
+/// backward reuses what the forward left in the scratch if `reuse`; if not, the scratch
+/// is filled with NaN in between, so that a backward that read it would show.
+fn conv_run<B: Backend>(
+    b: &B,
+    case: &ConvCase,
+    inputs: &[Vec<f32>; 3],
+    reuse: bool,
+) -> [Vec<f32>; 3] {
+    let (geom, cout) = conv_geom(b, case);
+    let [x, wt, dy] = inputs;
+    let (xb, wb, dyb) = (up(b, x), up(b, wt), up(b, dy));
+    let mut y = b.alloc::<f32>(dy.len()).unwrap();
+    let mut dw = b.alloc::<f32>(wt.len()).unwrap();
+    let mut dx = b.alloc::<f32>(x.len()).unwrap();
+    let mut scratch = b.alloc::<f32>(b.conv_scratch(geom, cout)).unwrap();
+    b.conv_forward(ConvForwardArgs {
+        x: In::new(&xb),
+        w: In::new(&wb),
+        geom,
+        cout,
+        y: Out::new(&mut y),
+        scratch: Out::new(&mut scratch),
+    })
+    .unwrap();
+    if !reuse {
+        let len = b.buf_len(&scratch);
+        b.upload(&vec![f32::NAN; len], Out::new(&mut scratch))
+            .unwrap();
+    }
+    b.conv_backward(ConvBackwardArgs {
+        x: In::new(&xb),
+        w: In::new(&wb),
+        dy: In::new(&dyb),
+        geom,
+        cout,
+        dw: Out::new(&mut dw),
+        dx: case.1.then(|| Out::new(&mut dx)),
+        scratch: Out::new(&mut scratch),
+        reuse,
+    })
+    .unwrap();
+    let dxv = if case.1 {
+        down(b, &dx, x.len())
+    } else {
+        Vec::new()
+    };
+    [down(b, &y, dy.len()), down(b, &dw, wt.len()), dxv]
+}
+
+/// The sum lengths of y, dw and dx of `case`.
+fn conv_k(case: &ConvCase) -> [usize; 3] {
+    let (c, n, h, w, k, stride, pad, cout) = case.0;
+    let (oh, ow) = (
+        (h + 2 * pad - k) / stride + 1,
+        (w + 2 * pad - k) / stride + 1,
+    );
+    [c * k * k, n * oh * ow, cout * k * k]
+}
+
+#[track_caller]
+fn conv_close(what: &str, case: &ConvCase, a: &[Vec<f32>; 3], b: &[Vec<f32>; 3], bf16: bool) {
+    let ks = conv_k(case);
+    for (i, name) in ["y", "dw", "dx"].iter().enumerate() {
+        let f32_atol = 1e-4 * (ks[i] as f32).sqrt();
+        let (rtol, atol) = if bf16 {
+            (1.0 / 256.0, 2.0 * f32_atol)
+        } else {
+            (1e-4, f32_atol)
+        };
+        close(
+            &format!("{what} {:?} {name}", case.0),
+            &a[i],
+            &b[i],
+            rtol,
+            atol,
+        );
+    }
+}
+
+/// A backend on device 0 whose convolutions run on `choice` (in `layout` on cuDNN),
+/// or `None` (skipped) without a GPU. With a GPU, cuDNN must be usable: run with its
+/// library on `LD_LIBRARY_PATH` (PyTorch's wheels carry it in `nvidia/cudnn/lib`).
+fn conv_gpu(
+    test: &str,
+    precision: Precision,
+    choice: ConvChoice,
+    layout: CudnnLayout,
+) -> Option<CudaBackend> {
+    gpu(test)?;
+    let conv = ConvConfig { choice, layout };
+    let b = CudaBackend::with_conv(0, precision, conv)
+        .unwrap_or_else(|e| panic!("{test}: a {precision} backend with {conv:?}: {e}"));
+    eprintln!("{test}: convolutions on {}", b.conv_engine());
+    Some(b)
+}
+
+#[track_caller]
+fn all_on_cudnn(b: &CudaBackend) {
+    assert!(b.conv_engine().is_cudnn(), "{}", b.conv_engine());
+    let f = b.cudnn_fallbacks();
+    assert!(f.is_empty(), "shapes left to im2col: {f:#?}");
+}
+
+#[test]
+fn cudnn_library_loads_and_reads_its_version() {
+    // Needs only libcudnn, not a GPU.
+    match cuda::cudnn::library() {
+        Ok(v) => {
+            eprintln!("cuDNN {v}");
+            assert!(v.major >= 9, "{v}");
+        }
+        Err(why @ cuda::CudaError::Missing(_)) => stoker_loader::gpu_test::skip(format!(
+            "libcudnn not found ({why}): put PyTorch's nvidia/cudnn/lib on LD_LIBRARY_PATH"
+        )),
+        Err(why) => panic!("libcudnn found but unusable: {why}"),
+    }
+}
+
+#[test]
+fn cudnn_convolutions_match_the_cpu() {
+    for layout in [CudnnLayout::Packed, CudnnLayout::Strided] {
+        cudnn_f32_vs_cpu(layout);
+    }
+}
+
+fn cudnn_f32_vs_cpu(layout: CudnnLayout) {
+    let Some(g) = conv_gpu("cudnn conv f32", Precision::F32, ConvChoice::Cudnn, layout) else {
+        return;
+    };
+    let c = CpuBackend::new();
+    for (i, case) in CONV_CASES.iter().enumerate() {
+        let inputs = conv_inputs(case, 100 + i as u64);
+        let p = conv_run(&c, case, &inputs, true);
+        let q = conv_run(&g, case, &inputs, true);
+        conv_close(&format!("cudnn {layout:?} vs cpu"), case, &p, &q, false);
+        // Bit-identical on every call (deterministic algorithms only), whether the
+        // backward reuses the forward's copy of x or makes its own.
+        let r = conv_run(&g, case, &inputs, false);
+        for (k, name) in ["y", "dw", "dx"].iter().enumerate() {
+            exact(
+                &format!("cudnn {layout:?} run 1 vs 2 {:?} {name}", case.0),
+                &q[k],
+                &r[k],
+            );
+        }
+    }
+    all_on_cudnn(&g);
+}
+
+#[test]
+fn cudnn_bf16_convolutions_match_the_cpu_on_rounded_operands() {
+    for layout in [CudnnLayout::Packed, CudnnLayout::Strided] {
+        cudnn_bf16_vs_cpu(layout);
+    }
+}
+
+fn cudnn_bf16_vs_cpu(layout: CudnnLayout) {
+    let Some(g) = conv_gpu(
+        "cudnn conv bf16",
+        Precision::Bf16,
+        ConvChoice::Cudnn,
+        layout,
+    ) else {
+        return;
+    };
+    let c = CpuBackend::new();
+    let round =
+        |v: &Vec<f32>| -> Vec<f32> { v.iter().map(|&x| bf16_value(bf16_bits(x))).collect() };
+    for (i, case) in CONV_CASES.iter().enumerate() {
+        let inputs = conv_inputs(case, 200 + i as u64);
+        let rounded = [round(&inputs[0]), round(&inputs[1]), round(&inputs[2])];
+        let p = conv_run(&c, case, &rounded, true);
+        let q = conv_run(&g, case, &inputs, true);
+        conv_close(
+            &format!("cudnn {layout:?} bf16 vs cpu on bf16 operands"),
+            case,
+            &p,
+            &q,
+            true,
+        );
+        // Every result is a widened bf16 (the weight gradient too, before the f32
+        // optimizer sees it).
+        for (k, name) in ["y", "dw", "dx"].iter().enumerate() {
+            assert!(
+                q[k].iter().all(|v| v.to_bits() & 0xffff == 0),
+                "{:?} {name}: not bf16 values",
+                case.0
+            );
+        }
+        let r = conv_run(&g, case, &inputs, false);
+        for (k, name) in ["y", "dw", "dx"].iter().enumerate() {
+            exact(
+                &format!("cudnn {layout:?} bf16 run 1 vs 2 {:?} {name}", case.0),
+                &q[k],
+                &r[k],
+            );
+        }
+    }
+    all_on_cudnn(&g);
+}
+
+#[test]
+fn stoker_conv_im2col_and_cudnn_agree() {
+    for layout in [CudnnLayout::Packed, CudnnLayout::Strided] {
+        im2col_vs_cudnn(layout);
+    }
+}
+
+fn im2col_vs_cudnn(layout: CudnnLayout) {
+    let Some(d) = conv_gpu("im2col vs cudnn", Precision::F32, ConvChoice::Cudnn, layout) else {
+        return;
+    };
+    let i =
+        CudaBackend::with_conv(0, Precision::F32, ConvConfig::engine(ConvChoice::Im2col)).unwrap();
+    assert_eq!(
+        i.conv_engine().to_string(),
+        "im2col + cuBLAS (STOKER_CONV=im2col)"
+    );
+    for (n, case) in CONV_CASES.iter().enumerate() {
+        let inputs = conv_inputs(case, 300 + n as u64);
+        let p = conv_run(&i, case, &inputs, true);
+        let q = conv_run(&d, case, &inputs, true);
+        conv_close(&format!("im2col vs cudnn {layout:?}"), case, &p, &q, false);
+    }
+    all_on_cudnn(&d);
+}
+
+#[test]
+fn training_steps_on_cudnn_match_im2col() {
+    for layout in [CudnnLayout::Packed, CudnnLayout::Strided] {
+        steps_cudnn_vs_im2col(layout);
+    }
+}
+
+fn steps_cudnn_vs_im2col(layout: CudnnLayout) {
+    let test = "steps cudnn vs im2col";
+    let Some(d) = conv_gpu(test, Precision::F32, ConvChoice::Cudnn, layout) else {
+        return;
+    };
+    let i =
+        CudaBackend::with_conv(0, Precision::F32, ConvConfig::engine(ConvChoice::Im2col)).unwrap();
+    for kind in ModelKind::ALL {
+        let opt = OptimizerKind::sgd(0.9, 1e-4);
+        let (li, _, wi) = steps(&i, kind, opt, 0.05);
+        let (ld, _, wd) = steps(&d, kind, opt, 0.05);
+        close(
+            &format!("{kind} losses im2col vs cudnn {layout:?}"),
+            &li,
+            &ld,
+            1e-3,
+            1e-4,
+        );
+        close(
+            &format!("{kind} weights im2col vs cudnn {layout:?}"),
+            &wi,
+            &wd,
+            1e-3,
+            1e-4,
+        );
+    }
+    all_on_cudnn(&d);
+}
+
+#[test]
+fn a_bf16_training_step_on_cudnn_stays_near_f32() {
+    let packed = CudnnLayout::Packed;
+    let Some(f) = conv_gpu(
+        "steps bf16 vs f32",
+        Precision::F32,
+        ConvChoice::Cudnn,
+        packed,
+    ) else {
+        return;
+    };
+    let h = conv_gpu(
+        "steps bf16 vs f32",
+        Precision::Bf16,
+        ConvChoice::Cudnn,
+        packed,
+    )
+    .unwrap();
+    for kind in ModelKind::ALL {
+        let opt = OptimizerKind::sgd(0.9, 1e-4);
+        let (lf, _, _) = steps(&f, kind, opt, 0.05);
+        let (lh, _, wh) = steps(&h, kind, opt, 0.05);
+        // The first loss is a forward only: a few bf16 roundings (2^-9 each) per layer
+        // move an O(1) loss by well under 2%.
+        close(
+            &format!("{kind} first loss bf16 vs f32"),
+            &lf[..1],
+            &lh[..1],
+            2e-2,
+            0.0,
+        );
+        assert!(
+            lh.iter().chain(&wh).all(|v| v.is_finite()),
+            "{kind}: bf16 not finite"
+        );
+    }
+    all_on_cudnn(&h);
 }

@@ -264,10 +264,16 @@ fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
         Device::Cuda(b) => {
             let info = b.info();
             let label = format!("cuda:{} ({})", info.ordinal, info.name);
+            say(&format!("convolutions: {}", b.conv_engine()));
             let coll = cluster.cuda_collective(a.collective, b)?;
             train_and_report(&a, &data, b, label, coll, &|mode, shape, max_batch| {
                 Ok(feed::cuda_feed(b, mode, shape, max_batch)?)
-            })
+            })?;
+            // Shapes cuDNN had no qualifying algorithm for ran on im2col: say which.
+            for f in b.cudnn_fallbacks() {
+                say(&format!("convolutions: on im2col: {f}"));
+            }
+            Ok(())
         }
     }
 }

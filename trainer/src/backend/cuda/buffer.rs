@@ -75,6 +75,11 @@ impl DevPtr {
         DevPtr(p)
     }
 
+    /// The address `bytes` further on (a region of an allocation this backend owns).
+    pub(super) fn add(self, bytes: usize) -> Self {
+        DevPtr(self.0 + bytes as u64)
+    }
+
     /// The raw address, for the cuBLAS call.
     pub(super) fn raw(self) -> u64 {
         self.0

@@ -1,8 +1,10 @@
-//! Convolution as im2col + GEMM on CUDA (`kernels/im2col.cu`): `im2col` unfolds images
-//! into the column matrix, `col2im` (its adjoint) folds the columns' gradient back, and
-//! `forward` / `backward` run a whole convolution as chunks of images, each one im2col
-//! and a cuBLAS GEMM written straight into the output's columns (the GEMM's `ldc` skips
-//! the other images); a chunk's columns fill the scratch, sized by `im2col_budget`.
+//! Convolution on CUDA: on cuDNN when the backend opened it and it has an algorithm
+//! for the shape (`cudnn`), else as im2col + GEMM (`kernels/im2col.cu`): `im2col`
+//! unfolds images into the column matrix, `col2im` (its adjoint) folds the columns'
+//! gradient back, and `forward` / `backward` run a whole convolution as chunks of
+//! images, each one im2col and a cuBLAS GEMM written straight into the output's
+//! columns (the GEMM's `ldc` skips the other images); a chunk's columns fill the
+//! scratch, sized by `im2col_budget`.
 
 use super::buffer::{op_err, DevPtr};
 use super::kernels::Im2col;
@@ -118,12 +120,22 @@ fn chunk(backend: &CudaBackend, geom: &ConvGeom) -> usize {
 
 impl ConvOps for CudaBackend {
     fn conv_scratch(&self, geom: ConvGeom, _cout: usize) -> usize {
-        geom.col_rows() * geom.out_h() * geom.out_w() * chunk(self, &geom)
+        let im2col = geom.col_rows() * geom.out_h() * geom.out_w() * chunk(self, &geom);
+        // On cuDNN the scratch holds the input's copy (see `cudnn::run`); any shape may
+        // still fall back to im2col, so it holds the columns too.
+        if self.conv_engine().is_cudnn() {
+            im2col.max(geom.input_len())
+        } else {
+            im2col
+        }
     }
 
     fn conv_forward(&self, op: ConvForwardArgs<'_, Self>) -> BResult<()> {
         let (geom, cout, x) = (op.geom, op.cout, op.x);
         check_layout(&geom, "conv_forward")?;
+        if self.cudnn_forward(&op)? {
+            return Ok(());
+        }
         let (ohw, kdim, n) = (geom.out_h() * geom.out_w(), geom.col_rows(), geom.n);
         let chunk = chunk(self, &geom);
         let (Out { buf: yb, off: yo }, Out { buf: sb, off: so }) = (op.y, op.scratch);
@@ -145,6 +157,9 @@ impl ConvOps for CudaBackend {
     fn conv_backward(&self, op: ConvBackwardArgs<'_, Self>) -> BResult<()> {
         let (geom, cout, dy) = (op.geom, op.cout, op.dy);
         check_layout(&geom, "conv_backward")?;
+        if self.cudnn_backward(&op)? {
+            return Ok(());
+        }
         let (ohw, kdim, n) = (geom.out_h() * geom.out_w(), geom.col_rows(), geom.n);
         let chunk = chunk(self, &geom);
         // The forward's columns are still in the scratch only if it took one chunk.

@@ -1,5 +1,5 @@
 //! What a CUDA call can fail with, keeping the library's own error (the driver's,
-//! cuBLAS's, NVRTC's or NCCL's code) as the source, and naming the call that failed.
+//! cuBLAS's, cuDNN's, NVRTC's or NCCL's code) as the source, and naming the call that failed.
 
 use cudarc::cublas::result::CublasError;
 use cudarc::driver::DriverError;
@@ -54,6 +54,29 @@ pub enum CudaError {
         call: &'static str,
         /// cuBLAS's status code.
         source: CublasError,
+    },
+    /// A cuDNN call failed (creating the handle, a descriptor, choosing an algorithm, a
+    /// convolution); `call` names it, e.g. `cudnnConvolutionForward`.
+    #[error("{call}: {source}")]
+    Cudnn {
+        /// The cuDNN function.
+        call: &'static str,
+        /// cuDNN's status code.
+        source: cudarc::cudnn::result::CudnnError,
+    },
+    /// The libcudnn found is older than cuDNN 9 (its version).
+    #[error("libcudnn {0} found, cuDNN 9 needed")]
+    CudnnVersion(String),
+    /// An environment variable that steers the backend (`STOKER_CONV`,
+    /// `STOKER_CUDNN_LAYOUT`) holds a value it does not take.
+    #[error("{name}={value:?}: expected {expected}")]
+    Setting {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// The values it takes.
+        expected: &'static str,
     },
     /// An NVRTC call (other than the compilation) failed.
     #[error("{call}: {source}")]

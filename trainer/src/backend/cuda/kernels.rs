@@ -220,6 +220,8 @@ kernels! {
     }
     "cast.cu" {
         cast_f32_bf16: CastBf16(x: DevPtr, y: DevPtr, n: u64);
+        swap01_f32, swap01_f32_bf16, swap01_bf16_f32: Swap01(src: DevPtr, dst: DevPtr, a: u64,
+            b: u64, p: u64);
     }
     "optim.cu" {
         sgd_step: SgdStep(p: DevPtr, g: DevPtr, buf: DevPtr, n: u64, decay_len: u64, lr: f32,

@@ -21,14 +21,16 @@
 //! kernels launched, its name in every error), `error` (the typed [`CudaError`]), this
 //! file (the backend: context, stream, cuBLAS, scratch, and its [`Buffers`] impl), and
 //! one file per concern of ops, as on the CPU, each implementing its concern's trait:
-//! `gemm`, `conv` (im2col, col2im, and a whole convolution as chunks of im2col +
-//! cuBLAS + col2im), `norm`, `pool`, `bn_pool` (batch norm + ReLU + max pool, as a
-//! sequence of the `norm` and `pool` kernels), `elementwise`, `loss`, `optim`.
+//! `gemm`, `conv` (im2col, col2im, and a whole convolution: on cuDNN, `cudnn`, when it
+//! is there, else as chunks of im2col + cuBLAS + col2im), `norm`, `pool`, `bn_pool`
+//! (batch norm + ReLU + max pool, as a sequence of the `norm` and `pool` kernels),
+//! `elementwise`, `loss`, `optim`.
 
 mod bn_pool;
 mod buffer;
 mod cast;
 mod conv;
+pub mod cudnn;
 mod elementwise;
 pub mod error;
 mod gemm;
@@ -52,6 +54,7 @@ use cudarc::driver::{
 };
 
 pub use buffer::CudaBuf;
+pub use cudnn::{ConvChoice, ConvConfig, ConvEngine, CudnnLayout, CONV_ENV, LAYOUT_ENV};
 pub use error::CudaError;
 pub use kernels::{compile_kernels, kernel_source, DATANORM_MAX_CHANNELS};
 pub use probe::{probe, probe_ordinal, DeviceInfo};
@@ -68,6 +71,11 @@ const THREADS: u32 = 256;
 
 /// Shared state of a backend and its clones.
 struct Inner {
+    /// cuDNN, when it runs the convolutions. First, so that its handle is destroyed
+    /// while the context and stream it uses still live.
+    cudnn: Option<cudnn::Cudnn>,
+    /// What runs the convolutions, and why not cuDNN when it does not.
+    conv_engine: ConvEngine,
     info: DeviceInfo,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
@@ -128,27 +136,49 @@ impl CudaBackend {
     }
 
     /// [`CudaBackend::new`] with the step's arithmetic: `Precision::Bf16` runs the
-    /// convolutions and GEMMs on bf16 operands with f32 accumulation (autocast).
+    /// convolutions and GEMMs on bf16 operands with f32 accumulation (autocast). The
+    /// convolution engine is what `STOKER_CONV` asks for (see [`ConvChoice`]), cuDNN's
+    /// layout what `STOKER_CUDNN_LAYOUT` does ([`CudnnLayout`]); a value they do not
+    /// take is an error.
     pub fn with_precision(ordinal: usize, precision: Precision) -> Result<Self, BackendError> {
+        let conv =
+            ConvConfig::from_env().map_err(|source| BackendError::CudaInit { ordinal, source })?;
+        Self::with_conv(ordinal, precision, conv)
+    }
+
+    /// [`CudaBackend::with_precision`] with the convolution settings given rather than
+    /// read from the environment.
+    pub fn with_conv(
+        ordinal: usize,
+        precision: Precision,
+        conv: ConvConfig,
+    ) -> Result<Self, BackendError> {
         let init = |source| BackendError::CudaInit { ordinal, source };
         let info = probe_ordinal(ordinal).map_err(init)?;
         // A second guard: a panic inside cudarc (a symbol missing from an older
         // driver, say) becomes an error value too.
-        catch_unwind(AssertUnwindSafe(|| Self::build(ordinal, info, precision)))
-            .unwrap_or_else(|p| {
-                Err(CudaError::Panicked {
-                    what: "cuda init",
-                    message: p
-                        .downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                        .unwrap_or_else(|| "panic caught".into()),
-                })
+        catch_unwind(AssertUnwindSafe(|| {
+            Self::build(ordinal, info, precision, conv)
+        }))
+        .unwrap_or_else(|p| {
+            Err(CudaError::Panicked {
+                what: "cuda init",
+                message: p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "panic caught".into()),
             })
-            .map_err(init)
+        })
+        .map_err(init)
     }
 
-    fn build(ordinal: usize, info: DeviceInfo, precision: Precision) -> Result<Self, CudaError> {
+    fn build(
+        ordinal: usize,
+        info: DeviceInfo,
+        precision: Precision,
+        conv: ConvConfig,
+    ) -> Result<Self, CudaError> {
         let ctx = CudaContext::new(ordinal).map_err(CudaError::driver("cuCtxCreate"))?;
         // SAFETY: called before this context allocates anything. Every op runs on the
         // one stream below, so cudarc's per-buffer events (which would record and wait
@@ -175,6 +205,15 @@ impl CudaBackend {
                 source,
             })?;
         }
+        let (conv_engine, cudnn) = cudnn::open(conv, |handle| {
+            // SAFETY: a live handle and this backend's live stream, which outlives the
+            // handle (`Inner` drops `cudnn` first).
+            unsafe { cudarc::cudnn::result::set_stream(handle, stream.cu_stream() as *mut _) }
+                .map_err(|source| CudaError::Cudnn {
+                    call: "cudnnSetStream",
+                    source,
+                })
+        })?;
         let (kernels, module) =
             kernels::load_kernels(&ctx, info.compute_capability, &ptx_cache::default_dir())?;
         let sms = ctx
@@ -185,6 +224,8 @@ impl CudaBackend {
             .map_err(|source| CudaError::Alloc { bytes: 8, source })?;
         Ok(Self {
             inner: Arc::new(Inner {
+                cudnn,
+                conv_engine,
                 info,
                 max_blocks: (sms.max(1) as u32) * 16,
                 ctx,
@@ -210,6 +251,21 @@ impl CudaBackend {
     /// The step's arithmetic this backend was opened with.
     pub fn precision(&self) -> Precision {
         self.inner.precision
+    }
+
+    /// What runs the convolutions: cuDNN (and its version), or im2col + cuBLAS and why.
+    pub fn conv_engine(&self) -> &ConvEngine {
+        &self.inner.conv_engine
+    }
+
+    /// The convolution shapes seen so far that run on im2col although cuDNN is open
+    /// (no qualifying algorithm), each with the reason; empty without cuDNN.
+    pub fn cudnn_fallbacks(&self) -> Vec<String> {
+        self.inner
+            .cudnn
+            .as_ref()
+            .map(|c| c.fallbacks())
+            .unwrap_or_default()
     }
 
     /// The CUDA context (for the loader's uploader, which must share it).

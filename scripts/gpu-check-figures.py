@@ -43,16 +43,20 @@ def last_json(path):
 def conv_engine(path):
     """What the convolutions ran on, as the run said it: a `conv_engine` JSON key or a
     line naming the conv engine."""
-    obj = last_json(path)
-    if obj and obj.get("conv_engine"):
-        return str(obj["conv_engine"])
+    obj = last_json(path) or {}
+    for key, value in obj.items():
+        if re.search(r"conv.*engine", key, re.I) and value:
+            return str(value)
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if re.search(r"conv(olution)?s?[ _-]?engine", line, re.I) and not line.startswith("{"):
-                    return line.strip()[:120]
+            lines = [ln.strip() for ln in f if not ln.startswith("{")]
     except OSError:
-        pass
+        return None
+    # A line naming the engine, else one naming cuDNN or im2col.
+    for pattern in (r"conv(olution)?s?[ _-]?engine", r"cudnn|im2col"):
+        for line in lines:
+            if re.search(pattern, line, re.I):
+                return line[:120]
     return None
 
 
@@ -178,6 +182,12 @@ def data_wait(logs, out, tsv):
         else:
             short.append(f"no cache {w * 100:.2f}%")
         out.append(line)
+        try:
+            with open(logs.path(name), encoding="utf-8", errors="replace") as f:
+                cache = next((ln.strip() for ln in f if ln.startswith("decoded cache:")), None)
+        except OSError:
+            cache = None
+        out.append(f"    {cache or 'no decoded cache line in the header'}")
         if obj.get("data_wait_covers"):
             out.append(f"    covers: {obj['data_wait_covers']}")
     if short:

@@ -226,8 +226,9 @@ fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
                 (a.read.decoded_cache, data.decoded_cache)
             {
                 say(&format!(
-                    "decoded cache: {} MiB, the demo set decoded once (on CUDA the step \
-                     outruns the decoding; --decoded-cache SIZE|auto to change it)",
+                    "decoded cache: {} MiB, the demo set decoded once (on CUDA, so that \
+                     decoding does not hold a fast step back; --decoded-cache SIZE|auto \
+                     changes it)",
                     b >> 20
                 ));
             }

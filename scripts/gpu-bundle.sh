@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Builds everything the GPU check needs into .gpu-bundle/ (ignored by git), to carry to
 # a GPU machine that has CUDA but no Rust toolchain and no network:
-#   bin/    stoker-train, stoker-load, stoker-upload-bench (release, stripped)
+#   bin/    stoker-train, stoker-load, stoker-upload-bench, step_bench (the trainer's
+#           example: step times against PyTorch) (release, stripped)
 #   tests/  the GPU test executables (cargo test --release --no-run), stripped:
 #           cuda_parity, cuda_train, cuda_nccl (trainer, with its nccl feature, which
 #           does not link MPI), cuda_cli (stoker-train --device cuda), loader_upload
 #           (the loader's lib tests)
 #   python/ the wheel (scripts/wheel.sh, release), python/tests/test_gpu_batches.py
 #           and python/examples/train_resnet_gpu.py (Python's device batches)
-#   gpu-check.sh, MANIFEST
+#   peers/  benches/peers/torch_train.py (PyTorch's side of the step times)
+#   gpu-check.sh, gpu-check-figures.py (its issue 47 figures), MANIFEST
 # and the same folder as .gpu-bundle.tar.xz (ignored too), the form that fits the
 # 64 MiB a device call carries: the binaries hold arrow, parquet and object_store.
 # Run on the build machine from anywhere in the repository; then, on the GPU machine,
@@ -37,6 +39,8 @@ trainer_tests=$(test_exes -p stoker-trainer --features nccl --test cuda_parity -
 # (nccl here too: the same trainer library as above, built once.)
 cli_tests=$(test_exes -p stoker-train --features nccl --test cuda_cli)
 loader_tests=$(test_exes -p stoker-loader --features cuda --lib)
+# (nccl: the trainer library the tests above built, not a third one.)
+cargo build --release -p stoker-trainer --features nccl --example step_bench
 
 copy() { # copy SRC DEST: strip symbols to keep the bundle small (backtraces there
     # show addresses only)
@@ -46,6 +50,9 @@ copy() { # copy SRC DEST: strip symbols to keep the bundle small (backtraces the
 for b in stoker-train stoker-load stoker-upload-bench; do
     copy "target/release/$b" "$out/bin/$b"
 done
+copy target/release/examples/step_bench "$out/bin/step_bench"
+mkdir -p "$out/peers"
+cp benches/peers/torch_train.py "$out/peers/"
 # Named by their test target: deps/cuda_parity-<hash> -> tests/cuda_parity.
 for t in $trainer_tests $cli_tests; do copy "$t" "$out/tests/$(basename "$t" | sed 's/-[0-9a-f]*$//')"; done
 for t in $loader_tests; do copy "$t" "$out/tests/loader_upload"; done
@@ -65,6 +72,7 @@ cp "$wheel" "$out/python/"
 cp python/tests/test_gpu_batches.py "$out/python/tests/"
 cp python/examples/train_resnet_gpu.py "$out/python/examples/"
 cp scripts/gpu-check.sh "$out/gpu-check.sh"
+cp scripts/gpu-check-figures.py "$out/gpu-check-figures.py"
 chmod +x "$out/gpu-check.sh" "$out"/bin/* "$out"/tests/*
 
 {

@@ -307,6 +307,21 @@ impl Uploader {
         Ok(&self.slot_of(db)?.labels)
     }
 
+    /// Blocks the host until the slot the next [`upload`](Self::upload) fills has
+    /// finished its previous copy, which itself waited on the device for the step
+    /// that read the slot before: the one wait for the device that `upload` would
+    /// otherwise do, done now. A caller that runs ahead of the device calls it at the
+    /// end of its step, so that the time the device is behind counts as the step's,
+    /// and `upload` then waits only for the host copy into pinned memory. Returns at
+    /// once in sync mode (every copy was waited for) and in a steady state the
+    /// device keeps up with.
+    pub fn wait_next_slot(&self) -> Result<(), UploadError> {
+        self.slots[self.next]
+            .copied
+            .synchronize()
+            .map_err(cu("event sync"))
+    }
+
     /// Hands a batch back once the work that reads it is enqueued on the compute
     /// stream: the slot is overwritten only after that work completes.
     pub fn release(&mut self, db: DeviceBatch) -> Result<(), UploadError> {
@@ -461,5 +476,47 @@ mod tests {
                 Err(UploadError::TooLarge { .. })
             ));
         }
+    }
+
+    /// On a GPU: `wait_next_slot` returns only once the copy into the next upload's
+    /// slot is done, also while that copy still waits for a busy compute stream (the
+    /// step that read the slot before). The trainer's CUDA feed relies on it to count
+    /// the device's lag as the step's time, not as a wait for data.
+    #[test]
+    fn waiting_for_the_next_slot_waits_for_the_device() {
+        let ctx = match open_cuda_context(0) {
+            Ok(c) => c,
+            Err(e) => {
+                crate::gpu_test::skip(e);
+                return;
+            }
+        };
+        let compute = ctx.new_stream().unwrap();
+        let pool = crate::pool::Pool::new(4, 8 * 48);
+        let mut up = Uploader::new(&compute, 8 * 48, 8).unwrap();
+        // Work that keeps the compute stream busy for a millisecond or more (8 memsets of
+        // 512 MiB), standing for a step.
+        let mut busy = compute.alloc_zeros::<u8>(512 << 20).unwrap();
+        compute.synchronize().unwrap();
+        let (b0, b1) = (batch(&pool, 1, 8, 0), batch(&pool, 2, 8, 1));
+        let (d0, d1) = (up.upload(&b0).unwrap(), up.upload(&b1).unwrap());
+        for _ in 0..8 {
+            compute.memset_zeros(&mut busy).unwrap();
+        }
+        // Both slots released after the busy work: the next copies into them wait for it.
+        up.release(d0).unwrap();
+        up.release(d1).unwrap();
+        let (b2, b3) = (batch(&pool, 3, 8, 2), batch(&pool, 4, 8, 3));
+        let d2 = up.upload(&b2).unwrap();
+        let d3 = up.upload(&b3).unwrap();
+        // The next upload goes into d2's slot, whose copy waits for the busy stream.
+        up.wait_next_slot().unwrap();
+        assert!(
+            up.slots[up.next].copied.try_is_complete().unwrap(),
+            "wait_next_slot returned before the copy into the next slot was done"
+        );
+        up.release(d2).unwrap();
+        up.release(d3).unwrap();
+        compute.synchronize().unwrap();
     }
 }

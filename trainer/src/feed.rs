@@ -5,15 +5,21 @@
 //! feed.put(batch)            CPU: keep the host batch     CUDA: upload it (Uploader)
 //! feed.forward_backward(m)   CPU: m.forward_backward      CUDA: m.forward_backward_on,
 //!                                                               then release the slot
-//! feed.end_step(m)           nothing, except CUDA with a sync reader: wait for the step
+//! feed.end_step(m)           nothing                      CUDA: wait for the next upload
+//!                                                               slot (sync: for the step)
 //! ```
 //!
 //! On CUDA the async feed uses the loader's double-buffered [`Uploader`]: `put(k + 1)`
 //! stages batch k + 1 in pinned memory and enqueues its copy on the copy stream while
-//! the compute stream still runs step k (the host is ahead of the device: nothing in a
-//! step waits for the device but the periodic loss read). The sync feed copies on the
-//! compute stream, waits for the copy, and waits for each step to finish, so that read,
-//! copy and compute follow each other as the sync reader's name promises.
+//! the compute stream still runs step k (the host is ahead of the device). The host can
+//! run only so far ahead: the next upload's slot is free once the device is done with
+//! the step that read it. `end_step` waits for that slot, so that when the device is
+//! the bottleneck its lag counts as the step's time; `put`, inside the data wait, then
+//! waits only for the loader and the host copy. (Waiting for the slot inside `put`
+//! counted a GPU-bound run's device time as data wait: about half of each step of the
+//! 32 px demo on an H200.) The sync feed copies on the compute stream, waits for the
+//! copy, and waits for each step to finish, so that read, copy and compute follow each
+//! other as the sync reader's name promises.
 
 use stoker_loader::upload::{DeviceBatch, UploadError, Uploader};
 use stoker_loader::{Batch, BatchFields, Field, Mode};
@@ -208,7 +214,8 @@ impl BatchFeed<CudaBackend> for DeviceFeed {
     fn wait_covers(&self) -> &'static str {
         if self.up.is_async() {
             "time blocked in the loader's next() plus staging the batch into pinned memory \
-             and enqueueing its copy (the copy itself overlaps the previous step)"
+             and enqueueing its copy (the copy itself overlaps the previous step; waiting \
+             for the device to free an upload slot counts as compute)"
         } else {
             "time blocked in the loader's next() plus the host-to-device copy of the batch \
              (sync: copied on the compute stream and waited for)"
@@ -259,7 +266,11 @@ impl BatchFeed<CudaBackend> for DeviceFeed {
         // synchronises the compute stream) then waits for its copy alone.
         if !self.up.is_async() {
             self.backend.synchronize().map_err(ModelError::from)?;
+            return Ok(());
         }
+        // Async: the wait for the device that the next `put` would do (see the module
+        // docs), done here, in the step's time. The loader's workers go on meanwhile.
+        self.up.wait_next_slot()?;
         Ok(())
     }
 }

@@ -9,7 +9,9 @@ use stoker_augment::Pipeline;
 use stoker_loader::cli_args::ReadArgs;
 use stoker_loader::pipeline::first_image_size;
 use stoker_loader::spec::{AugmentSpec, DataSpec, LoaderSpec, OrderSpec, OutputSpec, ReadingSpec};
-use stoker_loader::{source, Field, Fields, Loader, Mix, Mode, ShardPolicy, Source, Workers};
+use stoker_loader::{
+    source, DecodedCacheSize, Field, Fields, Loader, Mix, Mode, ShardPolicy, Source, Workers,
+};
 use stoker_trainer::model::Target;
 
 use crate::args::TargetArg;
@@ -28,6 +30,10 @@ pub struct Data {
     /// The peak SGD learning rate when `--lr` is not given, where the data's recipe
     /// has its own (the multi-label demo's); `None`: the optimizer's default.
     pub sgd_lr: Option<f32>,
+    /// The training loader's decoded cache where the data's recipe has its own (a demo
+    /// set: `--decoded-cache`, else on CUDA room for the whole set); `None`:
+    /// `--decoded-cache` as given.
+    pub decoded_cache: Option<DecodedCacheSize>,
 }
 
 /// Loader settings shared by the training and validation loaders.
@@ -142,6 +148,7 @@ impl Data {
             val_transform,
             target: resolved,
             sgd_lr: None,
+            decoded_cache: None,
         })
     }
 
@@ -156,7 +163,7 @@ impl Data {
                 io_depth: r.read.io_depth,
                 on_error: r.read.on_error,
                 max_pixels: r.read.max_pixels,
-                decoded_cache: r.read.decoded_cache,
+                decoded_cache: self.decoded_cache.or(r.read.decoded_cache),
                 // Nothing to prefetch past the last epoch.
                 last_epoch: Some(r.epochs.saturating_sub(1)),
                 ..ReadingSpec::default()

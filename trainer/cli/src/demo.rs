@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use stoker_loader::synthetic::{self, ScenesOptions, ShapesOptions};
+use stoker_loader::DecodedCacheSize;
 
 /// Side of the demo images: small enough that the convnet trains in about two
 /// minutes on two CPU cores, large enough that the ten shapes stay distinct.
@@ -26,6 +27,20 @@ pub fn ensure() -> anyhow::Result<(PathBuf, PathBuf)> {
     make(&train, TRAIN_COUNT, 1)?;
     make(&val, VAL_COUNT, 2)?;
     Ok((train, val))
+}
+
+/// The decoded cache of a demo's training loader on CUDA: room for all of its
+/// TRAIN_COUNT decoded images (3 KiB of pixels each, plus the entry's few hundred
+/// bytes and tags: about 34 MB), bounded so that a cache never outgrows the set.
+/// Reading and decoding its small JPEG files is most of a sample's cost (about 5x the
+/// transforms alone); a GPU steps about as fast as 15 workers decode (docs/trainer.md,
+/// "The data wait on a GPU"), and the batches are the same bytes with or without it.
+pub const CUDA_DECODED_CACHE: DecodedCacheSize = DecodedCacheSize::Bytes(48 << 20);
+
+/// The training loader's decoded cache for a demo set: `--decoded-cache` when given,
+/// else [`CUDA_DECODED_CACHE`] on CUDA, else none (the CPU demo as it always ran).
+pub fn decoded_cache(flag: Option<DecodedCacheSize>, cuda: bool) -> Option<DecodedCacheSize> {
+    flag.or(cuda.then_some(CUDA_DECODED_CACHE))
 }
 
 /// Scenes of the multi-label demo: 1 to this many shapes per image. More would crowd
@@ -112,5 +127,29 @@ fn make_with(
         // options, so it is the same set.
         Err(_) if std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()) => Ok(()),
         Err(e) => Err(e).with_context(|| format!("generating the demo set in {}", dir.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_demo_decodes_once_on_cuda_only_and_the_flag_wins() {
+        assert_eq!(decoded_cache(None, false), None);
+        assert_eq!(decoded_cache(None, true), Some(CUDA_DECODED_CACHE));
+        let flag = Some(DecodedCacheSize::Auto);
+        assert_eq!(decoded_cache(flag, true), flag);
+        assert_eq!(decoded_cache(flag, false), flag);
+    }
+
+    #[test]
+    fn the_cuda_cache_holds_a_whole_demo_set() {
+        let DecodedCacheSize::Bytes(bound) = CUDA_DECODED_CACHE else {
+            panic!("a fixed bound");
+        };
+        // Pixels (RGB) plus a generous 1 KiB a sample for the entry and its tags.
+        let need = TRAIN_COUNT as u64 * (u64::from(SIZE * SIZE) * 3 + 1024);
+        assert!(need <= bound, "{need} bytes needed, {bound} kept");
     }
 }

@@ -20,6 +20,7 @@ use anyhow::{bail, Context};
 use clap::{CommandFactory, Parser};
 use stoker_augment::Pipeline;
 use stoker_loader::spec::{DataSpec, SourceSpec};
+use stoker_loader::DecodedCacheSize;
 use stoker_trainer::model::Target;
 use stoker_trainer::{
     feed, open_backend_in, BatchFeed, CpuBackend, Device, DeviceError, DevicePref, HostFeed, Launch,
@@ -224,6 +225,18 @@ fn run(a: Args, cluster: &Cluster) -> anyhow::Result<()> {
             )?;
             if a.target == TargetArg::Labels {
                 data.sgd_lr = Some(demo::SCENES_SGD_LR);
+            }
+            let cuda = matches!(device, Device::Cuda(_));
+            data.decoded_cache = demo::decoded_cache(a.read.decoded_cache, cuda);
+            if let (None, Some(DecodedCacheSize::Bytes(b))) =
+                (a.read.decoded_cache, data.decoded_cache)
+            {
+                say(&format!(
+                    "decoded cache: {} MiB, the demo set decoded once (on CUDA, so that \
+                     decoding does not hold a fast step back; --decoded-cache SIZE|auto \
+                     changes it)",
+                    b >> 20
+                ));
             }
             data
         }

@@ -76,6 +76,22 @@ fn binary_trains_and_reports_json_and_plot() {
     assert!(std::fs::read_to_string(&plot).unwrap().contains("<svg"));
 }
 
+/// The demo on the CPU runs as it always did: no decoded cache (the CUDA demo keeps
+/// one, `cuda_cli.rs`).
+#[test]
+fn the_cpu_demo_keeps_no_decoded_cache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = stoker_train(
+        &["--device", "cpu", "--max-steps", "1", "--model", "mlp"],
+        tmp.path(),
+    );
+    let all =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("training: "), "{all}");
+    assert!(!all.contains("decoded cache"), "{all}");
+}
+
 /// The multi-label demo trains with SGD at lr 1.0 unless told otherwise (at 0.1 its
 /// mean-over-classes loss learns too slowly for the default epochs); data of one's own
 /// keeps SGD's 0.1, and --lr and AdamW's default win over the demo's.

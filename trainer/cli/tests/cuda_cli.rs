@@ -73,3 +73,32 @@ fn stoker_train_runs_bf16_on_cuda_and_reports_it() {
         assert!(loss.is_finite(), "{precision}: train_loss {loss}: {v}");
     }
 }
+
+/// On CUDA the demo keeps its training set's decoded images (a 48 MiB cache) when
+/// `--decoded-cache` is not given, and says so; given, the flag wins.
+#[test]
+fn the_demo_on_cuda_keeps_a_decoded_cache() {
+    let Some(_g) = gpu("the demo on CUDA") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = std::env::var_os("STOKER_TRAIN_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_stoker-train")));
+    let run = |extra: &[&str]| {
+        let out = Command::new(&bin)
+            .args(["--device", "cuda", "--max-steps", "1", "--model", "mlp"])
+            .args(extra)
+            .env("STOKER_CACHE", tmp.path())
+            .output()
+            .unwrap_or_else(|e| panic!("run {}: {e}", bin.display()));
+        let all = String::from_utf8_lossy(&out.stderr).to_string()
+            + &String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{all}");
+        all
+    };
+    let header = run(&[]);
+    assert!(header.contains("decoded cache: 48 MiB"), "{header}");
+    let flagged = run(&["--decoded-cache", "16M"]);
+    assert!(!flagged.contains("decoded cache: "), "{flagged}");
+}

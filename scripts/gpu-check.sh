@@ -79,6 +79,8 @@ if ! want tests; then :; elif [ -x "$here/tests/cuda_parity" ]; then
         failed=1
     fi
     grep -E "^test result|panicked|FAILED" "$logs/cuda_parity.log" | head -20 | sed 's/^/   /'
+    # Shapes cuDNN did not run as asked (packed instead of strided, or im2col), if any.
+    grep -E "^stoker: convolution" "$logs/cuda_parity.log" | sort | uniq -c | head -10 | sed 's/^/   /'
 else
     missing cuda_parity "tests/cuda_parity not in the bundle"
 fi

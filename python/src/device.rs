@@ -350,15 +350,21 @@ mod imp {
                         let s = s as sys::CUstream;
                         // SAFETY: a stream a consumer handed to `__dlpack__`; the
                         // event is this slot's.
-                        unsafe {
-                            drv::event::record(slot.released.cu_event(), s)
-                                .and_then(|()| {
-                                    drv::stream::wait_event(
-                                        copy,
-                                        slot.released.cu_event(),
-                                        sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
-                                    )
-                                })
+                        let ordered = unsafe {
+                            drv::event::record(slot.released.cu_event(), s).and_then(|()| {
+                                drv::stream::wait_event(
+                                    copy,
+                                    slot.released.cu_event(),
+                                    sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+                                )
+                            })
+                        };
+                        // A consumer stream destroyed since (a collected CuPy stream,
+                        // say) refuses the record: a device-wide wait orders the refill
+                        // after whatever it enqueued.
+                        if ordered.is_err() {
+                            dev.ctx
+                                .synchronize()
                                 .map_err(cuda_err("ordering the refill after the consumer", ord))?;
                         }
                     }

@@ -162,8 +162,10 @@ impl ConvOps for CudaBackend {
         }
         let (ohw, kdim, n) = (geom.out_h() * geom.out_w(), geom.col_rows(), geom.n);
         let chunk = chunk(self, &geom);
-        // The forward's columns are still in the scratch only if it took one chunk.
-        let mut cols_valid = op.reuse && n <= chunk;
+        // The forward's columns are still in the scratch only if it took one chunk, and
+        // only if the forward ran here: on the cuDNN engine it may have run on cuDNN
+        // (which leaves its copy of the input there) before this shape was given up on.
+        let mut cols_valid = op.reuse && n <= chunk && !self.conv_engine().is_cudnn();
         let (Out { buf: wb, off: wo }, Out { buf: sb, off: so }) = (op.dw, op.scratch);
         let mut dx = op.dx;
         for (i, n0) in (0..n).step_by(chunk).enumerate() {

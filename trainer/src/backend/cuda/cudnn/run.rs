@@ -83,6 +83,8 @@ impl CudaBackend {
             work,
             handle,
         } = &mut *st.state;
+        // Planning queries cuDNN, which works in the thread's current context.
+        self.bind(&cx)?;
         let Some(plan) = plan(plans, handle, &g, cout, prec, layout) else {
             return Ok(false);
         };
@@ -109,7 +111,6 @@ impl CudaBackend {
         } else {
             w
         };
-        self.bind(&cx)?;
         let (alpha, beta) = (1.0f32, 0.0f32);
         plan.conv
             .set_math(plan.fwd.math)
@@ -118,7 +119,7 @@ impl CudaBackend {
         // the operands as the descriptors describe them (regions carved above, or the
         // checked buffers themselves in the strided f32 case), `ws` has the
         // algorithm's workspace; f32 scalars, as cuDNN wants for float and bf16 data.
-        unsafe {
+        let r = unsafe {
             result::convolution_forward(
                 handle.0,
                 scalar(&alpha),
@@ -134,8 +135,10 @@ impl CudaBackend {
                 plan.y.0,
                 yp.raw() as *mut c_void,
             )
+        };
+        if let Err(e) = r {
+            return give_up(plans, &g, cout, prec, "cudnnConvolutionForward", e);
         }
-        .map_err(cudnn_op(cx.name, "cudnnConvolutionForward"))?;
         self.take_from_cudnn(&cx, plan.layout, from, yp, y, (g.n, cout, ohw))?;
         Ok(true)
     }
@@ -168,6 +171,8 @@ impl CudaBackend {
             work,
             handle,
         } = &mut *st.state;
+        // Planning queries cuDNN, which works in the thread's current context.
+        self.bind(&cx)?;
         let Some(plan) = plan(plans, handle, &g, cout, prec, layout) else {
             return Ok(false);
         };
@@ -199,7 +204,6 @@ impl CudaBackend {
         };
         let dys = (cout, g.n, ohw);
         let dyp = self.give_to_cudnn(&cx, plan.layout, to, dy, base.add(o_dyp), dys)?;
-        self.bind(&cx)?;
         let (alpha, beta) = (1.0f32, 0.0f32);
 
         // The weight gradient: straight into `dw` in f32, through a bf16 copy in bf16.
@@ -210,7 +214,7 @@ impl CudaBackend {
         // SAFETY: as in the forward: live handle and descriptors, operands as
         // described in carved regions or the checked buffers (`dw` in f32), the
         // algorithm's workspace at `ws`.
-        unsafe {
+        let r = unsafe {
             result::convolution_backward_filter(
                 handle.0,
                 scalar(&alpha),
@@ -226,8 +230,10 @@ impl CudaBackend {
                 plan.w.0,
                 dwc.raw() as *mut c_void,
             )
+        };
+        if let Err(e) = r {
+            return give_up(plans, &g, cout, prec, "cudnnConvolutionBackwardFilter", e);
         }
-        .map_err(cudnn_op(cx.name, "cudnnConvolutionBackwardFilter"))?;
         if bf16 {
             self.swap(&cx, Cast::FromBf16, dwc, dw, (1, 1, wl))?;
         }
@@ -245,7 +251,7 @@ impl CudaBackend {
                 .set_math(plan.bwd_data.math)
                 .map_err(cuda_err(cx.name))?;
             // SAFETY: as above.
-            unsafe {
+            let r = unsafe {
                 result::convolution_backward_data(
                     handle.0,
                     scalar(&alpha),
@@ -261,8 +267,10 @@ impl CudaBackend {
                     plan.x.0,
                     dxp.raw() as *mut c_void,
                 )
+            };
+            if let Err(e) = r {
+                return give_up(plans, &g, cout, prec, "cudnnConvolutionBackwardData", e);
             }
-            .map_err(cudnn_op(cx.name, "cudnnConvolutionBackwardData"))?;
             self.take_from_cudnn(&cx, plan.layout, from, dxp, dx, (g.n, g.c, g.h * g.w))?;
         }
         Ok(true)
@@ -391,12 +399,28 @@ fn scalar(v: &f32) -> *const c_void {
     v as *const f32 as *const c_void
 }
 
-/// `Err` mapper: cuDNN call `call` failed inside backend op `op`.
-fn cudnn_op(op: &'static str, call: &'static str) -> impl Fn(result::CudnnError) -> BackendError {
-    move |source| BackendError::Cuda {
-        op,
-        source: CudaError::Cudnn { call, source },
-    }
+/// A cuDNN call that failed although its plan said it would run (the heuristics' status
+/// is no promise: PyTorch tries the next algorithm there). The shape runs on im2col
+/// from now on, said once and listed in `fallbacks`; `Ok(false)` hands this call to the
+/// im2col path, which overwrites every output the failed call may have touched. The
+/// backward's im2col path rebuilds its columns on the cuDNN engine (`conv.rs`), so a
+/// forward that ran on cuDNN leaves nothing it could misread.
+fn give_up(
+    plans: &mut std::collections::HashMap<PlanKey, Result<Plan, String>>,
+    g: &ConvGeom,
+    cout: usize,
+    prec: Precision,
+    call: &'static str,
+    e: result::CudnnError,
+) -> BResult<bool> {
+    let why = format!("{call} failed: {e:?}");
+    eprintln!(
+        "stoker: convolution {}x{}x{} -> {cout} channels, kernel {}x{} stride {} pad {}, \
+         batch {}, {prec}: im2col + cuBLAS from now on ({why})",
+        g.c, g.h, g.w, g.kh, g.kw, g.stride, g.pad, g.n
+    );
+    plans.insert(PlanKey::new(g, cout, prec), Err(why));
+    Ok(false)
 }
 
 /// The plan of this shape, made at its first call; `None` when it runs on im2col. A

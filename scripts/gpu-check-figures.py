@@ -46,7 +46,9 @@ def conv_engine(path):
     obj = last_json(path) or {}
     for key, value in obj.items():
         if re.search(r"conv.*engine", key, re.I) and value:
-            return str(value)
+            # Shapes that ran on im2col under the cuDNN engine (step_bench's list).
+            fell = obj.get("cudnn_fallbacks") or []
+            return str(value) + (f" ({len(fell)} shapes on im2col)" if fell else "")
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             lines = [ln.strip() for ln in f if not ln.startswith("{")]

@@ -452,27 +452,16 @@ mod imp {
                 let (ptr, shape, dtype) =
                     if p.key == PartKey::Index(0) || p.key == PartKey::Key("image") {
                         let out_shape = self.spec.out_shape(shape);
-                        let dtype = match self.spec.dtype {
-                            OutDtype::U8 => DLDataType {
-                                code: KDL_UINT,
-                                bits: 8,
-                                lanes: 1,
-                            },
-                            OutDtype::F32 => DLDataType {
-                                code: KDL_FLOAT,
-                                bits: 32,
-                                lanes: 1,
-                            },
-                            OutDtype::F16 => DLDataType {
-                                code: KDL_FLOAT,
-                                bits: 16,
-                                lanes: 1,
-                            },
-                            OutDtype::Bf16 => DLDataType {
-                                code: KDL_BFLOAT,
-                                bits: 16,
-                                lanes: 1,
-                            },
+                        let (code, bits) = match self.spec.dtype {
+                            OutDtype::U8 => (KDL_UINT, 8),
+                            OutDtype::F32 => (KDL_FLOAT, 32),
+                            OutDtype::F16 => (KDL_FLOAT, 16),
+                            OutDtype::Bf16 => (KDL_BFLOAT, 16),
+                        };
+                        let dtype = DLDataType {
+                            code,
+                            bits,
+                            lanes: 1,
                         };
                         let ptr = if identity {
                             owner.raw.ptr
